@@ -1,0 +1,47 @@
+"""Exception and warning types of bayesgrpo.
+
+Every message says what was wrong, where (file, run, row or line) and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BayesGRPOError",
+    "DataValidationError",
+    "LogFormatError",
+    "NotFittedError",
+    "ForecastError",
+    "DataWarning",
+    "SamplerWarning",
+]
+
+
+class BayesGRPOError(Exception):
+    """Base class of every error raised on purpose by bayesgrpo."""
+
+
+class DataValidationError(BayesGRPOError, ValueError):
+    """Run data violate the schema (missing columns, non-numeric or non-finite values, ...)."""
+
+
+class LogFormatError(BayesGRPOError, ValueError):
+    """A log file cannot be read in the requested or detected format.
+
+    The message names the file and the line or record, and says what was expected.
+    """
+
+
+class NotFittedError(BayesGRPOError, RuntimeError):
+    """A method that needs a fitted model was called before ``fit``."""
+
+
+class ForecastError(BayesGRPOError, ValueError):
+    """A forecast cannot be made for a run (too few points, no horizon, ...)."""
+
+
+class DataWarning(UserWarning):
+    """Input data were usable but something was repaired or dropped (named in the message)."""
+
+
+class SamplerWarning(UserWarning):
+    """Sampler health is poor (r_hat, ESS or divergences)."""

@@ -1,0 +1,497 @@
+"""The run data model: one long table of per-step metrics plus one table of per-run metadata.
+
+Schema
+------
+``data`` (long, one row per logged point):
+
+=========================  ==========================================================
+column                     meaning
+=========================  ==========================================================
+``run_id`` (str)           run identifier, unique within a :class:`RunSet`
+``step`` (int)             optimizer step of the logged point (strictly increasing per run)
+``reward`` (float)         batch-mean training reward logged at that step
+``reward_std`` (float)     within-batch / within-group reward spread, optional
+``kl``                     KL to the reference policy, optional
+``entropy``                policy entropy, optional
+``completion_length``      mean completion length (tokens), optional
+``frac_reward_zero_std``   share of groups whose G rewards are all equal, optional
+``reward_fn/<name>``       per-reward-function means (TRL ``rewards/<name>/mean``), optional
+``eval/<name>``            evaluation metrics (NaN where not evaluated), optional
+anything else              unmapped metrics are kept under their original names
+=========================  ==========================================================
+
+``meta`` (one row per run, index ``run_id``): :data:`META_FIELDS` (all optional; missing stays
+missing as NaN / None) plus any free-form extra columns.
+
+Per-run normalisation (:meth:`RunSet.normalize`) maps ``reward`` to
+``(reward - loc) / scale`` with ``loc``/``scale`` stored per run; :meth:`RunSet.denormalize`
+inverts it exactly (the same two floats, the inverse affine map).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.errors import DataValidationError, DataWarning
+
+__all__ = [
+    "RUN",
+    "STEP",
+    "REWARD",
+    "OPTIONAL_METRICS",
+    "META_FIELDS",
+    "NUMERIC_META",
+    "RunSet",
+    "Normalization",
+]
+
+RUN = "run_id"
+STEP = "step"
+REWARD = "reward"
+SOURCE_FILE = "source_file"
+SOURCE_LINE = "source_line"  # 1-based line/record in the source file, when known
+OPTIONAL_METRICS = (
+    "reward_std",
+    "kl",
+    "entropy",
+    "completion_length",
+    "frac_reward_zero_std",
+)
+META_FIELDS = (
+    "model",
+    "family",
+    "params_b",
+    "group_size",
+    "learning_rate",
+    "beta1",
+    "refresh_interval",
+    "batch_size",
+    "max_steps",
+    "dataset",
+    "algorithm",
+    "source_file",
+)
+NUMERIC_META = ("params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size", "max_steps")
+_BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
+
+
+def _where(df: pd.DataFrame, idx, source: str | None) -> str:
+    """Human-readable location of row ``idx`` of ``df`` (file, run, line or row)."""
+    row = df.loc[idx]
+    parts = []
+    src = row.get(SOURCE_FILE) if SOURCE_FILE in df.columns else None
+    src = src if isinstance(src, str) else source
+    if src:
+        parts.append(f"file {src}")
+    if RUN in df.columns:
+        parts.append(f"run {row[RUN]!r}")
+    if SOURCE_LINE in df.columns and pd.notna(row.get(SOURCE_LINE)):
+        parts.append(f"line {int(row[SOURCE_LINE])}")
+    else:
+        parts.append(f"row {idx}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Normalization:
+    """Per-run affine reward normalisation ``z = (reward - loc) / scale`` (exactly reversible).
+
+    Attributes
+    ----------
+    loc, scale : pandas.Series
+        Indexed by ``run_id``. ``scale`` is strictly positive.
+    """
+
+    loc: pd.Series
+    scale: pd.Series
+
+    def forward(self, run_id: str, values):
+        return (np.asarray(values, dtype=float) - self.loc[run_id]) / self.scale[run_id]
+
+    def inverse(self, run_id: str, values):
+        return np.asarray(values, dtype=float) * self.scale[run_id] + self.loc[run_id]
+
+    def to_frame(self) -> pd.DataFrame:
+        return pd.DataFrame({"loc": self.loc, "scale": self.scale})
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """A validated, sorted set of GRPO runs (long data + per-run metadata).
+
+    Construct with :meth:`RunSet.from_frames` (validates and never modifies its inputs).
+
+    Attributes
+    ----------
+    data : pandas.DataFrame
+        Long table sorted by ``run_id`` then ``step``; columns as in the module docstring.
+    meta : pandas.DataFrame
+        One row per run, indexed by ``run_id`` (same runs as ``data``, in order of first appearance).
+    source : str or None
+        Where the set was read from (used in messages).
+    """
+
+    data: pd.DataFrame
+    meta: pd.DataFrame
+    source: str | None = None
+    _checked: bool = field(default=False, repr=False)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_frames(
+        cls,
+        data: pd.DataFrame,
+        meta: pd.DataFrame | None = None,
+        *,
+        source: str | None = None,
+        on_duplicate: str = "error",
+        min_points: int = 1,
+    ) -> RunSet:
+        """Validate and sort a long table (and optional metadata) into a :class:`RunSet`.
+
+        Parameters
+        ----------
+        data : pandas.DataFrame
+            Long table with at least ``run_id``, ``step``, ``reward``. Not modified.
+        meta : pandas.DataFrame, optional
+            Per-run metadata with a ``run_id`` column or index. Rows for runs not in ``data`` are
+            dropped with a :class:`~bayesgrpo.errors.DataWarning`; runs without a row get NaN.
+        source : str, optional
+            File the data came from, used in messages.
+        on_duplicate : {"error", "last", "first"}
+            What to do when a run logs the same step twice (e.g. a resumed run). ``"error"`` raises;
+            ``"last"``/``"first"`` keep one occurrence and warn, naming the run and the steps.
+        min_points : int
+            Runs with fewer finite reward points raise :class:`DataValidationError`.
+
+        Raises
+        ------
+        DataValidationError
+            Missing columns, non-numeric or infinite values, duplicate steps (with
+            ``on_duplicate="error"``), too few points. The message names file, run and row.
+
+        Warns
+        -----
+        DataWarning
+            NaN rewards dropped, unsorted steps sorted, duplicates resolved, metadata rows dropped.
+        """
+        if not isinstance(data, pd.DataFrame):
+            raise DataValidationError(f"expected a pandas DataFrame of run data, got {type(data).__name__}")
+        where_src = f" in {source}" if source else ""
+        missing = [c for c in (RUN, STEP, REWARD) if c not in data.columns]
+        if missing:
+            raise DataValidationError(
+                f"run data{where_src} lack the required column(s) {missing}; found columns "
+                f"{list(data.columns)[:20]}. The long format needs run_id, step, reward "
+                "(rename your columns or use an importer: bayesgrpo.io.read_runs)."
+            )
+        if len(data) == 0:
+            raise DataValidationError(f"run data{where_src} contain no rows")
+        df = data.copy()
+        df[RUN] = df[RUN].astype(str)
+        # step: numeric, finite, integer-valued
+        step = pd.to_numeric(df[STEP], errors="coerce")
+        bad = step.isna() | ~np.isfinite(step.to_numpy(dtype=float, na_value=np.nan))
+        if bad.any():
+            i = bad[bad].index[0]
+            raise DataValidationError(
+                f"step {data.loc[i, STEP]!r} is not a finite number ({_where(df, i, source)}); "
+                f"{int(bad.sum())} such row(s). Steps must be integers."
+            )
+        if (step != np.round(step)).any():
+            i = step[step != np.round(step)].index[0]
+            raise DataValidationError(
+                f"step {step[i]!r} is not an integer ({_where(df, i, source)}). Steps must be "
+                "optimizer step counts; convert fractional epochs to steps first."
+            )
+        df[STEP] = step.astype(np.int64)
+        # reward and every other metric: numeric
+        for col in df.columns:
+            if col in (RUN, STEP, SOURCE_FILE):
+                continue
+            if df[col].dtype.kind in "fiub":
+                continue
+            conv = pd.to_numeric(df[col], errors="coerce")
+            newly_nan = conv.isna() & df[col].notna()
+            if newly_nan.any():
+                i = newly_nan[newly_nan].index[0]
+                if col == REWARD:
+                    raise DataValidationError(
+                        f"reward {data.loc[i, col]!r} is not a number ({_where(df, i, source)}); "
+                        f"{int(newly_nan.sum())} such row(s)."
+                    )
+                if col == SOURCE_LINE:
+                    continue
+                # a non-numeric free-form column (e.g. a tag) is kept as it is
+                continue
+            df[col] = conv.astype(float)
+        rew = df[REWARD].to_numpy(dtype=float)
+        inf = np.isinf(rew)
+        if inf.any():
+            i = df.index[inf][0]
+            raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
+        nan = np.isnan(rew)
+        if nan.any():
+            idx = df.index[nan]
+            runs = sorted(set(df.loc[idx, RUN]))
+            warnings.warn(
+                f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
+                f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
+                DataWarning,
+                stacklevel=2,
+            )
+            df = df.loc[~nan]
+        # order of runs: first appearance; steps sorted within run
+        order = pd.unique(df[RUN])
+        pos = {r: k for k, r in enumerate(order)}
+        for rid, g in df.groupby(RUN, sort=False):
+            s = g[STEP].to_numpy()
+            if len(s) > 1 and np.any(np.diff(s) < 0):
+                k = int(np.argmax(np.diff(s) < 0)) + 1
+                warnings.warn(
+                    f"steps of run {rid!r}{where_src} are not sorted (step {s[k]} follows {s[k - 1]} "
+                    f"at {_where(df, g.index[k], source)}); sorted them.",
+                    DataWarning,
+                    stacklevel=2,
+                )
+        df["_run_pos"] = df[RUN].map(pos)
+        df["_orig"] = np.arange(len(df))
+        df = df.sort_values(["_run_pos", STEP, "_orig"], kind="stable")
+        dup = df.duplicated([RUN, STEP], keep=False)
+        if dup.any():
+            first = df.index[dup.to_numpy()][0]
+            rid = df.loc[first, RUN]
+            steps = sorted(set(df.loc[dup & (df[RUN] == rid), STEP]))
+            msg = (
+                f"run {rid!r}{where_src} logs step(s) {steps[:8]}{' ...' if len(steps) > 8 else ''} more "
+                f"than once (first at {_where(df, first, source)}); {int(dup.sum())} rows involved"
+            )
+            if on_duplicate == "error":
+                raise DataValidationError(
+                    msg + ". A resumed run? Pass on_duplicate='last' (keep the later log) or clean the file."
+                )
+            if on_duplicate not in ("last", "first"):
+                raise ValueError(f"on_duplicate must be 'error', 'last' or 'first', got {on_duplicate!r}")
+            warnings.warn(msg + f"; kept the {on_duplicate} occurrence of each.", DataWarning, stacklevel=2)
+            df = df.drop_duplicates([RUN, STEP], keep=on_duplicate)
+        df = df.drop(columns=["_run_pos", "_orig"]).reset_index(drop=True)
+        counts = df.groupby(RUN, sort=False).size()
+        few = counts[counts < min_points]
+        if len(few):
+            raise DataValidationError(
+                f"run {few.index[0]!r}{where_src} has {int(few.iloc[0])} usable reward point(s); at least "
+                f"{min_points} are needed"
+            )
+        meta_df = cls._build_meta(meta, list(counts.index), source)
+        return cls(data=df, meta=meta_df, source=source, _checked=True)
+
+    @staticmethod
+    def _build_meta(meta, runs: list[str], source) -> pd.DataFrame:
+        base = pd.DataFrame(index=pd.Index(runs, name=RUN))
+        if meta is None:
+            out = base
+        else:
+            m = meta.copy()
+            if RUN in m.columns:
+                m[RUN] = m[RUN].astype(str)
+                if m[RUN].duplicated().any():
+                    d = m.loc[m[RUN].duplicated(), RUN].iloc[0]
+                    raise DataValidationError(f"metadata lists run {d!r} more than once")
+                m = m.set_index(RUN)
+            else:
+                m.index = m.index.astype(str)
+                m.index.name = RUN
+            extra = [r for r in m.index if r not in set(runs)]
+            if extra:
+                warnings.warn(
+                    f"metadata{' for ' + source if source else ''} has {len(extra)} run(s) with no data, "
+                    f"ignored: {extra[:5]}",
+                    DataWarning,
+                    stacklevel=3,
+                )
+            out = base.join(m, how="left")
+        for f in META_FIELDS:
+            if f not in out.columns:
+                out[f] = np.nan if f in NUMERIC_META else None
+        for f in NUMERIC_META:
+            conv = pd.to_numeric(out[f], errors="coerce")
+            bad = conv.isna() & out[f].notna()
+            if bad.any():
+                r = bad[bad].index[0]
+                raise DataValidationError(
+                    f"metadata field {f!r} of run {r!r} is {out.loc[r, f]!r}, not a number"
+                )
+            out[f] = conv.astype(float)
+        return out
+
+    # ------------------------------------------------------------------ access
+    @property
+    def run_ids(self) -> list[str]:
+        return list(self.meta.index)
+
+    def __len__(self) -> int:
+        return len(self.meta)
+
+    def __iter__(self):
+        return iter(self.run_ids)
+
+    def run(self, run_id: str) -> pd.DataFrame:
+        """Rows of one run (a copy), sorted by step."""
+        if run_id not in self.meta.index:
+            raise KeyError(f"no run {run_id!r}; runs are {self.run_ids[:10]}{' ...' if len(self) > 10 else ''}")
+        return self.data.loc[self.data[RUN] == run_id].reset_index(drop=True)
+
+    def select(self, run_ids: Iterable[str]) -> RunSet:
+        ids = list(run_ids)
+        unknown = [r for r in ids if r not in self.meta.index]
+        if unknown:
+            raise KeyError(f"unknown run(s) {unknown[:5]}; available: {self.run_ids[:10]}")
+        data = self.data.loc[self.data[RUN].isin(ids)]
+        pos = {r: k for k, r in enumerate(ids)}
+        data = data.assign(_p=data[RUN].map(pos)).sort_values(["_p", STEP], kind="stable").drop(columns="_p")
+        return RunSet(data.reset_index(drop=True), self.meta.loc[ids].copy(), self.source, True)
+
+    def truncate(self, *, fraction: float | None = None, until_step: int | None = None) -> RunSet:
+        """Keep each run's first ``fraction`` of its step span (or steps <= ``until_step``)."""
+        parts = []
+        for rid, g in self.data.groupby(RUN, sort=False):
+            if fraction is not None:
+                s0, s1 = g[STEP].iloc[0], g[STEP].iloc[-1]
+                cut = s0 + fraction * (s1 - s0)
+            else:
+                cut = until_step
+            parts.append(g.loc[g[STEP] <= cut])
+        return RunSet(pd.concat(parts, ignore_index=True), self.meta.copy(), self.source, True)
+
+    @property
+    def metrics(self) -> list[str]:
+        return [c for c in self.data.columns if c not in (RUN, STEP, *_BOOKKEEPING)]
+
+    def concat(self, other: RunSet) -> RunSet:
+        clash = set(self.run_ids) & set(other.run_ids)
+        if clash:
+            raise DataValidationError(f"run ids occur in both sets: {sorted(clash)[:5]}")
+        data = pd.concat([self.data, other.data], ignore_index=True)
+        meta = pd.concat([self.meta, other.meta])
+        return RunSet(data, meta, self.source, True)
+
+    # ------------------------------------------------------------------ reports
+    def summary(self) -> pd.DataFrame:
+        """One row per run: points, first/last step, logging interval, reward range, metadata present."""
+        g = self.data.groupby(RUN, sort=False)
+        out = pd.DataFrame(
+            {
+                "points": g.size(),
+                "first_step": g[STEP].min(),
+                "last_step": g[STEP].max(),
+                "interval": g[STEP].apply(lambda s: float(np.median(np.diff(s))) if len(s) > 1 else np.nan),
+                "reward_min": g[REWARD].min(),
+                "reward_max": g[REWARD].max(),
+                "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10):].mean())),
+            }
+        ).reindex(self.run_ids)
+        metrics = [m for m in self.metrics if m != REWARD]
+        out["metrics"] = [
+            ",".join(m for m in metrics if self.data.loc[self.data[RUN] == r, m].notna().any()) for r in out.index
+        ]
+        present = [f for f in META_FIELDS if f != SOURCE_FILE]
+        out["metadata"] = [",".join(f for f in present if _present(self.meta.loc[r, f])) for r in out.index]
+        return out
+
+    # ------------------------------------------------------------------ xarray
+    def to_xarray(self):
+        """Convert to an ``xarray.Dataset`` with dims ``(run, step)``; ragged runs padded with NaN.
+
+        Metadata become coordinates on ``run``. :meth:`from_xarray` inverts it without loss.
+        """
+        import xarray as xr
+
+        metric_cols = [c for c in self.data.columns if c not in (RUN, STEP)]
+        wide = self.data.set_index([RUN, STEP])[metric_cols]
+        ds = xr.Dataset.from_dataframe(wide)
+        ds = ds.rename({RUN: "run"}).reindex(run=self.run_ids)
+        meta = self.meta.copy()
+        for c in meta.columns:
+            vals = meta[c]
+            if vals.dtype == object:
+                vals = vals.astype("object").where(vals.notna(), None).astype(str).where(vals.notna(), "")
+            ds = ds.assign_coords({f"meta_{c}": ("run", vals.to_numpy())})
+        ds.attrs["bayesgrpo_schema"] = "runset/1"
+        ds.attrs["meta_object_columns"] = ",".join(c for c in meta.columns if meta[c].dtype == object)
+        if self.source:
+            ds.attrs["source"] = self.source
+        return ds
+
+    @classmethod
+    def from_xarray(cls, ds) -> RunSet:
+        """Inverse of :meth:`to_xarray` (padding rows, where ``reward`` is NaN, are dropped)."""
+        obj_cols = [c for c in ds.attrs.get("meta_object_columns", "").split(",") if c]
+        meta_coords = [c for c in ds.coords if str(c).startswith("meta_")]
+        meta = pd.DataFrame({c[5:]: ds[c].to_numpy() for c in meta_coords}, index=pd.Index(ds["run"].to_numpy().astype(str), name=RUN))
+        for c in obj_cols:
+            meta[c] = meta[c].astype(object).where(meta[c] != "", None)
+        df = ds.drop_vars(meta_coords).to_dataframe().reset_index().rename(columns={"run": RUN})
+        df = df.loc[df[REWARD].notna()]
+        for c in df.columns:
+            if c in (SOURCE_FILE,) and df[c].dtype == object:
+                continue
+        df[STEP] = df[STEP].astype(np.int64)
+        return cls.from_frames(df.reset_index(drop=True), meta.reset_index(), source=ds.attrs.get("source"))
+
+    # ------------------------------------------------------------------ normalisation
+    def normalization(self, *, method: str = "robust") -> Normalization:
+        """Per-run affine map for pooling runs on different reward scales.
+
+        ``robust``: loc = 5% quantile, scale = 95% - 5% quantile range of the run's rewards
+        (so most of a run lies in [0, 1]); when that range is 0 (a constant curve) the scale
+        falls back to the absolute loc, then 1, with a :class:`DataWarning`.
+        """
+        if method != "robust":
+            raise ValueError(f"unknown normalisation method {method!r}; use 'robust'")
+        g = self.data.groupby(RUN, sort=False)[REWARD]
+        lo = g.quantile(0.05).reindex(self.run_ids)
+        hi = g.quantile(0.95).reindex(self.run_ids)
+        scale = hi - lo
+        flat = scale <= 1e-12 * np.maximum(1.0, np.abs(lo))
+        if flat.any():
+            warnings.warn(
+                f"run(s) {list(scale.index[flat])[:5]} have a constant reward; normalised with a unit scale",
+                DataWarning,
+                stacklevel=2,
+            )
+            scale = scale.where(~flat, np.where(np.abs(lo) > 0, np.abs(lo), 1.0))
+        return Normalization(loc=lo.astype(float), scale=scale.astype(float))
+
+    def normalize(self, norm: Normalization | None = None) -> tuple[RunSet, Normalization]:
+        """Return a new set with rewards normalised per run, and the map (see :meth:`denormalize`)."""
+        norm = norm or self.normalization()
+        df = self.data.copy()
+        loc = df[RUN].map(norm.loc).to_numpy()
+        sc = df[RUN].map(norm.scale).to_numpy()
+        df[REWARD] = (df[REWARD].to_numpy() - loc) / sc
+        return RunSet(df, self.meta.copy(), self.source, True), norm
+
+    def denormalize(self, norm: Normalization) -> RunSet:
+        df = self.data.copy()
+        df[REWARD] = df[REWARD].to_numpy() * df[RUN].map(norm.scale).to_numpy() + df[RUN].map(norm.loc).to_numpy()
+        return RunSet(df, self.meta.copy(), self.source, True)
+
+
+def _present(v) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, float) and np.isnan(v):
+        return False
+    return not (isinstance(v, str) and v == "")
+
+
+def concat_runsets(sets: Sequence[RunSet]) -> RunSet:
+    out = sets[0]
+    for s in sets[1:]:
+        out = out.concat(s)
+    return out

@@ -1,0 +1,86 @@
+"""TensorBoard event files (``events.out.tfevents.*``) through the optional ``tbparse`` package.
+
+Scalars written by the HF Trainer's ``TensorBoardCallback`` have tags ``train/<key>`` (TRL keys,
+e.g. ``train/reward``, ``train/rewards/<fn>``, ``train/kl``) and ``eval/<key>``; OpenRLHF writes
+``train/<key>`` too. The ``train/`` prefix is removed before the usual key mapping. A resumed run
+writes a new event file whose steps overlap the previous one: pass all files (a folder or a list)
+and they are read in wall-time order, so the later file wins on overlapping steps.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from bayesgrpo.errors import LogFormatError
+from bayesgrpo.io._common import default_run_id, fmt_error
+from bayesgrpo.schema import RUN, SOURCE_FILE, STEP
+
+__all__ = ["read_tensorboard"]
+
+
+def _event_files(path) -> list[Path]:
+    if isinstance(path, (list, tuple)):
+        out = []
+        for p in path:
+            out.extend(_event_files(p))
+        return out
+    p = Path(path)
+    if p.is_dir():
+        return sorted(f for f in p.rglob("*") if f.is_file() and "tfevents" in f.name)
+    return [p]
+
+
+def _tag_name(tag: str) -> str:
+    return tag[len("train/"):] if tag.startswith("train/") and len(tag) > 6 else tag
+
+
+def read_tensorboard(path: Path | Sequence[Path]):
+    """Read scalar summaries of one run (one event file, a folder of them, or a list of files)."""
+    try:
+        from tbparse import SummaryReader
+    except ImportError:
+        raise LogFormatError(
+            f"{path}: reading TensorBoard event files needs the optional package tbparse; "
+            "install it with: pip install bayesgrpo[tensorboard]"
+        ) from None
+    files = _event_files(path)
+    if not files:
+        raise LogFormatError(f"{path}: no TensorBoard event files (events.out.tfevents.*) found")
+    parts = []
+    for f in files:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # tbparse uses deprecated pandas/tensorboard APIs
+                s = SummaryReader(str(f), extra_columns={"wall_time"}).scalars
+        except Exception as e:  # noqa: BLE001 - tbparse/tensorboard raise many types
+            raise fmt_error(f, None, f"cannot read TensorBoard event file ({type(e).__name__}: {e}); expected TFRecord event data") from None
+        if len(s):
+            parts.append((float(s["wall_time"].min()), f, s))
+    if not parts:
+        names = ", ".join(f.name for f in files[:3])
+        raise LogFormatError(
+            f"{names if len(files) > 1 else files[0]}: no scalar summaries in the TensorBoard event file(s) "
+            "(text-only?); expected scalars such as train/reward"
+        )
+    parts.sort(key=lambda t: t[0])
+    frames = []
+    for _, f, s in parts:
+        s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
+        wide = s.pivot(index="step", columns="tag", values="value").sort_index()
+        wide.columns = [_tag_name(str(c)) for c in wide.columns]
+        wide = wide.reset_index().rename(columns={"step": STEP})
+        wide[SOURCE_FILE] = str(f)
+        frames.append(wide)
+    data = pd.concat(frames, ignore_index=True)
+    if isinstance(path, (list, tuple)) or Path(path).is_file():
+        rid = default_run_id(files[0])
+    else:
+        rid = Path(path).name
+    data[RUN] = rid
+    data[STEP] = data[STEP].astype("int64")
+    meta = pd.DataFrame([{RUN: rid, "n_event_files": len(parts)}])
+    return data, meta

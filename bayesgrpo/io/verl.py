@@ -1,0 +1,109 @@
+"""verl logs: console logger lines and the file logger's JSONL.
+
+Console: one line per step, ``step:<int> - key:value - key:value ...`` (separator ``" - "``,
+key/value split at the first ``:``), possibly prefixed by ANSI colour codes and a Ray prefix
+``(TaskRunner pid=NNN)`` / ``(main_task pid=NNN)``. Values are full-precision reprs (current verl,
+also ``np.float64(0.1)``) or 3-decimal numbers (old verl); non-numeric values are skipped.
+Validation metrics inside the step line (``val-core/<src>/<key>/mean@N``, ``val/test_score/<src>``)
+become ``eval/<...>``. ``critic/score/mean`` (else ``critic/rewards/mean``) -> ``reward``.
+
+JSONL (``trainer.logger=['file']``): ``{"step": N, "data": {metric: value, ...}}`` per line
+(orjson: NaN -> ``null``; a newer variant adds ``elapsed_seconds``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from bayesgrpo.errors import DataWarning
+from bayesgrpo.io._common import default_run_id, fmt_error, num, read_text, records_frame
+from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
+
+__all__ = ["read_verl_console", "read_verl_jsonl"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
+_KEY = re.compile(r"^[A-Za-z0-9_@.\-/\[\]]+$")
+
+
+def read_verl_console(path: Path):
+    """Read the ``step:N - key:value - ...`` lines of a verl console log (see module docstring).
+
+    A metric line cut off at the end of the file (run killed while printing) is dropped with a
+    :class:`~bayesgrpo.errors.DataWarning`; a malformed metric line elsewhere raises.
+    """
+    path = Path(path)
+    text = read_text(path)
+    lines = text.split("\n")
+    recs = []
+    last_idx = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, raw in enumerate(lines):
+        if "step:" not in raw:
+            continue
+        ln = _ANSI.sub("", raw).rstrip("\r")
+        m = _STEP_LINE.search(ln)
+        if not m:
+            continue
+        rec = {STEP: int(m.group(1)), SOURCE_LINE: i + 1}
+        bad = None
+        for part in m.group(2).split(" - "):
+            key, sep, val = part.partition(":")
+            key = key.strip()
+            if not sep or not _KEY.match(key):
+                bad = part
+                break
+            v = num(val.strip())
+            if isinstance(v, float) or key in ("critic/score/mean", "critic/rewards/mean"):
+                rec[key] = v
+        if bad is not None:
+            if i == last_idx:
+                warnings.warn(
+                    f"{path}, line {i + 1}: last metric line is incomplete (run cut off?); dropped it",
+                    DataWarning,
+                    stacklevel=3,
+                )
+                continue
+            raise fmt_error(path, f"line {i + 1}", f"malformed verl metric field {bad[:60]!r}; expected 'key:value' fields separated by ' - '")
+        recs.append(rec)
+    if not recs:
+        raise fmt_error(path, None, "no verl metric line ('step:N - key:value - ...') found; expected verl console logger output")
+    rid = default_run_id(path)
+    df = records_frame(recs, path)
+    df[RUN] = rid
+    return df, pd.DataFrame([{RUN: rid}])
+
+
+def read_verl_jsonl(path: Path):
+    """Read a verl file-logger JSONL (``{"step": N, "data": {...}}`` per line)."""
+    path = Path(path)
+    text = read_text(path)
+    recs = []
+    for i, ln in enumerate(text.split("\n"), start=1):
+        if not ln.strip():
+            continue
+        try:
+            obj = json.loads(ln)
+        except ValueError as e:
+            raise fmt_error(path, f"line {i}", f"not valid JSON ({e}); expected {{\"step\": N, \"data\": {{...}}}} per line") from None
+        if not isinstance(obj, dict) or "step" not in obj or not isinstance(obj.get("data"), dict):
+            raise fmt_error(path, f"line {i}", "expected a record {\"step\": N, \"data\": {...}}")
+        st = num(obj["step"])
+        if not isinstance(st, float) or st != st:
+            raise fmt_error(path, f"line {i}", f"step {obj['step']!r} is not a number")
+        rec = {k: v for k, v in obj["data"].items() if not isinstance(v, (dict, list))}
+        if "elapsed_seconds" in obj:
+            rec["elapsed_seconds"] = obj["elapsed_seconds"]
+        rec[STEP] = int(st)
+        rec[SOURCE_LINE] = i
+        recs.append(rec)
+    if not recs:
+        raise fmt_error(path, None, "empty file; expected verl file-logger JSON lines")
+    rid = default_run_id(path)
+    df = records_frame(recs, path)
+    df[RUN] = rid
+    return df, pd.DataFrame([{RUN: rid}])

@@ -1,0 +1,35 @@
+"""bayesgrpo: calibrated Bayesian forecasts of GRPO reward curves from the physics of training.
+
+Public API (imported lazily so that ``import bayesgrpo`` and the CLI start fast)::
+
+    from bayesgrpo import read_runs, RunSet, Forecaster, FittedForecast, SamplerConfig
+"""
+
+from __future__ import annotations
+
+import logging
+
+__version__ = "0.1.0"
+
+logging.getLogger("bayesgrpo").addHandler(logging.NullHandler())
+
+_LAZY = {
+    "RunSet": ("bayesgrpo.schema", "RunSet"),
+    "read_runs": ("bayesgrpo.io", "read_runs"),
+    "read_many": ("bayesgrpo.io", "read_many"),
+    "Forecaster": ("bayesgrpo.forecast", "Forecaster"),
+    "FittedForecast": ("bayesgrpo.forecast", "FittedForecast"),
+    "SamplerConfig": ("bayesgrpo.forecast", "SamplerConfig"),
+    "PopulationPrior": ("bayesgrpo.population", "PopulationPrior"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(mod), attr)
+    raise AttributeError(f"module 'bayesgrpo' has no attribute {name!r}")

@@ -1,0 +1,254 @@
+"""Scoring metrics for final-reward forecasts (pure numpy).
+
+The forecast target
+-------------------
+The *final reward* of a run is the mean of its logged reward over the steps in the last
+``final_window`` (default 10%) of the run, i.e. over the half-open interval
+
+    ( s0 + (1 - final_window) * (H - s0),  H ]
+
+where ``s0`` is the run's first logged step and ``H`` its horizon (last step), at the run's own
+logging interval (:func:`final_window_mask`, :func:`final_reward`).
+
+Scores
+------
+* :func:`crps_sample` -- CRPS of an ensemble / sample forecast, energy form, exact for the
+  empirical distribution of the draws; vectorised over cases.
+* :func:`crps_quantiles` -- CRPS approximated from predictive quantiles (pinball-loss average).
+* :func:`coverage`, :func:`interval_width` -- central-interval diagnostics.
+* :func:`pit` -- probability integral transform, randomised for ties.
+* :func:`reward_range` -- robust per-run reward scale (5%-95% range) used to normalise errors and
+  CRPS before pooling runs on different reward scales.
+
+All functions accept array-likes; NaN handling is documented per function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "crps_sample",
+    "crps_normal",
+    "crps_quantiles",
+    "coverage",
+    "interval_width",
+    "pit",
+    "final_window_mask",
+    "final_window_threshold",
+    "final_reward",
+    "reward_range",
+]
+
+
+def _as_cases(samples) -> np.ndarray:
+    x = np.asarray(samples, dtype=float)
+    if x.ndim == 1:
+        x = x[None, :]
+    if x.ndim != 2:
+        raise ValueError(f"samples must have shape (n_cases, n_draws) or (n_draws,), got {x.shape}")
+    return x
+
+
+def crps_sample(samples, y) -> np.ndarray | float:
+    """Continuous ranked probability score of a sample forecast (lower is better).
+
+    Energy form ``CRPS(F, y) = E|X - y| - 1/2 E|X - X'|`` with ``X, X'`` independent draws
+    from the empirical distribution of ``samples`` (the n^2 "NRG" form, which *is* the CRPS of
+    the empirical CDF -- no finite-sample correction). ``E|X - X'|`` is computed exactly in
+    ``O(n log n)`` from the order statistics: ``sum_{i,j}|x_i - x_j| = 2 sum_i (2i - n + 1) x_(i)``
+    (0-based ``i``).
+
+    Parameters
+    ----------
+    samples : array (n_cases, n_draws) or (n_draws,)
+        Forecast draws per case. Non-finite draws are dropped per case; a case with no finite
+        draw (or a NaN ``y``) scores NaN.
+    y : array (n_cases,) or scalar
+        Observed values.
+
+    Returns
+    -------
+    float if ``samples`` is 1-D and ``y`` scalar, else array (n_cases,).
+
+    Notes
+    -----
+    A point forecast (one draw, or all draws equal) scores ``|x - y|``.
+    """
+    scalar = np.ndim(samples) == 1 and np.ndim(y) == 0
+    x = _as_cases(samples)
+    yy = np.broadcast_to(np.asarray(y, dtype=float), (x.shape[0],)).astype(float)
+    out = np.full(x.shape[0], np.nan)
+    finite = np.isfinite(x)
+    if finite.all():
+        out = _crps_dense(x, yy)
+    else:
+        for i in range(x.shape[0]):
+            xi = x[i, finite[i]]
+            if xi.size:
+                out[i] = _crps_dense(xi[None, :], yy[i : i + 1])[0]
+    out = np.where(np.isfinite(yy), out, np.nan)
+    return float(out[0]) if scalar else out
+
+
+def _crps_dense(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    n = x.shape[1]
+    xs = np.sort(x, axis=1)
+    term1 = np.mean(np.abs(xs - y[:, None]), axis=1)
+    coef = 2.0 * np.arange(n) - n + 1.0
+    # 1/2 E|X - X'| = (1/n^2) sum_i (2i - n + 1) x_(i)
+    term2 = (xs @ coef) / (n * n)
+    return term1 - term2
+
+
+def crps_normal(mu, sigma, y):
+    """Closed-form CRPS of a Normal(mu, sigma) forecast at ``y`` (Gneiting & Raftery 2007)."""
+    from math import pi
+
+    mu, sigma, y = (np.asarray(a, dtype=float) for a in (mu, sigma, y))
+    z = (y - mu) / sigma
+    from scipy.special import ndtr
+
+    pdf = np.exp(-0.5 * z * z) / np.sqrt(2 * pi)
+    return sigma * (z * (2 * ndtr(z) - 1) + 2 * pdf - 1 / np.sqrt(pi))
+
+
+def crps_quantiles(quantiles, levels, y) -> np.ndarray | float:
+    """CRPS approximated from predictive quantiles: ``2 * mean_k pinball_{tau_k}(q_k, y)``.
+
+    Exact in the limit of many evenly spaced levels on (0, 1) (e.g. ``(k - 0.5) / K``).
+
+    Parameters
+    ----------
+    quantiles : array (n_cases, n_levels) or (n_levels,)
+    levels : array (n_levels,) of quantile levels in (0, 1)
+    y : array (n_cases,) or scalar
+    """
+    scalar = np.ndim(quantiles) == 1 and np.ndim(y) == 0
+    q = _as_cases(quantiles)
+    tau = np.asarray(levels, dtype=float)
+    if tau.shape != (q.shape[1],):
+        raise ValueError(f"levels has shape {tau.shape}, expected ({q.shape[1]},)")
+    yy = np.broadcast_to(np.asarray(y, dtype=float), (q.shape[0],))[:, None]
+    u = yy - q
+    pin = np.maximum(tau * u, (tau - 1.0) * u)
+    out = 2.0 * pin.mean(axis=1)
+    return float(out[0]) if scalar else out
+
+
+def coverage(lower, upper, y) -> float:
+    """Share of cases with ``lower <= y <= upper`` (cases with any NaN are ignored; NaN if none)."""
+    lo, hi, yy = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (lower, upper, y)))
+    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(yy)
+    if not ok.any():
+        return float("nan")
+    return float(np.mean((yy[ok] >= lo[ok]) & (yy[ok] <= hi[ok])))
+
+
+def interval_width(lower, upper, scale=None) -> float:
+    """Mean width ``upper - lower`` (optionally divided per case by ``scale``); NaN cases ignored."""
+    lo, hi = np.broadcast_arrays(np.asarray(lower, dtype=float), np.asarray(upper, dtype=float))
+    w = hi - lo
+    if scale is not None:
+        w = w / np.asarray(scale, dtype=float)
+    w = w[np.isfinite(w)]
+    return float(np.mean(w)) if w.size else float("nan")
+
+
+def pit(samples, y, *, seed=None) -> np.ndarray | float:
+    """Probability integral transform of ``y`` under the empirical forecast distribution.
+
+    Rank form, randomised for ties: ``PIT = (#{x_i < y} + U * (#{x_i == y} + 1)) / (n + 1)``
+    with ``U ~ Uniform(0, 1)``. For ``y`` exchangeable with the ``n`` draws (a calibrated
+    forecast) this is exactly Uniform(0, 1); ties (e.g. discrete rewards or point forecasts) are
+    spread uniformly over their rank range instead of piling up at one value.
+
+    Parameters
+    ----------
+    samples : array (n_cases, n_draws) or (n_draws,)
+        Non-finite draws are dropped per case (NaN result if none remain or ``y`` is NaN).
+    y : array (n_cases,) or scalar
+    seed : int or numpy Generator, optional
+        For the tie-breaking uniforms.
+    """
+    scalar = np.ndim(samples) == 1 and np.ndim(y) == 0
+    x = _as_cases(samples)
+    yy = np.broadcast_to(np.asarray(y, dtype=float), (x.shape[0],))
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(size=x.shape[0])
+    fin = np.isfinite(x)
+    n = fin.sum(axis=1)
+    less = np.sum(fin & (x < yy[:, None]), axis=1)
+    eq = np.sum(fin & (x == yy[:, None]), axis=1)
+    out = (less + u * (eq + 1)) / (n + 1)
+    out = np.where((n > 0) & np.isfinite(yy), out, np.nan)
+    return float(out[0]) if scalar else out
+
+
+def final_window_threshold(*, s0: float, horizon: float, final_window: float = 0.1) -> float:
+    """Left (open) end of the final window: ``s0 + (1 - final_window) (H - s0)``.
+
+    Computed as ``H - final_window (H - s0)`` (exact for the usual integer steps and
+    ``final_window = 0.1``: e.g. ``s0=1, H=100`` gives 90.1).
+    """
+    if not 0 < final_window <= 1:
+        raise ValueError(f"final_window must be in (0, 1], got {final_window}")
+    if horizon < s0:
+        raise ValueError(f"horizon {horizon} is before the first step {s0}")
+    return float(horizon) - float(final_window) * (float(horizon) - float(s0))
+
+
+def final_window_mask(steps, *, s0: float, horizon: float, final_window: float = 0.1) -> np.ndarray:
+    """Boolean mask of ``steps`` in the final window ``(s0 + (1 - fw)(H - s0), H]``.
+
+    A relative tolerance of 1e-9 guards the open left end against floating-point round-off
+    (a step equal to the threshold in exact arithmetic is excluded).
+
+    Examples
+    --------
+    steps 1..100, ``s0=1, H=100`` -> steps 91..100. Logging every 5 with ``s0=5, H=200``
+    (threshold 180.5) -> steps 185, 190, 195, 200.
+    """
+    s = np.asarray(steps, dtype=float)
+    thr = final_window_threshold(s0=s0, horizon=horizon, final_window=final_window)
+    tol = 1e-9 * max(1.0, abs(float(horizon)))
+    return (s > thr + tol) & (s <= float(horizon) + tol)
+
+
+def final_reward(steps, rewards, *, horizon: float | None = None, s0: float | None = None,
+                 final_window: float = 0.1) -> float:
+    """Truth of the forecast target from a complete run: mean reward over the final window.
+
+    ``s0`` defaults to the first step and ``horizon`` to the last step of ``steps``. NaN rewards
+    are ignored; returns NaN when the window holds no finite reward.
+    """
+    s = np.asarray(steps, dtype=float)
+    r = np.asarray(rewards, dtype=float)
+    if s.shape != r.shape:
+        raise ValueError(f"steps {s.shape} and rewards {r.shape} differ in shape")
+    if s.size == 0:
+        return float("nan")
+    s0 = float(np.min(s)) if s0 is None else float(s0)
+    horizon = float(np.max(s)) if horizon is None else float(horizon)
+    m = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window) & np.isfinite(r)
+    return float(np.mean(r[m])) if m.any() else float("nan")
+
+
+def reward_range(rewards) -> float:
+    """Robust reward scale of a run: the 95% minus the 5% quantile of its (finite) rewards.
+
+    Used to normalise absolute errors and CRPS across runs with different reward scales.
+    Fallbacks when that range is ~0 (fewer than ~10% of points differ from the rest): the full
+    range ``max - min``; if that is 0 too (a constant run), ``|median|``; if that is 0 as well,
+    1.0. Each fallback is strictly positive, so the result can always be divided by.
+    """
+    r = np.asarray(rewards, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return 1.0
+    lo, hi, med = np.quantile(r, [0.05, 0.95, 0.5])
+    tiny = 1e-12 * max(1.0, abs(med))
+    for v in (hi - lo, r.max() - r.min(), abs(med)):
+        if v > tiny:
+            return float(v)
+    return 1.0

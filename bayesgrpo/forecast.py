@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from bayesgrpo.decisions import PathDraws
 from bayesgrpo.errors import ForecastError, SamplerWarning
 from bayesgrpo.kalman import filter_numpy, propagate_numpy
 from bayesgrpo.models import MODEL_KINDS, ModelArrays, build_model
@@ -59,10 +60,13 @@ class SamplerConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    draws: int = Field(500, ge=10)
-    tune: int = Field(500, ge=10)
+    draws: int = Field(1000, ge=10)
+    tune: int = Field(800, ge=10)
     chains: int = Field(2, ge=1)
     target_accept: float = Field(0.9, gt=0.5, lt=1.0)
+    low_rank_mass_matrix: bool = Field(
+        True, description="adapt a low-rank mass matrix (captures the plateau-timescale correlation)"
+    )
     backend: str = Field("numba", pattern="^(jax|numba)$", description="backend nutpie compiles the model to")
     seed: int = 0
 
@@ -77,30 +81,6 @@ class ForecastConfig(BaseModel):
     stop_fraction: float = Field(0.95, gt=0.0, lt=1.0)
     hierarchical: bool = False
     prior: PopulationPrior = Field(default_factory=PopulationPrior.default)
-
-
-@dataclass(frozen=True)
-class PathDraws:
-    """Posterior predictive draws of one run's future, in the run's own reward units.
-
-    ``observed`` includes measurement noise (what the log will show); ``latent`` does not.
-    """
-
-    run_id: str
-    steps: np.ndarray
-    observed: np.ndarray
-    latent: np.ndarray
-    r0: np.ndarray
-    r_star: np.ndarray
-    tau: np.ndarray
-    a: np.ndarray
-    mu: np.ndarray
-    sigma_p: np.ndarray
-    sigma_m: np.ndarray
-    last_step: int
-    horizon: int
-    interval: int
-    refresh_interval: int = 1
 
 
 class Forecaster:
@@ -272,9 +252,10 @@ def _nuts(compiled, arr: ModelArrays, sampler: SamplerConfig, seed: int):
 
     names = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
     cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in compiled.shared_data})
+    extra = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     return nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=seed, progress_bar=False,
+        target_accept=sampler.target_accept, seed=seed, progress_bar=False, **extra,
     )  # fmt: skip
 
 
@@ -373,9 +354,10 @@ class FittedForecast:
             sigma_p=p["sigma_p"] * sc,
             sigma_m=p["sigma_m"] * sc,
             last_step=info.last_step,
-            horizon=info.horizon,
+            horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
             interval=info.interval,
-            refresh_interval=info.refresh_interval,
+            latent_now=(m[..., 0] + p["r_star"]) * sc + lo,
+            refresh_interval=info.refresh_interval if info.refresh_interval > 1 else None,
         )
         self._cache[run_id] = out
         return out
@@ -572,7 +554,7 @@ class FittedForecast:
 
 def _unstable(pd_: PathDraws) -> np.ndarray:
     """Per draw: spectral radius of recursion (1) >= 1 (with the run's refresh pattern)."""
-    if pd_.refresh_interval <= 1:
+    if not pd_.refresh_interval or pd_.refresh_interval <= 1:
         # AR(2) with d = 0 is stable iff |mu| < 1 and 0 < a < 2 (1 + mu)
         return ~((np.abs(pd_.mu) < 1) & (pd_.a > 0) & (pd_.a < 2 * (1 + pd_.mu)))
     from bayesgrpo.dynamics import spectral_radius

@@ -145,11 +145,11 @@ class KalmanAR2(Op):
         output_storage[0][0] = ll
         output_storage[1][0] = g
 
-    def infer_shape(self, fgraph, node, shapes):
+    def infer_shape(self, node, shapes):
         R = shapes[0][1]
         return [(R,), (R, N_PAR)]
 
-    def L_op(self, inputs, outputs, output_grads):
+    def pullback(self, inputs, outputs, output_grads):
         from pytensor.gradient import DisconnectedType
 
         _, g = outputs

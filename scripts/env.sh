@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Shared set-up for scripts/demo.sh and scripts/test.sh: find a Python >= 3.12 (PyMC 6 refuses 3.11,
+# and an older python3 would silently resolve PyMC 5), create .venv, install the package.
+# Re-running is cheap: the install is skipped while pyproject.toml and the extras are unchanged.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+EXTRAS="${1:-}"
+
+py_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
+
+find_python() {
+  local c
+  for c in "${BAYESGRPO_PYTHON:-}" python3.13 python3.12 python3; do
+    [ -n "$c" ] || continue
+    if command -v "$c" >/dev/null 2>&1 && py_ok "$(command -v "$c")"; then command -v "$c"; return 0; fi
+  done
+  local roots=()
+  command -v pyenv >/dev/null 2>&1 && roots+=("$(pyenv root)/versions")
+  roots+=("$HOME/.pyenv/versions" "/root/.pyenv/versions" "/usr/local/bin" "/opt/python")
+  for r in "${roots[@]}"; do
+    for c in "$r"/3.13*/bin/python3 "$r"/3.12*/bin/python3 "$r"/python3.13 "$r"/python3.12; do
+      if [ -x "$c" ] && py_ok "$c"; then echo "$c"; return 0; fi
+    done
+  done
+  return 1
+}
+
+if [ -x "$VENV/bin/python" ] && ! py_ok "$VENV/bin/python"; then
+  echo "[bayesgrpo] .venv uses Python < 3.12; recreating it" >&2
+  rm -rf "$VENV"
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  PY="$(find_python)" || { echo "[bayesgrpo] error: no Python >= 3.12 found (tried python3.13, python3.12, python3, pyenv). Install one or set BAYESGRPO_PYTHON=/path/to/python3.12" >&2; exit 1; }
+  echo "[bayesgrpo] creating .venv with $PY ($("$PY" --version))" >&2
+  "$PY" -m venv "$VENV"
+fi
+
+STAMP="$VENV/.bayesgrpo-install-${EXTRAS:-base}"
+WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  echo "[bayesgrpo] installing bayesgrpo${EXTRAS:+[$EXTRAS]} into .venv (first time: about 1-2 minutes)" >&2
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
+    | grep -v -e "^WARNING: Location" -e "is ignored: it is neither" >&2 || true
+  "$VENV/bin/python" -c "import bayesgrpo, pymc; assert int(pymc.__version__.split('.')[0]) >= 6, pymc.__version__" \
+    || { echo "[bayesgrpo] error: installation failed (see messages above)" >&2; exit 1; }
+  echo "$WANT" > "$STAMP"
+fi

@@ -36,16 +36,20 @@ def _console():
 def _fail(msg: str, code: int = 2):
     from rich.console import Console
 
-    Console(stderr=True).print(f"[bold red]error:[/] {msg}", highlight=False)
+    # soft_wrap: an error stays on one line whatever the terminal width
+    from rich.markup import escape
+
+    Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(msg)}", highlight=False)
     raise typer.Exit(code)
 
 
 def _show_warnings(caught) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for w in caught:
-        err.print(f"[yellow]warning ({w.category.__name__}):[/] {w.message}")
+        err.print(f"[yellow]warning ({w.category.__name__}):[/] {escape(str(w.message))}")
 
 
 def _read(paths: list[Path], meta: Path | None, fmt: str | None):

@@ -95,6 +95,7 @@ def prepare_arrays(
     prior: PopulationPrior | None = None,
     families: list[str] | None = None,
     min_points: int = MIN_POINTS,
+    normalize_with: RunSet | None = None,
 ) -> tuple[ModelArrays, list[RunInfo]]:
     """Build model arrays and per-run info for every run of ``runs``.
 
@@ -109,6 +110,10 @@ def prepare_arrays(
         Family order (for hierarchical models); default: order of first appearance.
     min_points : int
         Fewer observed points raise :class:`ForecastError` naming the run.
+    normalize_with : RunSet, optional
+        Compute each run's normalisation (loc, scale, noise estimate) from these rows instead (used to
+        fit complete runs in the units a forecast from their prefix would use; see
+        ``bench/fit_population_prior.py``).
 
     Raises
     ------
@@ -146,9 +151,10 @@ def prepare_arrays(
                 f"{where}: the horizon {H} is not after the last logged step {s[-1]}; nothing to forecast. "
                 "Pass a larger --horizon."
             )
-        k = max(3, int(math.ceil(0.1 * len(r))))
-        loc = float(np.mean(r[:k]))
-        q05, q95 = np.quantile(r, [0.05, 0.95])
+        rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
+        k = max(3, int(math.ceil(0.1 * len(rn))))
+        loc = float(np.mean(rn[:k]))
+        q05, q95 = np.quantile(rn, [0.05, 0.95])
         scale = float(q95 - q05)
         if scale <= 1e-9 * max(1.0, abs(loc)):
             warnings.warn(
@@ -204,12 +210,14 @@ def prepare_arrays(
         mask=mask,
         lag_onehot=lag_oh,
         span=np.array([float(i.horizon - i.s0) for i in infos]),
-        noise=np.array([_robust_noise(z) for z in zs]),
+        noise=np.array([_robust_noise(z) for z in zs]) if normalize_with is None else np.array(
+            [_robust_noise((normalize_with.run(i.run_id)[REWARD].to_numpy(dtype=float) - i.loc) / i.scale) for i in infos]
+        ),
         mu_mean=mu_mean,
         mu_known=mu_known,
         family_idx=fam_idx,
         log_size=log_size,
-        r0_obs=np.array([float(np.mean(z[: max(3, int(math.ceil(0.1 * len(z))))])) for z in zs]),
+        r0_obs=np.array([float(np.mean(z[: max(3, int(math.ceil(0.1 * len(z))))])) for z in zs]) if normalize_with is None else np.zeros(len(infos)),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),
     )

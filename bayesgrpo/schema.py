@@ -206,7 +206,7 @@ class RunSet:
         if (step != np.round(step)).any():
             i = step[step != np.round(step)].index[0]
             raise DataValidationError(
-                f"step {step[i]!r} is not an integer ({_where(df, i, source)}). Steps must be "
+                f"step {float(step[i]):g} is not an integer ({_where(df, i, source)}). Steps must be "
                 "optimizer step counts; convert fractional epochs to steps first."
             )
         df[STEP] = step.astype(np.int64)

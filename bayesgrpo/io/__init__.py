@@ -79,7 +79,9 @@ def _reader(fmt: str):
 
 # ----------------------------------------------------------------------------- detection
 def _head(path: Path, n: int = _SNIFF_BYTES) -> str:
-    with open(path, "rb") as fh:
+    from bayesgrpo.io._common import open_binary
+
+    with open_binary(path) as fh:
         raw = fh.read(n)
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
@@ -126,7 +128,9 @@ def detect_format(path) -> str:
     name = p.name.lower()
     if "tfevents" in name:
         return "tensorboard"
-    suf = p.suffix.lower()
+    from bayesgrpo.io._common import logical_suffix
+
+    suf = logical_suffix(p)  # runs.csv.gz is read as a CSV
     if suf == ".ipynb":
         return "unsloth_notebook"
     if suf in (".parquet", ".pq"):

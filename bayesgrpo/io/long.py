@@ -24,7 +24,9 @@ def read_long(path: Path):
         except Exception as e:  # noqa: BLE001
             raise fmt_error(path, None, f"cannot read Parquet ({type(e).__name__}: {e}); expected a long table run_id, step, reward") from None
     else:
-        sep = "\t" if path.suffix.lower() == ".tsv" else ","
+        from bayesgrpo.io._common import logical_suffix
+
+        sep = "\t" if logical_suffix(path) == ".tsv" else ","
         try:
             df = pd.read_csv(path, sep=sep, dtype={RUN: str}, keep_default_na=True)
         except pd.errors.ParserError as e:

@@ -1,0 +1,65 @@
+"""The CLI as a user meets it: help, summary, one-line errors (no tracebacks), gz testbed data."""
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bayesgrpo.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "grpo-public"
+runner = CliRunner()
+
+
+def test_help_lists_commands():
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0
+    for cmd in ("summary", "forecast", "demo", "budget", "diagnose", "backtest", "compare", "testbed"):
+        assert cmd in res.output
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared development data absent")
+def test_summary_lists_100_real_runs():
+    res = runner.invoke(app, ["summary", str(SHARED / "runs.csv"), "--meta", str(SHARED / "meta.csv")])
+    assert res.exit_code == 0, res.output
+    assert "100 run(s), 13671 points" in res.output
+
+
+def test_summary_reads_shipped_example_and_gz_testbed():
+    res = runner.invoke(app, ["summary", str(ROOT / "data/examples/example-grpo-run/trainer_state.json")])
+    assert res.exit_code == 0 and "1 run(s), 500 points" in res.output
+    res = runner.invoke(app, ["summary", str(ROOT / "data/testbed/runs.csv.gz"), "--meta", str(ROOT / "data/testbed/meta.csv.gz")])
+    assert res.exit_code == 0, res.output
+    assert re.search(r"\d+ run\(s\), \d+ points", res.output)
+
+
+def test_errors_are_one_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("run_id,step,reward\nr,1,0.1\nr,2,abc\n")
+    res = runner.invoke(app, ["forecast", str(bad), "--horizon", "100"])
+    assert res.exit_code == 2
+    assert "Traceback" not in res.output
+    assert "bad.csv" in res.output and "line 3" in res.output
+    res = runner.invoke(app, ["forecast", str(tmp_path / "missing.csv")])
+    assert res.exit_code == 2 and "no such file" in res.output
+    few = tmp_path / "few.csv"
+    few.write_text("run_id,step,reward\nr,1,0.1\nr,2,0.2\n")
+    res = runner.invoke(app, ["forecast", str(few), "--horizon", "100"])
+    assert res.exit_code == 2 and "'r'" in res.output and "at least 5" in res.output
+    res = runner.invoke(app, ["forecast", str(few), "--model", "magic"])
+    assert res.exit_code == 2 and "--model must be" in res.output
+
+
+def test_architecture_module_map_is_true():
+    """Every module named in ARCHITECTURE.md exists, and every package module is named there."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`(bayesgrpo/[\w/]+(?:\.py|/))`", text))
+    for path in named:
+        assert (ROOT / path).exists(), f"ARCHITECTURE.md names {path}, which does not exist"
+    mods = {f"bayesgrpo/{p.name}" for p in (ROOT / "bayesgrpo").glob("*.py") if p.name != "__init__.py"}
+    mods |= {f"bayesgrpo/{p.name}/" for p in (ROOT / "bayesgrpo").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    listed = named | {f"bayesgrpo/{m}" for m in re.findall(r"`(cli_\w+\.py)`", text)}
+    missing = sorted(mods - listed)
+    assert not missing, f"modules missing from ARCHITECTURE.md: {missing}"

@@ -695,8 +695,8 @@ class DomhanEnsemblePeer(Peer):
         paper's iid noise model), mapped back to raw reward units.
     Caveats
         The posterior (11 families x weights) is multimodal and the chains are short: on one
-        synthetic curve the median moved by ~0.1 of the reward range between processes with the
-        same seed (nutpie draws were not bit-reproducible across processes here). The iid noise
+        synthetic curve two processes with the same data and seed gave medians ~0.1 of the reward
+        range apart (not investigated; the 100-run public benchmark did reproduce exactly). The iid noise
         model makes its intervals narrow on autocorrelated GRPO logs (80% coverage ~0.54 on the
         public runs at a 30% cutoff).
     """

@@ -332,9 +332,13 @@ def diagnose(
         posts = {r: fit.paths(r) for r in fit.forecast_ids}
     res = diagnose_runs(rs, posteriors=posts, ceiling=ceiling)
     con = _console()
-    flagged = res[res["severity"].astype(str) != "none"]
-    show = flagged[["run_id", "mode", "severity", "onset_step", "evidence"]] if len(flagged) else res.head(0)
-    con.print(_table(show, title=f"findings ({len(flagged)} of {len(res)} checks above 'none')"))
+    sev = res["severity"].astype(str)
+    flagged = res[sev.isin(["warning", "critical"])]
+    show = flagged[["run_id", "mode", "severity", "onset_step", "evidence"]]
+    con.print(_table(show, title=f"warnings and critical findings: {len(flagged)} of {len(res)} checks ({len(rs)} runs x 4 modes)"))
+    n_watch = int((sev == "watch").sum())
+    if n_watch:
+        con.print(f"[dim]{n_watch} more check(s) at severity 'watch' are listed in {out_dir / 'diagnosis.csv'}[/]")
     missing = res.groupby("run_id")["missing"].apply(lambda s: ",".join(sorted({m for v in s for m in str(v).split(",") if m and m != "nan"})))
     for rid, m in missing.items():
         if m:

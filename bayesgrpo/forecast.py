@@ -251,7 +251,11 @@ def _nuts(compiled, arr: ModelArrays, sampler: SamplerConfig, seed: int):
     import nutpie
 
     names = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
-    cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in compiled.shared_data})
+    # nutpie keys its shared data by random ids and matches ``with_data`` by variable name
+    known = {v.name for v in compiled.shared_var_keys}
+    if not {"y", "mask"} <= known:  # never sample a run with another run's data
+        raise RuntimeError(f"compiled model lacks the data variables y/mask (has {sorted(known)})")
+    cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
     extra = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     return nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),

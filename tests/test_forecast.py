@@ -137,9 +137,16 @@ def test_recovers_plateau_and_timescale_from_simulated_run():
     a, mu, r0, r_star = 0.002, 0.9, 0.2, 0.75
     sim = simulate(300, r0=r0, r_star=r_star, a=a, momentum=mu, sigma_p=0.002, sigma_m=0.05, seed=11)
     df = pd.DataFrame({"run_id": "sim", "step": np.arange(300), "reward": sim.observed})
-    runs = RunSet.from_frames(df, pd.DataFrame({"run_id": ["sim"], "beta1": [mu]}))
+    # a second run of another shape in the same call: each run must be fitted to its OWN data
+    # (regression test: the compiled model's data must really be swapped between runs)
+    falling = simulate(300, r0=0.8, r_star=0.3, a=0.01, momentum=0.5, sigma_p=0.002, sigma_m=0.05, seed=12)
+    df2 = pd.DataFrame({"run_id": "fall", "step": np.arange(300), "reward": falling.observed})
+    runs = RunSet.from_frames(pd.concat([df, df2]), pd.DataFrame({"run_id": ["sim", "fall"], "beta1": [mu, 0.5]}))
     fit = Forecaster(sampler=SamplerConfig(draws=600, tune=600, seed=1)).fit(runs, horizon=600)
-    row = fit.table().iloc[0]
+    tab = fit.table().set_index("run_id")
+    assert tab.loc["fall", "plateau_q05"] <= 0.3 <= tab.loc["fall", "plateau_q95"]
+    assert tab.loc["fall", "final_q95"] < 0.45 < 0.65 < tab.loc["sim", "final_q05"]
+    row = tab.loc["sim"]
     assert row.plateau_q05 <= r_star <= row.plateau_q95
     assert row.r_hat_max < 1.02 and row.divergences < 10
     tau = fit.paths("sim").tau

@@ -114,9 +114,24 @@ def formats():
 
 
 # ---------------------------------------------------------------------------------------- forecast
+def _safe_name(run_id: str) -> str:
+    """A file-name-safe version of a run id."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run_id)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _forecast_impl(
-    runs_paths, meta, fmt, run_ids, horizon, until_step, until_fraction, context, context_meta, model, out, plot,
-    seed, final_window, stop_fraction, draws, tune, title="forecast",
+    runs_paths, meta, fmt, *, run_ids=None, horizon=None, until_step=None, until_fraction=None, context=None,
+    context_meta=None, model="oscillator", out=None, plot=None, seed=0, final_window=0.1, stop_fraction=0.95,
+    draws=1000, tune=800, title="forecast",
 ):  # fmt: skip
     import pandas as pd
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -189,19 +204,15 @@ def _forecast_impl(
             table.to_csv(out, index=False)
         con.print(f"wrote {out}")
     if plot is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
         from bayesgrpo.plots import fan_chart
+
+        plt = _pyplot()
 
         plot.mkdir(parents=True, exist_ok=True)
         for rid in fit.forecast_ids:
             truth = full.run(rid) if (until_step is not None or until_fraction is not None) else None
             fig = fan_chart(fit, rid, truth=truth)
-            name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rid)
-            path = plot / f"{name}.png"
+            path = plot / f"{_safe_name(rid)}.png"
             fig.savefig(path, dpi=110)
             plt.close(fig)
             con.print(f"wrote {path}")
@@ -233,8 +244,9 @@ def forecast(
     if model not in ("oscillator", "saturation", "scaling"):
         _fail(f"--model must be oscillator, saturation or scaling, not {model!r}")
     _forecast_impl(
-        runs, meta, fmt, run, horizon, until_step, until_fraction, context, context_meta, model, out, plot, seed,
-        final_window, stop_fraction, draws, tune,
+        runs, meta, fmt, run_ids=run, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
+        context=context, context_meta=context_meta, model=model, out=out, plot=plot, seed=seed,
+        final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
     )  # fmt: skip
 
 
@@ -245,10 +257,7 @@ def demo(
 ):
     """Forecast the shipped example run (a TRL trainer_state.json) from its first 150 steps."""
     _console().print(f"example: {EXAMPLE_RUN.relative_to(EXAMPLE_DIR.parents[1])} (500 steps logged; forecasting from step {until_step})")
-    _forecast_impl(
-        [EXAMPLE_RUN], EXAMPLE_META, None, None, None, until_step, None, None, None, "oscillator",
-        out_dir / "forecast.csv", out_dir, 0, 0.1, 0.95, 1000, 800, title="demo forecast",
-    )  # fmt: skip
+    _forecast_impl([EXAMPLE_RUN], EXAMPLE_META, None, until_step=until_step, out=out_dir / "forecast.csv", plot=out_dir, title="demo forecast")
 
 
 # ------------------------------------------------------------------------------------------ budget
@@ -272,10 +281,7 @@ def budget(
     """Probability of reaching a target by a budget, expected gains, and the best step to stop."""
     from bayesgrpo.decisions import budget_table, plot_budget, recommend_stop
 
-    fit, _ = _forecast_impl(
-        runs, meta, fmt, run, horizon, until_step, None, None, None, "oscillator", None, None, seed, 0.1, 0.95, 1000, 800,
-        title="budget",
-    )  # fmt: skip
+    fit, _ = _forecast_impl(runs, meta, fmt, run_ids=run, horizon=horizon, until_step=until_step, seed=seed, title="budget")
     con = _console()
     out_dir.mkdir(parents=True, exist_ok=True)
     kw = dict(
@@ -283,11 +289,7 @@ def budget(
         value_per_reward=value_per_reward, epoch_steps=epoch_steps,
         max_steps=None if horizon is None else horizon,
     )  # fmt: skip
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     for rid in fit.forecast_ids:
         draws = fit.paths(rid)
         tab = budget_table(draws, **kw)
@@ -295,7 +297,7 @@ def budget(
         cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next", "expected_utility", "p_best") if c in tab.columns]
         con.print(_table(tab[cols].iloc[:: max(1, len(tab) // 12)], title=f"{rid}: budget"))
         con.print(rec.summary())
-        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rid)
+        name = _safe_name(rid)
         tab.to_csv(out_dir / f"{name}_budget.csv", index=False)
         fig = plot_budget(draws, tab, history=fit.runs.run(rid), **kw)
         fig.savefig(out_dir / f"{name}_budget.png", dpi=110)
@@ -325,10 +327,7 @@ def diagnose(
         rs = rs.select(run)
     posts = None
     if posterior:
-        fit, _ = _forecast_impl(
-            runs, meta, fmt, run, None, None, None, None, None, "oscillator", None, None, 0, 0.1, 0.95, 1000, 800,
-            title="posterior for diagnostics",
-        )  # fmt: skip
+        fit, _ = _forecast_impl(runs, meta, fmt, run_ids=run, title="posterior for diagnostics")
         posts = {r: fit.paths(r) for r in fit.forecast_ids}
     res = diagnose_runs(rs, posteriors=posts, ceiling=ceiling)
     con = _console()
@@ -345,15 +344,10 @@ def diagnose(
             con.print(f"[dim]{rid}: not logged, so not assessed from them: {m}[/]")
     out_dir.mkdir(parents=True, exist_ok=True)
     res.to_csv(out_dir / "diagnosis.csv", index=False)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     for rid in rs.run_ids:
         fig = plot_diagnosis(rs, rid, res, ceiling=ceiling, posteriors=posts)
-        name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in rid)
-        fig.savefig(out_dir / f"{name}_diagnosis.png", dpi=100)
+        fig.savefig(out_dir / f"{_safe_name(rid)}_diagnosis.png", dpi=100)
         plt.close(fig)
     con.print(f"wrote {out_dir / 'diagnosis.csv'} and {len(rs)} figure(s) in {out_dir}")
 

@@ -13,7 +13,7 @@ repository weighs the same (the 78 runs of one research repository count as much
 source; the testbed counts as one source), so that no single source dominates.
 
 Runs: all of ../shared/data/grpo-public (read by path, not copied) and a stratified sample of the
-shipped testbed runs (data/testbed). Output: models/population_prior.json (+ provenance) and
+shipped testbed runs (data/testbed); at most 8 runs per repository (16 from the testbed). Output: models/population_prior.json (+ provenance) and
 bench/results/population_prior.md.
 """
 
@@ -38,7 +38,15 @@ from bayesgrpo.prepare import prepare_arrays  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "grpo-public"
 CUTOFFS = (0.2, 0.3, 0.5)
+MAX_PER_SOURCE = 8  # sources weigh equally, so more runs of one source add cost, not information about others
 BROAD = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=-1.5, log_tau_sd=2.0, log_wander_mu=-1.0, log_wander_sd=2.0)
+
+
+def _spread(ids, k):
+    if len(ids) <= k:
+        return ids
+    idx = np.linspace(0, len(ids) - 1, k).round().astype(int)
+    return [ids[i] for i in idx]
 
 
 def load_sets():
@@ -46,11 +54,15 @@ def load_sets():
     if SHARED.exists():
         pub = read_runs(SHARED / "runs.csv", meta=SHARED / "meta.csv")
         src = pub.meta["source_repo"].astype(str)
-        sets.append((pub, src))
+        # a deterministic spread of each source's runs (every k-th), at most MAX_PER_SOURCE
+        keep = [r for s_ in src.unique() for r in _spread(list(src.index[src == s_]), MAX_PER_SOURCE)]
+        pub = pub.select(keep)
+        sets.append((pub, src.loc[keep]))
     tb = read_runs(ROOT / "data" / "testbed" / "runs.csv.gz", meta=ROOT / "data" / "testbed" / "meta.csv.gz")
     m = tb.meta
     # stratified: one seed (s0) of every sweep cell, excluding refresh sweeps beyond stability
     keep = [r for r in tb.run_ids if r.endswith("-s0") and not str(m.loc[r, "sweep"]).startswith("refresh")]
+    keep = _spread(keep, 2 * MAX_PER_SOURCE)
     tb = tb.select(keep)
     sets.append((tb, pd.Series("testbed", index=tb.meta.index)))
     return sets
@@ -59,7 +71,7 @@ def load_sets():
 def main():
     t0 = time.time()
     rows = []
-    sampler = SamplerConfig(draws=400, tune=400, seed=0)
+    sampler = SamplerConfig(draws=300, tune=300, seed=0)
     for runs, source in load_sets():
         for c in CUTOFFS:
             prefix = runs.truncate(fraction=c)

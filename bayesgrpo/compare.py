@@ -20,7 +20,12 @@ The model (per run j, family f = level of ``by[0]``, other factors k = ``by[1:]`
     log sigma_p,j^2 = logT[f] - b log(G_j / G_ref) + s_Q z_Qj                        (noise temperature)
     sigma_m,j = noise_j exp(0.5 z_Mj);  r0_j = r0obs_j + (0.05 + noise_j) z_0j
 
-with family means themselves pooled (``Rfam = R_c + s_Rf zf``, ...; non-centred throughout),
+with family means themselves pooled around global centres with FIXED family-level scales
+(``Rfam = R_c + 0.5 zf``, ``Tfam = T_c + 1.0 zf``, ``logT = Q_c + 2.0 zf``: with a handful of
+families a learned scale is unidentified and makes a funnel), the run-level scatter of the log
+process-noise variance fixed at ``s_Q = 0.5`` (the process noise of one run is often barely identified
+next to the measurement noise; a learned ``s_Q`` gave a funnel and tree-depth saturation) and learned
+``s_R, s_T`` (HalfNormal); non-centred throughout,
 reference coding of the factor effects (first level = 0; contrasts do not depend on the coding) and
 the exact Kalman likelihood of recursion (1) (:func:`bayesgrpo.kalman_op.kalman_ar2_loglik`, lag 0).
 
@@ -71,6 +76,8 @@ CONTRAST_COLUMNS = [
 ]  # fmt: skip
 RUN_VARS = ("r0", "r_star", "tau", "mu", "a", "sigma_p", "sigma_m")
 HEALTH_VARS = ("r_star", "tau", "sigma_p", "sigma_m", "r0")
+FAMILY_SD = {"r_star": 0.5, "log_tau": 1.0, "log_temp": 2.0}  # prior sd of family means around the global centre
+RUN_LOG_TEMP_SD = 0.5  # sd of a run's log process-noise variance around its family / G law
 
 
 # --------------------------------------------------------------------------------------- data
@@ -221,18 +228,17 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"))
         fidx = arr.family_idx
         # ---- family-level means (non-centred around pooled centres)
-        r_fam_sd = pm.HalfNormal("r_star_family_sd", 0.5)
+        # (family-level scales are fixed: with a handful of families a learned scale is unidentified and
+        # makes a funnel; the family means themselves are free and strongly informed by the runs)
         z_r_fam = pm.Normal("z_r_star_family", 0.0, 1.0, dims="family")
         r_glob = pm.Normal("r_star_global", r_c, 1.0)
-        r_fam = pm.Deterministic("r_star_family", r_glob + r_fam_sd * z_r_fam, dims="family")
-        t_fam_sd = pm.HalfNormal("log_tau_family_sd", 0.5)
+        r_fam = pm.Deterministic("r_star_family", r_glob + FAMILY_SD["r_star"] * z_r_fam, dims="family")
         z_t_fam = pm.Normal("z_log_tau_family", 0.0, 1.0, dims="family")
         t_glob = pm.Normal("log_tau_global", log_tau_c, 1.5)
-        t_fam = pm.Deterministic("log_tau_family", t_glob + t_fam_sd * z_t_fam, dims="family")
-        q_fam_sd = pm.HalfNormal("log_temp_family_sd", 1.0)
+        t_fam = pm.Deterministic("log_tau_family", t_glob + FAMILY_SD["log_tau"] * z_t_fam, dims="family")
         z_q_fam = pm.Normal("z_log_temp_family", 0.0, 1.0, dims="family")
         q_glob = pm.Normal("log_temp_global", log_q_c, 3.0)
-        q_fam = pm.Deterministic("log_temp_family", q_glob + q_fam_sd * z_q_fam, dims="family")
+        q_fam = pm.Deterministic("log_temp_family", q_glob + FAMILY_SD["log_temp"] * z_q_fam, dims="family")
         # ---- factor effects (reference coding: first level = 0)
         r_eff = t_eff = 0.0
         for c, codes in arr.factor_idx.items():
@@ -248,7 +254,7 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         # ---- per-run effects (non-centred)
         s_r = pm.HalfNormal("r_star_run_sd", 0.5)
         s_t = pm.HalfNormal("log_tau_run_sd", 0.5)
-        s_q = pm.HalfNormal("log_temp_run_sd", 1.0)
+        s_q = RUN_LOG_TEMP_SD  # fixed: the process noise of one run is often barely identified (funnel otherwise)
         z_r = pm.Normal("z_r_star", 0.0, 1.0, dims="run")
         z_t = pm.Normal("z_log_tau", 0.0, 1.0, dims="run")
         z_q = pm.Normal("z_log_temp", 0.0, 1.0, dims="run")
@@ -636,17 +642,19 @@ def _loo_table(loos: dict, arr: CompareArrays) -> tuple[pd.DataFrame, pd.DataFra
         rows.append({
             "model": kind, "elpd_loo": float(lo.elpd), "se": float(lo.se), "p_loo": float(lo.p),
             "k_good(<=0.7)": int(np.sum(k <= 0.7)), "k_bad(0.7-1]": int(np.sum((k > 0.7) & (k <= 1))),
-            "k_very_bad(>1)": int(np.sum(k > 1)), "k_max": float(np.nanmax(k)),
+            "k_very_bad(>1)": int(np.sum(k > 1)), "k_max": float(np.max(k)) if np.isfinite(k).any() else float("nan"),
         })  # fmt: skip
     df = pd.DataFrame(rows).set_index("model")
     if len(loos) > 1:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cmp = az.compare(loos)
-        for c in ("rank", "elpd_diff", "dse", "weight"):
+            cmp = az.compare(loos, round_to="none")
+        for c in ("rank", "dse", "weight"):
             if c in cmp.columns:
-                df[c] = cmp[c].reindex(df.index)
-        df = df.sort_values("rank")
+                df[c] = pd.to_numeric(cmp[c].reindex(df.index), errors="coerce")
+        df["elpd_diff"] = df["elpd_loo"] - df["elpd_loo"].max()
+        df = df.sort_values("elpd_loo", ascending=False)
+        df["rank"] = np.arange(len(df))
     else:
         df["rank"] = 0
     df = df.reset_index()

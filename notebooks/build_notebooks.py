@@ -23,7 +23,17 @@ from bayesgrpo import Forecaster, SamplerConfig, read_runs
 ROOT = Path.cwd() if (Path.cwd() / "data").exists() else Path.cwd().parent
 DRAWS = int(os.environ.get("BAYESGRPO_NB_DRAWS", "1000"))
 sampler = SamplerConfig(draws=DRAWS, tune=max(200, int(0.8 * DRAWS)), seed=0)
-SHARED = ROOT.parent / "shared" / "data" / "grpo-public"   # development data, read by path (may be absent)"""
+SHARED = ROOT.parent / "shared" / "data" / "grpo-public"   # development data, read by path (may be absent)
+
+
+def show(fig):
+    \"\"\"Display a Figure built without pyplot (the library keeps no global figure state).\"\"\"
+    import io
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    return Image(buf.getvalue())"""
 
 NB = {
     "01_forecast.ipynb": [
@@ -90,6 +100,33 @@ NB = {
             "    display(fit2.table()[['final_q10', 'final_q50', 'final_q90', 'r_hat_max']])"
         ),
     ],
+    "02_compare_families.ipynb": [
+        new_markdown_cell(
+            "# Comparing model sizes and group sizes\n\n"
+            "`compare_runs` fits one hierarchical model to complete runs: per-run plateau R*, timescale tau and noise,\n"
+            "family-level means, group-size effects on R* and log tau (physics predicts none: the deterministic\n"
+            "trajectory is G-invariant), process-noise temperature sigma_p^2 = T_family * G^-b (b = 1 predicted) and the\n"
+            "curvature-scaling exponent alpha of tau over model size. Models are compared by PSIS-LOO over runs.\n"
+            "Here: testbed runs of three MLP widths and four group sizes (small sampling settings)."
+        ),
+        new_code_cell(SETUP + "\nfrom bayesgrpo.compare import compare_runs"),
+        new_code_cell(
+            'tb = read_runs(ROOT / "data/testbed/runs.csv.gz", meta=ROOT / "data/testbed/meta.csv.gz")\n'
+            'ids = [r for r in tb.run_ids if r.startswith("g_ctx-") and r.endswith("-s0")]\n'
+            "runs = tb.select(ids)\n"
+            'runs.meta[["family", "model", "params_b", "group_size", "learning_rate"]]'
+        ),
+        new_code_cell(
+            'res = compare_runs(runs, by=("model", "group_size"), models=("oscillator", "saturation"),\n'
+            "                   sampler=SamplerConfig(draws=max(100, DRAWS // 4), tune=max(150, DRAWS // 4), seed=0), max_steps=400)\n"
+            "res.contrasts.round(3)"
+        ),
+        new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
+        new_code_cell("show(res.forest())"),
+        new_markdown_cell("Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"),
+        new_code_cell("res.loo"),
+        new_code_cell("res.health"),
+    ],
     "03_budget_and_diagnose.ipynb": [
         new_markdown_cell(
             "# Deciding from the posterior: budgets, stopping, failure diagnostics\n\n"
@@ -112,7 +149,7 @@ NB = {
             "tab = budget_table(draws, **kw)\n"
             'tab[["step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_utility", "p_best"]].iloc[::35]'
         ),
-        new_code_cell("print(recommend_stop(draws, **kw).summary())\nfig = plot_budget(draws, tab, history=runs.run(rid), **kw)"),
+        new_code_cell("print(recommend_stop(draws, **kw).summary())\nshow(plot_budget(draws, tab, history=runs.run(rid), **kw))"),
         new_markdown_cell(
             "## Failure diagnostics\nThe four failure modes of physics.md section 7 on the testbed runs built to show each\n"
             "(and on a healthy run). Each finding has evidence, a severity, the onset step and the metrics that were missing."
@@ -126,7 +163,7 @@ NB = {
         ),
         new_code_cell(
             'example = [r for r in fail.run_ids if labels[r] == "reward_hacking"][0]\n'
-            "fig = plot_diagnosis(fail, example, diag)"
+            "show(plot_diagnosis(fail, example, diag))"
         ),
     ],
 }

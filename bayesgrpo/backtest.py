@@ -714,10 +714,9 @@ def write_outputs(res: BacktestResult, *, runs: RunSet | None = None, make_figur
 
 
 def _colors(methods):
-    import matplotlib.pyplot as plt
-
     base = {BAYES: "#1f6fb4", BAYES_CTX: "#0b3d6b"}
-    cyc = [c for c in plt.rcParams["axes.prop_cycle"].by_key()["color"] if c not in ("#1f77b4",)]
+    # tab10 without its blue (reserved for bayesgrpo)
+    cyc = ["#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
     out, k = {}, 0
     for m in methods:
         if m in base:

@@ -354,21 +354,13 @@ def diagnose(
 
 # -------------------------------------------------------------------------- commands from modules
 def _mount() -> None:
+    from bayesgrpo.cli_backtest import backtest_cmd
+    from bayesgrpo.cli_compare import compare_cmd
     from bayesgrpo.testbed.cli import testbed_app
 
     app.add_typer(testbed_app, name="testbed")
-    try:
-        from bayesgrpo.cli_backtest import backtest_cmd
-
-        app.command("backtest", help="Truncate complete runs at cutoffs, forecast, and score against what happened (vs peers).")(backtest_cmd)
-    except ImportError:  # pragma: no cover - module absent in a partial checkout
-        pass
-    try:
-        from bayesgrpo.cli_compare import compare_cmd
-
-        app.command("compare", help="Compare model families and group sizes with a hierarchical fit; PSIS-LOO model comparison.")(compare_cmd)
-    except ImportError:  # pragma: no cover
-        pass
+    app.command("backtest", help="Truncate complete runs at cutoffs, forecast, and score against what happened (vs peers).")(backtest_cmd)
+    app.command("compare", help="Compare model families and group sizes with a hierarchical fit; PSIS-LOO model comparison.")(compare_cmd)
 
 
 _mount()

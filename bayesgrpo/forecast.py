@@ -239,10 +239,28 @@ def _compiled_model(arr: ModelArrays, *, kind, prior, hierarchical, backend):
     key = (kind, prior.model_dump_json(), hierarchical, lagged, arr.lag_onehot.shape[-1])
     if hierarchical:
         key += (arr.y.shape[1], len(arr.families))
+    import importlib.util
+
+    if lagged and importlib.util.find_spec("jax") is not None:
+        key += (arr.run_ids,)
     if key not in _COMPILED:
         model = build_model(arr, kind=kind, prior=prior, hierarchical=hierarchical)
+        kw = {}
+        if lagged:
+            # The lagged likelihood is a PyTensor scan (no compiled Op yet): numba needs minutes to
+            # compile its gradient, JAX seconds. Use JAX when it is installed.
+            if importlib.util.find_spec("jax") is not None:
+                # nutpie's JAX models fold the data into the graph, so this one serves this batch only
+                backend, kw = "jax", {"gradient_backend": "jax"}
+            else:
+                warnings.warn(
+                    "runs with a refresh interval > 1 use the lagged Kalman filter, whose numba compile takes "
+                    "several minutes; `pip install jax` makes it take seconds",
+                    SamplerWarning,
+                    stacklevel=3,
+                )
         log.info("compiling the %s model (%s backend)", kind, backend)
-        _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend)
+        _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend, **kw)
     return _COMPILED[key]
 
 
@@ -251,11 +269,16 @@ def _nuts(compiled, arr: ModelArrays, sampler: SamplerConfig, seed: int):
     import nutpie
 
     names = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
-    # nutpie keys its shared data by random ids and matches ``with_data`` by variable name
-    known = {v.name for v in compiled.shared_var_keys}
-    if not {"y", "mask"} <= known:  # never sample a run with another run's data
-        raise RuntimeError(f"compiled model lacks the data variables y/mask (has {sorted(known)})")
-    cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
+    # nutpie's numba models key their shared data by random ids and match ``with_data`` by variable
+    # name; its JAX models key them by name
+    if hasattr(compiled, "shared_var_keys"):
+        known = {v.name for v in compiled.shared_var_keys}
+        if not {"y", "mask"} <= known:  # never sample a run with another run's data
+            raise RuntimeError(f"compiled model lacks the data variables y/mask (has {sorted(known)})")
+        cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
+    else:
+        # a JAX model (data folded in): compiled for exactly this batch (its cache key holds the run ids)
+        cm = compiled
     extra = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     return nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),

@@ -63,7 +63,7 @@ class SamplerConfig(BaseModel):
     draws: int = Field(1000, ge=10)
     tune: int = Field(800, ge=10)
     chains: int = Field(2, ge=1)
-    target_accept: float = Field(0.9, gt=0.5, lt=1.0)
+    target_accept: float = Field(0.95, gt=0.5, lt=1.0)
     low_rank_mass_matrix: bool = Field(
         True, description="adapt a low-rank mass matrix (captures the plateau-timescale correlation)"
     )

@@ -63,6 +63,11 @@ TESTBED_NOTE = (
 CMD = "/work/main/.venv/bin/python bench/forecast_benchmark.py"
 
 
+from bayesgrpo.forecast import SamplerConfig as _SamplerConfig  # noqa: E402
+
+_SMP = _SamplerConfig()
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
@@ -301,7 +306,8 @@ def report(quick: bool) -> None:
         "final reward = mean logged reward over the last 10% of the run's steps, `(s0 + 0.9 (H - s0), H]`, with H = the run's "
         "own last step; the truth is that mean in the full log. Errors, CRPS and widths are divided by the run's 5–95% reward "
         "range over the whole run (nAE = |median − truth| / range, nCRPS = CRPS / range). Runs with < 5 logged points before a "
-        "cutoff are skipped and counted. bayesgrpo: `Forecaster('oscillator')`, nutpie NUTS 2 chains × 500 draws / 500 tune, "
+        "cutoff are skipped and counted. bayesgrpo: `Forecaster('oscillator')`, nutpie NUTS "
+        f"{_SMP.chains} chains × {_SMP.draws} draws / {_SMP.tune} tune, target_accept {_SMP.target_accept} (the shipped defaults), "
         "one `fit` per cutoff and chunk of 20 runs. Peers (`bayesgrpo.peers`, identical prefix, horizon and logged future steps): "
         f"`last_value`, `exponential` (= sat_exp), `scalerl` (= scalerl_sigmoid), `pow3` — LSQ peers with {N_BOOT} bootstrap "
         "refits (their default is 100; reduced so the run fits 2 cores), `domhan_fast` — the Domhan et al. 11-family "

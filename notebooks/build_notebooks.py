@@ -122,9 +122,13 @@ NB = {
             "res.contrasts.round(3)"
         ),
         new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
-        new_code_cell("show(res.forest())"),
+        new_code_cell("fig = res.forest()  # drawn with pyplot, shown inline"),
         new_markdown_cell("Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"),
         new_code_cell("res.loo"),
+        new_markdown_cell(
+            "Sampler health. CI executes this notebook with very few draws (`BAYESGRPO_NB_DRAWS=150`), where r_hat and\n"
+            "ESS are poor; `bayesgrpo compare` defaults to 500 draws and `bench/compare_benchmark.py` records a full run."
+        ),
         new_code_cell("res.health"),
     ],
     "03_budget_and_diagnose.ipynb": [

@@ -22,6 +22,7 @@ def _load(path: Path, meta: Optional[Path]):
 def backtest_cmd(
     runs: Path = typer.Argument(..., help="Complete runs (any format read_runs understands, e.g. a long CSV)."),
     meta: Optional[Path] = typer.Option(None, "--meta", help="Per-run metadata CSV (source_repo is used for per-source aggregates)."),
+    run: Optional[list[str]] = typer.Option(None, "--run", help="Backtest only these run ids (repeatable)."),
     cutoffs: str = typer.Option("0.1,0.2,0.3,0.5", help="Comma list of observed fractions of each run's step span."),
     model: str = typer.Option("oscillator", help="oscillator | saturation | scaling"),
     context: Optional[Path] = typer.Option(None, help="Complete runs used as hierarchical context (up to 6 of the same source per forecast run)."),
@@ -54,10 +55,12 @@ def backtest_cmd(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rs = _load(runs, meta)
+        if run:
+            try:
+                rs = rs.select(run)
+            except KeyError as e:
+                raise typer.BadParameter(str(e.args[0]), param_hint="--run") from None
         ctx = _load(context, context_meta) if context is not None else None
-    if ctx is not None:
-        # a run cannot be its own context: backtest() excludes the forecast run from its pool
-        pass
     sampler = SamplerConfig(draws=draws, tune=tune, seed=seed)
     with Progress(
         TextColumn("[bold]backtest[/] {task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -42,7 +42,7 @@ def backtest_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from bayesgrpo.backtest import backtest, markdown_table
+    from bayesgrpo.backtest import backtest
     from bayesgrpo.forecast import SamplerConfig
 
     console = Console()

@@ -60,7 +60,7 @@ import pandas as pd
 from bayesgrpo.errors import SamplerWarning
 from bayesgrpo.forecast import SamplerConfig
 from bayesgrpo.kalman import filter_numpy
-from bayesgrpo.prepare import REFERENCE_SIZE_B, prepare_arrays
+from bayesgrpo.prepare import prepare_arrays
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 
 __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_model", "prepare_compare",

@@ -20,7 +20,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError
 from bayesgrpo.models import ModelArrays

@@ -19,7 +19,6 @@ bench/results/population_prior.md.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import warnings

@@ -205,6 +205,16 @@ def read_text(path: Path) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def single_run_frame(records: list[dict], path: Path, *, empty: str, **meta) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(data, meta) of a file holding one run; ``empty`` says what was expected when there is no record."""
+    if not records:
+        raise fmt_error(path, None, empty)
+    rid = default_run_id(path)
+    df = records_frame(records, path)
+    df[RUN] = rid
+    return df, pd.DataFrame([{RUN: rid, **meta}])
+
+
 def records_frame(records: list[dict], path: Path) -> pd.DataFrame:
     """DataFrame from parsed records (each has run_id/step/source_line + metrics)."""
     df = pd.DataFrame.from_records(records)

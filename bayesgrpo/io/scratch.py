@@ -18,11 +18,10 @@ import re
 import warnings
 from pathlib import Path
 
-import pandas as pd
 
 from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import default_run_id, fmt_error, num, read_text, records_frame
-from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
+from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
+from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_metrics_csv", "read_metrics_jsonl", "read_minimind_log", "STEP_KEYS"]
 
@@ -74,12 +73,7 @@ def read_metrics_csv(path: Path):
         rec[STEP] = st
         rec[SOURCE_LINE] = i
         recs.append(rec)
-    if not recs:
-        raise fmt_error(path, None, "no data rows; expected one row per step")
-    rid = default_run_id(path)
-    df = records_frame(recs, path)
-    df[RUN] = rid
-    return df, pd.DataFrame([{RUN: rid, "step_key": sk}])
+    return single_run_frame(recs, path, empty="no data rows; expected one row per step", step_key=sk)
 
 
 def read_metrics_jsonl(path: Path):
@@ -113,12 +107,7 @@ def read_metrics_jsonl(path: Path):
         rec[STEP] = _step_value(rec.pop(sk), sk, path, where)
         rec[SOURCE_LINE] = i + 1
         recs.append(rec)
-    if not recs:
-        raise fmt_error(path, None, "empty file; expected JSON lines of metrics")
-    rid = default_run_id(path)
-    df = records_frame(recs, path)
-    df[RUN] = rid
-    return df, pd.DataFrame([{RUN: rid, "step_key": sk}])
+    return single_run_frame(recs, path, empty="empty file; expected JSON lines of metrics", step_key=sk)
 
 
 _MM_LINE = re.compile(r"Epoch:?\s*\[(\d+)/(\d+)\]\s*\((\d+)/(\d+)\)\s*,?\s*(.*)$")
@@ -148,9 +137,4 @@ def read_minimind_log(path: Path):
                 raise fmt_error(path, f"line {i}", f"field {part.strip()[:40]!r} is not 'Key: value'")
             rec[key.strip()] = val.strip()
         recs.append(rec)
-    if not recs:
-        raise fmt_error(path, None, "no 'Epoch:[e/E](i/N), Key: value, ...' line found")
-    rid = default_run_id(path)
-    df = records_frame(recs, path)
-    df[RUN] = rid
-    return df, pd.DataFrame([{RUN: rid, "max_steps": max_steps}])
+    return single_run_frame(recs, path, empty="no 'Epoch:[e/E](i/N), Key: value, ...' line found", max_steps=max_steps)

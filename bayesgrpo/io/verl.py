@@ -18,11 +18,10 @@ import re
 import warnings
 from pathlib import Path
 
-import pandas as pd
 
 from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import default_run_id, fmt_error, num, read_text, records_frame
-from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
+from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
+from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_verl_console", "read_verl_jsonl"]
 
@@ -70,12 +69,7 @@ def read_verl_console(path: Path):
                 continue
             raise fmt_error(path, f"line {i + 1}", f"malformed verl metric field {bad[:60]!r}; expected 'key:value' fields separated by ' - '")
         recs.append(rec)
-    if not recs:
-        raise fmt_error(path, None, "no verl metric line ('step:N - key:value - ...') found; expected verl console logger output")
-    rid = default_run_id(path)
-    df = records_frame(recs, path)
-    df[RUN] = rid
-    return df, pd.DataFrame([{RUN: rid}])
+    return single_run_frame(recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output")
 
 
 def read_verl_jsonl(path: Path):
@@ -101,9 +95,4 @@ def read_verl_jsonl(path: Path):
         rec[STEP] = int(st)
         rec[SOURCE_LINE] = i
         recs.append(rec)
-    if not recs:
-        raise fmt_error(path, None, "empty file; expected verl file-logger JSON lines")
-    rid = default_run_id(path)
-    df = records_frame(recs, path)
-    df[RUN] = rid
-    return df, pd.DataFrame([{RUN: rid}])
+    return single_run_frame(recs, path, empty="empty file; expected verl file-logger JSON lines")

@@ -235,30 +235,30 @@ def _compiled_model(arr: ModelArrays, *, kind, prior, hierarchical, backend):
     """
     import nutpie
 
+    import importlib.util
+
     lagged = arr.lag_onehot.shape[-1] > 2 or bool(arr.lag_onehot[:, :, 1].any())
+    # The lagged likelihood is a PyTensor scan (no compiled Op yet): numba needs minutes to compile
+    # its gradient, JAX seconds. nutpie's JAX models fold the data into the graph, so such a model
+    # serves one batch only (its key holds the run ids).
+    use_jax = lagged and importlib.util.find_spec("jax") is not None
     key = (kind, prior.model_dump_json(), hierarchical, lagged, arr.lag_onehot.shape[-1])
     if hierarchical:
         key += (arr.y.shape[1], len(arr.families))
-    import importlib.util
-
-    if lagged and importlib.util.find_spec("jax") is not None:
+    if use_jax:
         key += (arr.run_ids,)
     if key not in _COMPILED:
         model = build_model(arr, kind=kind, prior=prior, hierarchical=hierarchical)
         kw = {}
-        if lagged:
-            # The lagged likelihood is a PyTensor scan (no compiled Op yet): numba needs minutes to
-            # compile its gradient, JAX seconds. Use JAX when it is installed.
-            if importlib.util.find_spec("jax") is not None:
-                # nutpie's JAX models fold the data into the graph, so this one serves this batch only
-                backend, kw = "jax", {"gradient_backend": "jax"}
-            else:
-                warnings.warn(
-                    "runs with a refresh interval > 1 use the lagged Kalman filter, whose numba compile takes "
-                    "several minutes; `pip install jax` makes it take seconds",
-                    SamplerWarning,
-                    stacklevel=3,
-                )
+        if use_jax:
+            backend, kw = "jax", {"gradient_backend": "jax"}
+        elif lagged:
+            warnings.warn(
+                "runs with a refresh interval > 1 use the lagged Kalman filter, whose numba compile takes "
+                "several minutes; `pip install jax` makes it take seconds",
+                SamplerWarning,
+                stacklevel=3,
+            )
         log.info("compiling the %s model (%s backend)", kind, backend)
         _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend, **kw)
     return _COMPILED[key]

@@ -1,7 +1,7 @@
 """A compiled Kalman-filter likelihood Op for the lag-free recursion (D = 2), with its exact gradient.
 
-Why a hand-written Op rather than ``pytensor.scan``: the scan version
-(:func:`bayesgrpo.kalman.filter_pytensor_ar2`) is correct, but its gradient graph costs minutes to
+Why a hand-written Op rather than ``pytensor.scan``: a scan version of this filter (as
+:func:`bayesgrpo.kalman.filter_pytensor` for the lagged case) is correct, but its gradient graph costs minutes to
 compile with numba and ~2 ms per gradient evaluation for 300 steps in JAX (per-iteration overhead of
 the loop); NUTS needs thousands of evaluations per run. This kernel carries the forward-mode
 sensitivities of the filter state with respect to the six per-run parameters

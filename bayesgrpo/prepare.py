@@ -121,7 +121,7 @@ def prepare_arrays(
     """
     prior = prior or PopulationPrior.default()
     infos: list[RunInfo] = []
-    zs, masks_steps = [], []
+    zs, masks_steps, noises, r0s = [], [], [], []
     fam_names = []
     for rid in runs.run_ids:
         g = runs.data.loc[runs.data[RUN] == rid]
@@ -164,6 +164,9 @@ def prepare_arrays(
             )
             scale = max(abs(loc), 1.0)
         z = (r - loc) / scale
+        zn = z if normalize_with is None else (rn - loc) / scale  # the rows the normalisation comes from
+        noises.append(_robust_noise(zn))
+        r0s.append(float(np.mean(zn[:k])))  # the start level, in normalised units
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
         K = _num(meta, "refresh_interval")
         K = int(K) if not math.isnan(K) and K >= 1 else 1
@@ -194,9 +197,8 @@ def prepare_arrays(
         y[ms, j] = z
         mask[ms, j] = 1.0
         n = np.arange(T)
-        # the transition INTO grid step n uses the lag of step n-1: d_{n-1} = (n-1) mod K
-        d = np.mod(np.maximum(n - 1, 0), info.refresh_interval) if info.refresh_interval > 1 else np.zeros(T, int)
-        lag_oh[n, j, d] = 1.0
+        # the transition INTO grid step n uses the lag of step n-1 (row 0 is never used)
+        lag_oh[n, j, lag_sequence(info, np.maximum(n - 1, 0))] = 1.0
     fam_order = families or list(dict.fromkeys(fam_names))
     fam_idx = np.array([fam_order.index(f) if f in fam_order else 0 for f in fam_names], dtype=np.int64)
     beta1 = np.array([_num(runs.meta.loc[i.run_id], "beta1") for i in infos])
@@ -209,14 +211,12 @@ def prepare_arrays(
         mask=mask,
         lag_onehot=lag_oh,
         span=np.array([float(i.horizon - i.s0) for i in infos]),
-        noise=np.array([_robust_noise(z) for z in zs]) if normalize_with is None else np.array(
-            [_robust_noise((normalize_with.run(i.run_id)[REWARD].to_numpy(dtype=float) - i.loc) / i.scale) for i in infos]
-        ),
+        noise=np.array(noises),
         mu_mean=mu_mean,
         mu_known=mu_known,
         family_idx=fam_idx,
         log_size=log_size,
-        r0_obs=np.array([float(np.mean(z[: max(3, int(math.ceil(0.1 * len(z))))])) for z in zs]) if normalize_with is None else np.zeros(len(infos)),
+        r0_obs=np.array(r0s),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),
     )

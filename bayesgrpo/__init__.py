@@ -20,7 +20,7 @@ _LAZY = {
     "Forecaster": ("bayesgrpo.forecast", "Forecaster"),
     "FittedForecast": ("bayesgrpo.forecast", "FittedForecast"),
     "SamplerConfig": ("bayesgrpo.forecast", "SamplerConfig"),
-    "PopulationPrior": ("bayesgrpo.population", "PopulationPrior"),
+    "PopulationPrior": ("bayesgrpo.models.prior", "PopulationPrior"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -13,6 +13,8 @@ __all__ = [
     "ForecastError",
     "DataWarning",
     "SamplerWarning",
+    "PriorError",
+    "ArtefactError",
 ]
 
 
@@ -37,6 +39,14 @@ class NotFittedError(BayesGRPOError, RuntimeError):
 
 class ForecastError(BayesGRPOError, ValueError):
     """A forecast cannot be made for a run (too few points, no horizon, ...)."""
+
+
+class PriorError(BayesGRPOError, RuntimeError):
+    """The population prior cannot be loaded (missing package data, invalid file)."""
+
+
+class ArtefactError(BayesGRPOError, ValueError):
+    """A saved forecast cannot be loaded (unknown schema version, not a bayesgrpo file, ...)."""
 
 
 class DataWarning(UserWarning):

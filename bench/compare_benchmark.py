@@ -64,8 +64,8 @@ def load(name: str):
 
 
 def fit(name: str) -> None:
-    from bayesgrpo.compare import compare_runs
-    from bayesgrpo.forecast import SamplerConfig
+    from bayesgrpo.compare.model import compare_runs
+    from bayesgrpo.forecast.forecaster import SamplerConfig
 
     runs, kw = load(name)
     if name.endswith("_saturation"):  # robustness check: the best-LOO, well-mixing kind alone

@@ -1,4 +1,4 @@
-"""Refit the population prior shipped in models/population_prior.json.
+"""Refit the population prior shipped in bayesgrpo/resources/population_prior.json.
 
     .venv/bin/python bench/fit_population_prior.py            # ~10 min on 2 cores
 
@@ -13,7 +13,7 @@ repository weighs the same (the 78 runs of one research repository count as much
 source; the testbed counts as one source), so that no single source dominates.
 
 Runs: all of ../shared/data/grpo-public (read by path, not copied) and a stratified sample of the
-shipped testbed runs (data/testbed); at most 8 runs per repository (16 from the testbed). Output: models/population_prior.json (+ provenance) and
+shipped testbed runs (data/testbed); at most 8 runs per repository (16 from the testbed). Output: bayesgrpo/resources/population_prior.json (+ provenance) and
 bench/results/population_prior.md.
 """
 
@@ -30,10 +30,10 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bayesgrpo.forecast import SamplerConfig, _sample, _subset  # noqa: E402
+from bayesgrpo.forecast.forecaster import SamplerConfig, _sample, _subset  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
-from bayesgrpo.population import PopulationPrior  # noqa: E402
-from bayesgrpo.prepare import prepare_arrays  # noqa: E402
+from bayesgrpo.models.prior import PopulationPrior  # noqa: E402
+from bayesgrpo.models.arrays import prepare_arrays  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "grpo-public"
 CUTOFFS = (0.2, 0.3, 0.5)
@@ -124,7 +124,7 @@ def main():
             "date": time.strftime("%Y-%m-%d"),
         },
     )  # fmt: skip
-    prior.save(ROOT / "models" / "population_prior.json")
+    prior.save(ROOT / "bayesgrpo" / "resources" / "population_prior.json")
     by_src = df.groupby("source")[["gain", "log_tau", "log_wander"]].agg(["median", "count"]).round(3)
     md = [
         "# Population prior (default prior of a forecast without --context)",

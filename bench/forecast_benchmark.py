@@ -26,7 +26,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bayesgrpo.backtest import (  # noqa: E402
+from bayesgrpo.evaluation.backtest import (  # noqa: E402
     BAYES,
     BAYES_CTX,
     backtest,
@@ -63,7 +63,7 @@ TESTBED_NOTE = (
 CMD = "/work/main/.venv/bin/python bench/forecast_benchmark.py"
 
 
-from bayesgrpo.forecast import SamplerConfig as _SamplerConfig  # noqa: E402
+from bayesgrpo.forecast.forecaster import SamplerConfig as _SamplerConfig  # noqa: E402
 
 _SMP = _SamplerConfig()
 
@@ -139,7 +139,7 @@ def progress_printer(tag: str, every: int = 20):
 
 # ---------------------------------------------------------------------------- runs
 def run_parts(quick: bool, parts: list[str]):
-    from bayesgrpo.forecast import SamplerConfig
+    from bayesgrpo.forecast.forecaster import SamplerConfig
 
     sampler = SamplerConfig(draws=150, tune=150, seed=0) if quick else SamplerConfig(seed=0)
     cut = (0.3, 0.5) if quick else CUTOFFS
@@ -308,7 +308,7 @@ def report(quick: bool) -> None:
         "range over the whole run (nAE = |median − truth| / range, nCRPS = CRPS / range). Runs with < 5 logged points before a "
         "cutoff are skipped and counted. bayesgrpo: `Forecaster('oscillator')`, nutpie NUTS "
         f"{_SMP.chains} chains × {_SMP.draws} draws / {_SMP.tune} tune, target_accept {_SMP.target_accept} (the shipped defaults), "
-        "one `fit` per cutoff and chunk of 20 runs. Peers (`bayesgrpo.peers`, identical prefix, horizon and logged future steps): "
+        "one `fit` per cutoff and chunk of 20 runs. Peers (`bayesgrpo.evaluation.peers`, identical prefix, horizon and logged future steps): "
         f"`last_value`, `exponential` (= sat_exp), `scalerl` (= scalerl_sigmoid), `pow3` — LSQ peers with {N_BOOT} bootstrap "
         "refits (their default is 100; reduced so the run fits 2 cores), `domhan_fast` — the Domhan et al. 11-family "
         "Bayesian ensemble in PyMC with 2 × 150 draws / 150 tune, tree depth ≤ 6 (the full `domhan` setting, 2 × 300/300, "

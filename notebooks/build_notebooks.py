@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np, pandas as pd
 import matplotlib.pyplot as plt
 from bayesgrpo import Forecaster, SamplerConfig, read_runs
+from bayesgrpo.resources import example_meta, example_run
 
 ROOT = Path.cwd() if (Path.cwd() / "data").exists() else Path.cwd().parent
 DRAWS = int(os.environ.get("BAYESGRPO_NB_DRAWS", "1000"))
@@ -82,7 +83,7 @@ NB = {
         ),
         new_code_cell(SETUP),
         new_code_cell(
-            'runs = read_runs(ROOT / "data/examples/example-grpo-run/trainer_state.json", meta=ROOT / "data/examples/meta.csv")\n'
+            'runs = read_runs(example_run(), meta=example_meta())\n'
             "runs.summary()"
         ),
         new_markdown_cell("Keep only what had been logged at step 150, and forecast to step 500 (the run's `max_steps`)."),
@@ -99,7 +100,7 @@ NB = {
         ),
         new_code_cell(
             'rid = runs.run_ids[0]\n'
-            "from bayesgrpo.plots import fan_chart\n"
+            "from bayesgrpo.plots.fan import fan_chart\n"
             "fig = fan_chart(fit, rid, truth=runs.run(rid))"
         ),
         new_code_cell(
@@ -144,7 +145,7 @@ NB = {
             "curvature-scaling exponent alpha of tau over model size. Models are compared by PSIS-LOO over runs.\n"
             "Here: testbed runs of three MLP widths and four group sizes (small sampling settings)."
         ),
-        new_code_cell(SETUP + "\nfrom bayesgrpo.compare import compare_runs"),
+        new_code_cell(SETUP + "\nfrom bayesgrpo.compare.model import compare_runs"),
         new_code_cell(
             'tb = read_runs(ROOT / "data/testbed/runs.csv.gz", meta=ROOT / "data/testbed/meta.csv.gz")\n'
             'ids = [r for r in tb.run_ids if r.startswith("g_ctx-") and r.endswith("-s0")]\n'
@@ -171,9 +172,9 @@ NB = {
             "# Deciding from the posterior: budgets, stopping, failure diagnostics\n\n"
             "Forecasts exist to decide: stop or continue, and whether a run is broken."
         ),
-        new_code_cell(SETUP + "\nfrom bayesgrpo.decisions import budget_table, recommend_stop, plot_budget\nfrom bayesgrpo.diagnose import diagnose_runs, plot_diagnosis"),
+        new_code_cell(SETUP + "\nfrom bayesgrpo.decisions.budget import budget_table, recommend_stop, plot_budget\nfrom bayesgrpo.diagnose.failure_modes import diagnose_runs, plot_diagnosis"),
         new_code_cell(
-            'runs = read_runs(ROOT / "data/examples/example-grpo-run/trainer_state.json", meta=ROOT / "data/examples/meta.csv")\n'
+            'runs = read_runs(example_run(), meta=example_meta())\n'
             "rid = runs.run_ids[0]\n"
             "fit = Forecaster(sampler=sampler).fit(runs.truncate(until_step=150), horizon=500)\n"
             "draws = fit.paths(rid)"

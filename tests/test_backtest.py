@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.backtest import (
+from bayesgrpo.evaluation.backtest import (
     BAYES,
     BAYES_CTX,
     backtest,
@@ -128,7 +128,7 @@ def test_stop_and_plateau_truth():
 
 
 def final_window_steps(s):
-    from bayesgrpo.metrics import final_window_mask
+    from bayesgrpo.evaluation.metrics import final_window_mask
 
     return final_window_mask(s, s0=s[0], horizon=s[-1])
 

@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bayesgrpo.cli import app
+from bayesgrpo.resources import example_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "grpo-public"
@@ -28,7 +29,7 @@ def test_summary_lists_100_real_runs():
 
 
 def test_summary_reads_shipped_example_and_gz_testbed():
-    res = runner.invoke(app, ["summary", str(ROOT / "data/examples/example-grpo-run/trainer_state.json")])
+    res = runner.invoke(app, ["summary", str(example_run())])
     assert res.exit_code == 0 and "1 run(s), 500 points" in res.output
     res = runner.invoke(app, ["summary", str(ROOT / "data/testbed/runs.csv.gz"), "--meta", str(ROOT / "data/testbed/meta.csv.gz")])
     assert res.exit_code == 0, res.output

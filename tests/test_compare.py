@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo import compare as C
-from bayesgrpo.dynamics import simulate
-from bayesgrpo.forecast import SamplerConfig
-from bayesgrpo.kalman import filter_numpy
-from bayesgrpo.kalman_op import ar2_loglik_grad
+from bayesgrpo.compare import model as C
+from bayesgrpo.physics.dynamics import simulate
+from bayesgrpo.forecast.forecaster import SamplerConfig
+from bayesgrpo.models.kalman import filter_numpy
+from bayesgrpo.models.kalman_op import ar2_loglik_grad
 from bayesgrpo.schema import RunSet
 
 
@@ -151,7 +151,7 @@ def test_cli_writes_outputs(runs, monkeypatch, tmp_path):
     monkeypatch.setattr(C, "_nuts", _prior_nuts)
     runs.data.to_csv(tmp_path / "runs.csv", index=False)
     runs.meta.reset_index().to_csv(tmp_path / "meta.csv", index=False)
-    from bayesgrpo.cli_compare import compare_cmd
+    from bayesgrpo.cli.compare import compare_cmd
 
     out = tmp_path / "out"
     compare_cmd(tmp_path / "runs.csv", meta=tmp_path / "meta.csv", by="family,group_size", runs_filter=None, out=out, seed=0,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bayesgrpo.decisions import (
+from bayesgrpo.decisions.budget import (
     EPOCH_RULE_FRACTION,
     PathDraws,
     StopRecommendation,

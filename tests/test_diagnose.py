@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.decisions import PathDraws
-from bayesgrpo.diagnose import (
+from bayesgrpo.decisions.budget import PathDraws
+from bayesgrpo.diagnose.failure_modes import (
     MODES,
     degenerate_share,
     diagnose_run,
@@ -14,7 +14,7 @@ from bayesgrpo.diagnose import (
     plot_diagnosis,
     posterior_instability,
 )
-from bayesgrpo.dynamics import spectral_radius
+from bayesgrpo.physics.dynamics import spectral_radius
 from bayesgrpo.schema import RunSet
 
 RANK = {"none": 0, "watch": 1, "warning": 2, "critical": 3}

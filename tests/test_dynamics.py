@@ -1,4 +1,4 @@
-"""Tests of bayesgrpo.dynamics against physics.md sections 2-5 (reference numbers included)."""
+"""Tests of bayesgrpo.physics.dynamics against physics.md sections 2-5 (reference numbers included)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bayesgrpo import dynamics as D
+from bayesgrpo.physics import dynamics as D
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 from bayesgrpo.errors import ForecastError
-from bayesgrpo.forecast import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
+from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
 from bayesgrpo.schema import RunSet
 
 
@@ -22,7 +22,7 @@ def _runs(n_steps=120, interval=1, seed=0, r0=0.1, r_star=0.7, tau=60.0, noise=0
 @pytest.fixture
 def mock_sampler(monkeypatch):
     """Replace compile + NUTS with draws around fixed normalised parameters (no MCMC)."""
-    import bayesgrpo.forecast as fc
+    import bayesgrpo.forecast.forecaster as fc
 
     state = {"params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01), "spread": 0.0}
 
@@ -67,7 +67,7 @@ def test_table_contract_and_definitions(mock_sampler):
     assert row.final_q05 <= row.final_q50 <= row.final_q95
     # stop step = first step of the mean recursion from R0 with 95% of the gain: the dynamics core's
     # independent implementation (tau_s = 48 here, not c/k = 60: a is not deep in the overdamped limit)
-    from bayesgrpo.dynamics import time_to_fraction
+    from bayesgrpo.physics.dynamics import time_to_fraction
 
     expected = 1 + time_to_fraction(0.95, r0=0.0, r_star=1.0, a=0.1 / 60, momentum=0.9)
     assert row.stop_q50 == pytest.approx(expected, abs=1)
@@ -132,7 +132,7 @@ def test_constant_curve_warns(mock_sampler):
 @pytest.mark.slow
 def test_recovers_plateau_and_timescale_from_simulated_run():
     """Real NUTS on a run simulated from recursion (1): the posterior covers the true plateau."""
-    from bayesgrpo.dynamics import simulate
+    from bayesgrpo.physics.dynamics import simulate
 
     a, mu, r0, r_star = 0.002, 0.9, 0.2, 0.75
     sim = simulate(300, r0=r0, r_star=r_star, a=a, momentum=mu, sigma_p=0.002, sigma_m=0.05, seed=11)

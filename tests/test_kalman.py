@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bayesgrpo.kalman import filter_numpy, propagate_numpy
-from bayesgrpo.kalman_op import ar2_loglik_grad
+from bayesgrpo.models.kalman import filter_numpy, propagate_numpy
+from bayesgrpo.models.kalman_op import ar2_loglik_grad
 
 
 def brute_force_loglik(y, obs, *, r0, r_star, a, mu, sigma_p, sigma_m, lag):
@@ -76,7 +76,7 @@ def test_op_in_pytensor_graph_matches_kernel():
     import pytensor
     import pytensor.tensor as pt
 
-    from bayesgrpo.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
 
     rng = np.random.default_rng(3)
     y = rng.normal(size=(30, 2))
@@ -94,7 +94,7 @@ def test_op_in_pytensor_graph_matches_kernel():
 
 def test_propagation_matches_simulated_variance():
     """Propagating a known state forward reproduces the exact AR(2) stationary variance."""
-    from bayesgrpo.dynamics import stationary_variance
+    from bayesgrpo.physics.dynamics import stationary_variance
 
     a, mu, sp = 0.05, 0.5, 0.1
     n = 4000

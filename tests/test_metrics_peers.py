@@ -1,4 +1,4 @@
-"""Tests of bayesgrpo.metrics (scores, final-window target) and bayesgrpo.peers (benchmarks)."""
+"""Tests of bayesgrpo.evaluation.metrics (scores, final-window target) and bayesgrpo.evaluation.peers (benchmarks)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from bayesgrpo import metrics as M
-from bayesgrpo.peers import PEERS, LCPFNPeer, PeerForecast, get_peer
+from bayesgrpo.evaluation import metrics as M
+from bayesgrpo.evaluation.peers import PEERS, LCPFNPeer, PeerForecast, get_peer
 
 
 # ----------------------------------------------------------------------------------------- CRPS
@@ -208,7 +208,7 @@ def test_domhan_ensemble_final_value():
 
 def test_domhan_families_increasing_under_their_priors():
     """Sign-constrained priors make every family non-decreasing on the x axis (paper's constraint)."""
-    from bayesgrpo.peers import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
+    from bayesgrpo.evaluation.peers import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
 
     rng = np.random.default_rng(0)
     x = np.linspace(1, 100, 400)

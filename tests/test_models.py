@@ -6,7 +6,7 @@ import pytest
 
 import pytensor
 
-from bayesgrpo.models import build_model
+from bayesgrpo.models.kinds import build_model
 
 FAST = "FAST_COMPILE"  # python linker: structure tests must not pay numba compiles
 
@@ -15,7 +15,7 @@ def evaluate(model, names, point):
     outs = model.replace_rvs_by_values([model[n] for n in names])
     f = pytensor.function(model.value_vars, outs, mode=FAST, on_unused_input="ignore")
     return f(**{v.name: point[v.name] for v in model.value_vars})
-from bayesgrpo.prepare import prepare_arrays
+from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.schema import RunSet
 
 
@@ -55,8 +55,8 @@ def test_structure_and_finite_logp(kind, hierarchical):
 
 def test_lagged_model_uses_general_filter_and_matches_numpy():
     """With a refresh interval the likelihood is the general (scan) filter; its value equals numpy's."""
-    from bayesgrpo.kalman import filter_numpy
-    from bayesgrpo.prepare import lag_sequence
+    from bayesgrpo.models.kalman import filter_numpy
+    from bayesgrpo.models.arrays import lag_sequence
 
     rs = runset(n_runs=1, K=4)
     arr, infos = prepare_arrays(rs)

@@ -212,7 +212,7 @@ def test_cli_sweep(tmp_path):
 
     from typer.testing import CliRunner
 
-    from bayesgrpo.testbed.cli import testbed_app
+    from bayesgrpo.cli.testbed import testbed_app
 
     cfg = {"groups": [{"name": "a", "base": {**SMALL, "max_steps": 5}, "seeds": [0, 1]}]}
     p = tmp_path / "s.json"

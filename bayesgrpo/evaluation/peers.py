@@ -2,7 +2,7 @@
 
 Every peer forecasts, from the first logged points of a run, the *final reward* -- the mean of the
 logged reward over the steps of the final window ``(s0 + (1 - fw)(H - s0), H]`` (see
-:func:`bayesgrpo.metrics.final_window_mask`) -- as draws that include the measurement noise of the
+:func:`bayesgrpo.evaluation.metrics.final_window_mask`) -- as draws that include the measurement noise of the
 average of the logged points in that window.
 
 Common interface
@@ -50,7 +50,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy import optimize, stats
 
-from bayesgrpo.metrics import final_window_mask, reward_range
+from bayesgrpo.evaluation.metrics import final_window_mask, reward_range
 
 __all__ = [
     "PeerForecast",

@@ -62,5 +62,5 @@ def run_cmd(
     typer.echo(f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}")
 
 
-if __name__ == "__main__":  # python -m bayesgrpo.testbed.cli sweep ...
+if __name__ == "__main__":  # python -m bayesgrpo.cli.testbed sweep ...
     testbed_app()

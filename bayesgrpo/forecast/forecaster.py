@@ -1,7 +1,7 @@
 """Forecasting verbs: ``Forecaster(...).fit(runs) -> FittedForecast`` -> table / paths / plot / save.
 
 The posterior of each run's parameters comes from PyMC (NUTS through nutpie); everything after that
-is exact numpy on the posterior draws: the Kalman filter (:mod:`bayesgrpo.kalman`) gives each draw's
+is exact numpy on the posterior draws: the Kalman filter (:mod:`bayesgrpo.models.kalman`) gives each draw's
 filtered state at the last observation, latent paths are propagated forward with process noise, and
 logged-reward paths add measurement noise. Quantities:
 
@@ -15,7 +15,7 @@ logged-reward paths add measurement noise. Quantities:
   does).
 
 Speed: the likelihood is a compiled Kalman-filter Op with an exact gradient
-(:mod:`bayesgrpo.kalman_op`); the model is compiled once per process by nutpie (numba) and each run's
+(:mod:`bayesgrpo.models.kalman_op`); the model is compiled once per process by nutpie (numba) and each run's
 data are swapped in with ``with_data`` (numbers in ``bench/results/speed.md``).
 """
 
@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from bayesgrpo.decisions import PathDraws
+from bayesgrpo.decisions.budget import PathDraws
 from bayesgrpo.errors import ForecastError, SamplerWarning
-from bayesgrpo.kalman import filter_numpy, propagate_numpy
-from bayesgrpo.models import MODEL_KINDS, ModelArrays, build_model
-from bayesgrpo.population import PopulationPrior
-from bayesgrpo.prepare import RunInfo, prepare_arrays
+from bayesgrpo.models.kalman import filter_numpy, propagate_numpy
+from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, build_model
+from bayesgrpo.models.prior import PopulationPrior
+from bayesgrpo.models.arrays import RunInfo, prepare_arrays
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws"]
@@ -98,7 +98,7 @@ class Forecaster:
         Learn the population hyperparameters from the runs given (partial pooling by family).
         Switched on automatically when ``context`` runs are passed to :meth:`fit`.
     prior : PopulationPrior, optional
-        Population prior (default: the shipped one, ``models/population_prior.json``).
+        Population prior (default: the shipped one, ``bayesgrpo/resources/population_prior.json``).
     sampler : SamplerConfig, optional
 
     Examples
@@ -352,7 +352,7 @@ class FittedForecast:
         y = self.arrays.y[:T, j]
         mask = self.arrays.mask[:T, j].astype(bool)
         D = max(2, info.refresh_interval)
-        from bayesgrpo.prepare import lag_sequence
+        from bayesgrpo.models.arrays import lag_sequence
 
         lag_in = lag_sequence(info, np.arange(T))
         ll, m, P = filter_numpy(
@@ -493,7 +493,7 @@ class FittedForecast:
 
     def plot(self, run_id: str, *, ax=None, bands=(0.5, 0.8, 0.95)):
         """Fan chart of one run. See :func:`bayesgrpo.plots.fan_chart`."""
-        from bayesgrpo.plots import fan_chart
+        from bayesgrpo.plots.fan import fan_chart
 
         return fan_chart(self, run_id, ax=ax, bands=bands)
 
@@ -584,7 +584,7 @@ def _unstable(pd_: PathDraws) -> np.ndarray:
     if not pd_.refresh_interval or pd_.refresh_interval <= 1:
         # AR(2) with d = 0 is stable iff |mu| < 1 and 0 < a < 2 (1 + mu)
         return ~((np.abs(pd_.mu) < 1) & (pd_.a > 0) & (pd_.a < 2 * (1 + pd_.mu)))
-    from bayesgrpo.dynamics import spectral_radius
+    from bayesgrpo.physics.dynamics import spectral_radius
 
     return np.array(
         [spectral_radius(a=float(a), momentum=float(m), refresh_interval=pd_.refresh_interval) >= 1 for a, m in zip(pd_.a, pd_.mu)]

@@ -202,7 +202,7 @@ def posterior_instability(draws, *, max_draws: int = 400) -> dict:
     """P(c <= 0) and P(spectral radius of recursion (1) >= 1) from :class:`~bayesgrpo.decisions.PathDraws`.
 
     Lag 0: the AR(2) roots ``z^2 - (1+mu-a) z + mu = 0`` are solved in closed form for all draws;
-    otherwise :func:`bayesgrpo.dynamics.spectral_radius` is evaluated on up to ``max_draws`` draws.
+    otherwise :func:`bayesgrpo.physics.dynamics.spectral_radius` is evaluated on up to ``max_draws`` draws.
     """
     a = np.asarray(draws.a, float)
     mu = np.asarray(draws.mu, float)
@@ -214,7 +214,7 @@ def posterior_instability(draws, *, max_draws: int = 400) -> dict:
         r2 = (b - np.sqrt(disc)) / 2.0
         rho = np.maximum(np.abs(r1), np.abs(r2))
     else:
-        from bayesgrpo.dynamics import spectral_radius
+        from bayesgrpo.physics.dynamics import spectral_radius
 
         idx = np.linspace(0, a.size - 1, min(a.size, max_draws)).astype(int)
         rho = np.array([spectral_radius(a=max(a[i], 1e-12), momentum=min(max(mu[i], 0.0), 0.999999),

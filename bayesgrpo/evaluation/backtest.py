@@ -3,15 +3,15 @@
 ``backtest(runs, cutoffs=(0.1, 0.2, 0.3, 0.5))`` truncates every complete run at each cutoff (a
 fraction of its own step span, as :meth:`RunSet.truncate`), forecasts the *final reward* to the run's
 own last step with bayesgrpo (one :meth:`Forecaster.fit` call per cutoff and chunk of runs, so the
-compiled model is reused) and with the peers of :mod:`bayesgrpo.peers` on the identical prefix and
+compiled model is reused) and with the peers of :mod:`bayesgrpo.evaluation.peers` on the identical prefix and
 horizon, and scores each forecast against the truth.
 
 Definitions
 -----------
 * **truth** -- the full run's final reward: the mean logged reward over ``(s0 + 0.9 (H - s0), H]``
-  (:func:`bayesgrpo.metrics.final_reward`, ``final_window = 0.1``), ``H`` = the run's last step.
+  (:func:`bayesgrpo.evaluation.metrics.final_reward`, ``final_window = 0.1``), ``H`` = the run's last step.
 * **normalised** errors, CRPS and widths are divided by the run's 5-95% reward range over the whole
-  run (:func:`bayesgrpo.metrics.reward_range`), so runs on different reward scales pool.
+  run (:func:`bayesgrpo.evaluation.metrics.reward_range`), so runs on different reward scales pool.
 * **coverage** of the central 50/80/90% intervals of the forecast draws; **PIT** = rank of the truth
   among the draws (randomised for ties).
 * **stop step** (bayesgrpo only) -- when the run has a noise-free expected-reward column
@@ -42,7 +42,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.metrics import crps_sample, final_reward, final_window_mask, pit, reward_range
+from bayesgrpo.evaluation.metrics import crps_sample, final_reward, final_window_mask, pit, reward_range
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = [
@@ -57,7 +57,7 @@ __all__ = [
     "CASE_COLUMNS",
 ]
 
-#: names accepted for peers -> registry name in :mod:`bayesgrpo.peers`
+#: names accepted for peers -> registry name in :mod:`bayesgrpo.evaluation.peers`
 PEER_ALIASES = {"exponential": "sat_exp", "exp": "sat_exp", "scalerl": "scalerl_sigmoid", "lcpfn": "lc_pfn"}
 DEFAULT_PEERS = ("last_value", "exponential", "scalerl", "pow3", "domhan")
 LEVELS = (0.5, 0.8, 0.9)
@@ -312,7 +312,7 @@ def backtest(
         same source (``source_col``; never itself). Runs with no such run fall back to no context
         (``n_context = 0``). With ``include_single`` the single-run ``bayesgrpo`` is scored as well.
     peers : names or "all"/"none"
-        Peers from :mod:`bayesgrpo.peers` (aliases ``exponential`` -> ``sat_exp``, ``scalerl`` ->
+        Peers from :mod:`bayesgrpo.evaluation.peers` (aliases ``exponential`` -> ``sat_exp``, ``scalerl`` ->
         ``scalerl_sigmoid``).
     final_window : float
         Final-window share defining the target.
@@ -336,7 +336,7 @@ def backtest(
     example_runs : run ids, optional
         Runs whose fan data are stored for the examples figure (default: up to 6 spread over sources).
     peer_kwargs : dict, optional
-        ``{peer name: {setting: value}}`` passed to :func:`bayesgrpo.peers.get_peer`
+        ``{peer name: {setting: value}}`` passed to :func:`bayesgrpo.evaluation.peers.get_peer`
         (e.g. ``{"pow3": {"n_boot": 40}}``).
 
     Returns
@@ -352,7 +352,7 @@ def backtest(
     ctx_src = _sources(context, source_col) if context is not None else {}
 
     if forecaster_factory is None:
-        from bayesgrpo.forecast import Forecaster, SamplerConfig
+        from bayesgrpo.forecast.forecaster import Forecaster, SamplerConfig
 
         smp = sampler or SamplerConfig(seed=seed)
 
@@ -471,7 +471,7 @@ def backtest(
             todo = [r for r in ids if (r, round(c, 6), pname) not in done]
             if not todo:
                 continue
-            from bayesgrpo.peers import get_peer
+            from bayesgrpo.evaluation.peers import get_peer
 
             try:
                 peer = get_peer(_peer_name(pname), **(peer_kwargs or {}).get(pname, {}))

@@ -1,7 +1,7 @@
 """A compiled Kalman-filter likelihood Op for the lag-free recursion (D = 2), with its exact gradient.
 
 Why a hand-written Op rather than ``pytensor.scan``: a scan version of this filter (as
-:func:`bayesgrpo.kalman.filter_pytensor` for the lagged case) is correct, but its gradient graph costs minutes to
+:func:`bayesgrpo.models.kalman.filter_pytensor` for the lagged case) is correct, but its gradient graph costs minutes to
 compile with numba and ~2 ms per gradient evaluation for 300 steps in JAX (per-iteration overhead of
 the loop); NUTS needs thousands of evaluations per run. This kernel carries the forward-mode
 sensitivities of the filter state with respect to the six per-run parameters
@@ -9,7 +9,7 @@ sensitivities of the filter state with respect to the six per-run parameters
 the log-likelihood and its exact gradient; it is compiled once by numba (``cache=True``) and
 registered with PyTensor's numba linker, so nutpie calls it without Python overhead.
 
-The numpy filter in :mod:`bayesgrpo.kalman` is the reference; tests check values and gradients
+The numpy filter in :mod:`bayesgrpo.models.kalman` is the reference; tests check values and gradients
 (finite differences) against it.
 """
 

@@ -37,8 +37,8 @@ def compare_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from bayesgrpo.compare import compare_runs
-    from bayesgrpo.forecast import SamplerConfig
+    from bayesgrpo.compare.model import compare_runs
+    from bayesgrpo.forecast.forecaster import SamplerConfig
     from bayesgrpo.io import read_runs
 
     console = Console()

@@ -27,19 +27,19 @@ process-noise variance fixed at ``s_Q = 0.5`` (the process noise of one run is o
 next to the measurement noise; a learned ``s_Q`` gave a funnel and tree-depth saturation) and learned
 ``s_R, s_T`` (HalfNormal); non-centred throughout,
 reference coding of the factor effects (first level = 0; contrasts do not depend on the coding) and
-the exact Kalman likelihood of recursion (1) (:func:`bayesgrpo.kalman_op.kalman_ar2_loglik`, lag 0).
+the exact Kalman likelihood of recursion (1) (:func:`bayesgrpo.models.kalman_op.kalman_ar2_loglik`, lag 0).
 
 **Scales.** Plateau and noise contrasts only mean something when the runs share a reward scale.
 ``scale="auto"`` (default) normalises per ``source_repo`` when the metadata has that column
 (grpo-public: each source logs one reward definition), else with one shared location/scale when every
 reward lies in [0, 1] (the testbed), else per run. Normalisation: ``z = (reward - loc) / scale`` with
 ``loc`` the median start level and ``scale`` the 5-95% range of the pooled rewards of the group
-(per run: :mod:`bayesgrpo.prepare`'s convention). With per-run scales R* is in units of each run's
+(per run: :mod:`bayesgrpo.models.arrays`'s convention). With per-run scales R* is in units of each run's
 own reward range and the noise temperature in units of its squared range.
 
 **Leave-one-run-out.** The pointwise log-likelihood of run j is the Kalman log-likelihood of its
 whole curve given its own posterior parameters (computed in numpy with
-:func:`bayesgrpo.kalman.filter_numpy`). PSIS-LOO on it approximates leaving a run out *with its
+:func:`bayesgrpo.models.kalman.filter_numpy`). PSIS-LOO on it approximates leaving a run out *with its
 run-level parameters still conditioned on it*; since those are informed mostly by the run itself the
 Pareto k values are often high — they are reported, and a high k means the LOO estimate of that run is
 unreliable, not that the model is wrong.
@@ -58,9 +58,9 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import SamplerWarning
-from bayesgrpo.forecast import SamplerConfig
-from bayesgrpo.kalman import filter_numpy
-from bayesgrpo.prepare import prepare_arrays
+from bayesgrpo.forecast.forecaster import SamplerConfig
+from bayesgrpo.models.kalman import filter_numpy
+from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 
 __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_model", "prepare_compare",
@@ -207,7 +207,7 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesgrpo.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
 
     if kind not in COMPARE_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; choose one of {COMPARE_KINDS}")
@@ -304,7 +304,7 @@ def _ds(node):
 def pointwise_loglik(arr: CompareArrays, posterior) -> np.ndarray:
     """Log-likelihood of each run's whole curve per posterior draw: array (chain, draw, run).
 
-    Computed with the numpy Kalman filter (:func:`bayesgrpo.kalman.filter_numpy`), vectorised over
+    Computed with the numpy Kalman filter (:func:`bayesgrpo.models.kalman.filter_numpy`), vectorised over
     draws, on each run's own grid (padding excluded).
     """
     post = _ds(posterior)

@@ -19,9 +19,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "examples"
-EXAMPLE_RUN = EXAMPLE_DIR / "example-grpo-run" / "trainer_state.json"
-EXAMPLE_META = EXAMPLE_DIR / "meta.csv"
 
 MetaOpt = Annotated[Path | None, typer.Option("--meta", help="metadata CSV/JSON (run_id + model, group_size, beta1, max_steps, ...)")]
 FormatOpt = Annotated[str | None, typer.Option("--format", help="log format (default: detected); see `bayesgrpo formats`")]
@@ -159,7 +156,7 @@ def _forecast_impl(
             horizon = {
                 r: int(max(full.run(r)["step"].iloc[-1], full.meta.loc[r].get("max_steps") or 0)) for r in runs.run_ids
             }
-    from bayesgrpo.forecast import Forecaster, SamplerConfig
+    from bayesgrpo.forecast.forecaster import Forecaster, SamplerConfig
 
     fc = Forecaster(
         model, final_window=final_window, stop_fraction=stop_fraction,
@@ -204,7 +201,7 @@ def _forecast_impl(
             table.to_csv(out, index=False)
         con.print(f"wrote {out}")
     if plot is not None:
-        from bayesgrpo.plots import fan_chart
+        from bayesgrpo.plots.fan import fan_chart
 
         plt = _pyplot()
 
@@ -256,8 +253,10 @@ def demo(
     until_step: Annotated[int, typer.Option(help="forecast from the first steps only")] = 150,
 ):
     """Forecast the shipped example run (a TRL trainer_state.json) from its first 150 steps."""
-    _console().print(f"example: {EXAMPLE_RUN.relative_to(EXAMPLE_DIR.parents[1])} (500 steps logged; forecasting from step {until_step})")
-    _forecast_impl([EXAMPLE_RUN], EXAMPLE_META, None, until_step=until_step, out=out_dir / "forecast.csv", plot=out_dir, title="demo forecast")
+    from bayesgrpo.resources import example_meta, example_run
+
+    _console().print(f"example: {example_run()} (500 steps logged; forecasting from step {until_step})")
+    _forecast_impl([example_run()], example_meta(), None, until_step=until_step, out=out_dir / "forecast.csv", plot=out_dir, title="demo forecast")
 
 
 # ------------------------------------------------------------------------------------------ budget
@@ -279,7 +278,7 @@ def budget(
     seed: int = 0,
 ):
     """Probability of reaching a target by a budget, expected gains, and the best step to stop."""
-    from bayesgrpo.decisions import budget_table, plot_budget, recommend_stop
+    from bayesgrpo.decisions.budget import budget_table, plot_budget, recommend_stop
 
     fit, _ = _forecast_impl(runs, meta, fmt, run_ids=run, horizon=horizon, until_step=until_step, seed=seed, title="budget")
     con = _console()
@@ -317,7 +316,7 @@ def diagnose(
     out_dir: Annotated[Path, typer.Option("--out-dir")] = Path("out/diagnose"),
 ):
     """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
-    from bayesgrpo.diagnose import diagnose_runs, plot_diagnosis
+    from bayesgrpo.diagnose.failure_modes import diagnose_runs, plot_diagnosis
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -354,9 +353,9 @@ def diagnose(
 
 # -------------------------------------------------------------------------- commands from modules
 def _mount() -> None:
-    from bayesgrpo.cli_backtest import backtest_cmd
-    from bayesgrpo.cli_compare import compare_cmd
-    from bayesgrpo.testbed.cli import testbed_app
+    from bayesgrpo.cli.backtest import backtest_cmd
+    from bayesgrpo.cli.compare import compare_cmd
+    from bayesgrpo.cli.testbed import testbed_app
 
     app.add_typer(testbed_app, name="testbed")
     app.command("backtest", help="Truncate complete runs at cutoffs, forecast, and score against what happened (vs peers).")(backtest_cmd)

@@ -42,8 +42,8 @@ def backtest_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from bayesgrpo.backtest import backtest
-    from bayesgrpo.forecast import SamplerConfig
+    from bayesgrpo.evaluation.backtest import backtest
+    from bayesgrpo.forecast.forecaster import SamplerConfig
 
     console = Console()
     try:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesgrpo.errors import DataWarning, ForecastError
-from bayesgrpo.models import ModelArrays
-from bayesgrpo.population import PopulationPrior
+from bayesgrpo.models.kinds import ModelArrays
+from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 
 __all__ = ["RunInfo", "prepare_arrays", "MIN_POINTS", "REFERENCE_SIZE_B"]

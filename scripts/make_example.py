@@ -1,6 +1,6 @@
 """Regenerate the shipped example run (a testbed GRPO run written as a TRL trainer_state.json).
 
-    .venv/bin/python data/examples/make_example.py
+    .venv/bin/python scripts/make_example.py
 
 The run is a real GRPO training run of the package's testbed (a 128-wide MLP policy answering
 3-token prompts, G = 8, Adam lr 8e-4, 20% unlearnable prompts), so its curve has the slow start,
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bayesgrpo.testbed import TrainerConfig, run
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "bayesgrpo" / "resources" / "examples"
 cfg = TrainerConfig(
     task="contextual", hidden=128, max_steps=500, group_size=8, batch_size=16, learning_rate=0.0008,
     init_accuracy=0.1, unlearnable_fraction=0.2, seed=3,

@@ -1,7 +1,7 @@
 """PyMC models of GRPO reward curves (the backend: PyMC graphs built from prepared arrays).
 
-All models work in per-run normalised units (see :mod:`bayesgrpo.prepare`) and share one
-likelihood: the exact Kalman filter of recursion (1) (:func:`bayesgrpo.kalman.filter_pytensor`).
+All models work in per-run normalised units (see :mod:`bayesgrpo.models.arrays`) and share one
+likelihood: the exact Kalman filter of recursion (1) (:func:`bayesgrpo.models.kalman.filter_pytensor`).
 
 ``oscillator``
     The mean-field damped oscillator of physics.md section 2: per run a plateau ``r_star``, an initial
@@ -15,7 +15,7 @@ likelihood: the exact Kalman filter of recursion (1) (:func:`bayesgrpo.kalman.fi
     is an AR(1) that relaxes as ``exp(-n/tau)``.
 
 Population hyperparameters (``gain``, ``log_tau``, ``log_wander``, ...) either come from a shipped
-population prior (:mod:`bayesgrpo.population`) as fixed numbers, or are learned jointly when
+population prior (:mod:`bayesgrpo.models.prior`) as fixed numbers, or are learned jointly when
 ``hierarchical=True`` (non-centred per-run effects around family means).
 """
 
@@ -61,9 +61,9 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     Parameters
     ----------
     arr : ModelArrays
-        Prepared arrays (see :func:`bayesgrpo.prepare.prepare_arrays`).
+        Prepared arrays (see :func:`bayesgrpo.models.arrays.prepare_arrays`).
     kind : {"oscillator", "saturation", "scaling"}
-    prior : bayesgrpo.population.PopulationPrior, optional
+    prior : bayesgrpo.models.prior.PopulationPrior, optional
         Fixed population hyperparameters (default: the shipped population prior).
     hierarchical : bool
         Learn the population means/sds across the runs given (partial pooling by family), with the
@@ -76,9 +76,9 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesgrpo.kalman import filter_pytensor
-    from bayesgrpo.kalman_op import kalman_ar2_loglik
-    from bayesgrpo.population import PopulationPrior
+    from bayesgrpo.models.kalman import filter_pytensor
+    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.models.prior import PopulationPrior
 
     if kind not in MODEL_KINDS:
         raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")

@@ -1,0 +1,1 @@
+"""Evaluation: scoring metrics, peer forecasters and the backtest harness."""

@@ -15,6 +15,8 @@ __all__ = [
     "SamplerWarning",
     "PriorError",
     "ArtefactError",
+    "OutputError",
+    "OptionError",
 ]
 
 
@@ -47,6 +49,14 @@ class PriorError(BayesGRPOError, RuntimeError):
 
 class ArtefactError(BayesGRPOError, ValueError):
     """A saved forecast cannot be loaded (unknown schema version, not a bayesgrpo file, ...)."""
+
+
+class OutputError(BayesGRPOError, OSError):
+    """An output path cannot be written (unknown table format, a file where a folder is needed, ...)."""
+
+
+class OptionError(BayesGRPOError, ValueError):
+    """A command-line option (or keyword argument) has a value outside what it allows."""
 
 
 class DataWarning(UserWarning):

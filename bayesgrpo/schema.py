@@ -74,10 +74,17 @@ META_FIELDS = (
     "max_steps",
     "dataset",
     "algorithm",
+    "reward_min",
+    "reward_max",
     "source_file",
 )
-NUMERIC_META = ("params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size", "max_steps")
+NUMERIC_META = ("params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size", "max_steps",
+                "reward_min", "reward_max")
 _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
+# lower bound and whether it is exclusive, per numeric metadata field (values outside are missing)
+_META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
+                "beta1": (0.0, False), "refresh_interval": (1.0, False), "batch_size": (1.0, False),
+                "max_steps": (1.0, False)}  # fmt: skip
 
 
 def _where(df: pd.DataFrame, idx, source: str | None) -> str:
@@ -318,15 +325,41 @@ class RunSet:
         for f in META_FIELDS:
             if f not in out.columns:
                 out[f] = np.nan if f in NUMERIC_META else None
+        where = f" ({source})" if source else ""
         for f in NUMERIC_META:
             conv = pd.to_numeric(out[f], errors="coerce")
-            bad = conv.isna() & out[f].notna()
-            if bad.any():
-                r = bad[bad].index[0]
-                raise DataValidationError(
-                    f"metadata field {f!r} of run {r!r} is {out.loc[r, f]!r}, not a number"
+            bad = conv.isna() & out[f].notna() & (out[f].astype(str).str.strip() != "")
+            for r in bad[bad].index:
+                warnings.warn(
+                    f"metadata{where}: run {r!r}, column {f!r} is {out.loc[r, f]!r}, not a number; treated as missing",
+                    DataWarning,
+                    stacklevel=3,
                 )
+            lo, lo_open = _META_RANGES.get(f, (None, False))
+            if lo is not None:
+                bad = conv.notna() & ((conv <= lo) if lo_open else (conv < lo))
+                for r in bad[bad].index:
+                    warnings.warn(
+                        f"metadata{where}: run {r!r}, column {f!r} is {conv[r]:g}, outside its range "
+                        f"({'>' if lo_open else '>='} {lo:g}); treated as missing",
+                        DataWarning,
+                        stacklevel=3,
+                    )
+                conv = conv.where(~bad)
+            if f == "beta1":
+                bad = conv.notna() & (conv >= 1.0)
+                for r in bad[bad].index:
+                    warnings.warn(f"metadata{where}: run {r!r}, beta1 = {conv[r]:g} is not a momentum in [0, 1); "
+                                  "treated as missing", DataWarning, stacklevel=3)  # fmt: skip
+                conv = conv.where(~bad)
             out[f] = conv.astype(float)
+        if {"reward_min", "reward_max"} <= set(out.columns):
+            bad = out["reward_min"].notna() & out["reward_max"].notna() & (out["reward_min"] >= out["reward_max"])
+            for r in bad[bad].index:
+                raise DataValidationError(
+                    f"metadata{where}: run {r!r} has reward_min {out.loc[r, 'reward_min']:g} >= reward_max "
+                    f"{out.loc[r, 'reward_max']:g}"
+                )
         return out
 
     # ------------------------------------------------------------------ access

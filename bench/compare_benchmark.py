@@ -65,7 +65,7 @@ def load(name: str):
 
 def fit(name: str) -> None:
     from bayesgrpo.compare.model import compare_runs
-    from bayesgrpo.forecast.forecaster import SamplerConfig
+    from bayesgrpo.inference.sampling import SamplerConfig
 
     runs, kw = load(name)
     if name.endswith("_saturation"):  # robustness check: the best-LOO, well-mixing kind alone

@@ -36,7 +36,8 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.decisions.budget import budget_table
-from bayesgrpo.diagnose.failure_modes import MODES, SEVERITIES, diagnose_runs, plot_diagnosis
+from bayesgrpo.diagnose.failure_modes import MODES, SEVERITIES, diagnose_runs
+from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.io import read_runs
 from bayesgrpo.schema import RunSet
 
@@ -97,7 +98,8 @@ def budget_example(real: RunSet, rid: str = "teaching_an_llm_to_reason__grpo_tra
     """Stop recommendation for a real run truncated at ``upto`` from stand-in exponential draws."""
     from scipy.optimize import curve_fit
 
-    from bayesgrpo.decisions.budget import exponential_draws, plot_budget
+    from bayesgrpo.decisions.budget import exponential_draws
+    from bayesgrpo.plots.budget import plot_budget
 
     df = real.run(rid)
     obs = df[df["step"] <= upto]

@@ -172,7 +172,7 @@ NB = {
             "# Deciding from the posterior: budgets, stopping, failure diagnostics\n\n"
             "Forecasts exist to decide: stop or continue, and whether a run is broken."
         ),
-        new_code_cell(SETUP + "\nfrom bayesgrpo.decisions.budget import budget_table, recommend_stop, plot_budget\nfrom bayesgrpo.diagnose.failure_modes import diagnose_runs, plot_diagnosis"),
+        new_code_cell(SETUP + "\nfrom bayesgrpo.decisions import budget_table, recommend_stop\nfrom bayesgrpo.diagnose import diagnose_runs\nfrom bayesgrpo.plots.budget import plot_budget\nfrom bayesgrpo.plots.diagnosis import plot_diagnosis"),
         new_code_cell(
             'runs = read_runs(example_run(), meta=example_meta())\n'
             "rid = runs.run_ids[0]\n"

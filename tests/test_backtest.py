@@ -6,17 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.evaluation.backtest import (
-    BAYES,
-    BAYES_CTX,
-    backtest,
-    plateau_reached,
-    resolve_peers,
-    run_truth,
-    score_draws,
-    summarize_weighted,
-    true_stop_step,
-)
+from bayesgrpo.evaluation.backtest import backtest
+from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, BayesGRPOMethod, resolve_methods
+from bayesgrpo.evaluation.scoring import plateau_reached, run_truth, score_draws, summarize_weighted, true_stop_step
 from bayesgrpo.schema import RunSet
 
 
@@ -62,8 +54,9 @@ def _runs(n_points=(50, 50, 4), step0=1):
 def _bt(runs, tmp_path=None, calls=None, **kw):
     calls = [] if calls is None else calls
     kw.setdefault("peers", ())
+    fake = BayesGRPOMethod(BAYES, forecaster=lambda hierarchical: FakeForecaster(calls))
     return backtest(runs, cutoffs=kw.pop("cutoffs", (0.1, 0.5)), out_dir=tmp_path, make_figures=False,
-                    forecaster_factory=lambda hierarchical: FakeForecaster(calls), **kw), calls
+                    methods={BAYES: fake}, **kw), calls
 
 
 # ------------------------------------------------------------------ truncation / horizon
@@ -165,14 +158,34 @@ def test_resume_skips_done_cases(tmp_path):
 
 def test_peers_and_failures_recorded():
     rs = _runs((60,))
-    res, _ = _bt(rs, peers=("last_value", "lc_pfn", "nonexistent_peer"), cutoffs=(0.3,))
+    res, _ = _bt(rs, peers=("last_value", "exponential"), cutoffs=(0.3,))
     c = res.cases.set_index("method")
-    assert bool(c.loc["last_value", "ok"])
-    assert not bool(c.loc["lc_pfn", "ok"]) and "offline" in c.loc["lc_pfn", "message"]
-    assert not bool(c.loc["nonexistent_peer", "ok"])
+    assert bool(c.loc["last_value", "ok"]) and "exponential" in c.index  # an alias keeps its name
     s = res.summary.set_index("method")
-    assert s.loc["lc_pfn", "failure_rate"] == 1.0 and s.loc[BAYES, "failure_rate"] == 0.0
-    assert resolve_peers("none") == () and "lc_pfn" in resolve_peers("all")
+    assert s.loc[BAYES, "failure_rate"] == 0.0
+    assert resolve_methods("none") == () and "domhan" in resolve_methods("all") and "lc_pfn" not in resolve_methods("all")
+    with pytest.raises(ValueError, match="unknown peer.*nonexistent_peer"):
+        _bt(rs, peers=("last_value", "nonexistent_peer"), cutoffs=(0.3,))
+
+
+def test_failed_fit_is_an_error_row_and_warnings_are_recorded():
+    import warnings as _w
+
+    rs = _runs((60, 60))
+
+    class Boom(FakeForecaster):
+        def fit(self, runs, *, horizon=None, context=None, progress=None):
+            _w.warn("sampler health is poor", UserWarning)
+            if "r1" in runs.run_ids:
+                raise RuntimeError("sampling exploded")
+            return FakeFit(runs, horizon, [])
+
+    fake = BayesGRPOMethod(BAYES, forecaster=lambda h: Boom([]))
+    res = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: fake}, make_figures=False)
+    c = res.cases.set_index("run_id")
+    assert bool(c.loc["r0", "ok"]) and not bool(c.loc["r1", "ok"])  # the joint call failed; retried one by one
+    assert "sampling exploded" in c.loc["r1", "message"]
+    assert "sampler health is poor" in c.loc["r0", "warnings"]
 
 
 def test_context_pool_excludes_self():
@@ -184,8 +197,9 @@ def test_context_pool_excludes_self():
             self.calls.append({"ids": list(runs.run_ids), "ctx": [] if context is None else list(context.run_ids)})
             return FakeFit(runs, horizon, [])
 
+    fake = BayesGRPOMethod(BAYES_CTX, forecaster=lambda h: CtxForecaster(calls))
     res = backtest(rs, cutoffs=(0.5,), context=rs, peers=(), include_single=False, make_figures=False,
-                   forecaster_factory=lambda h: CtxForecaster(calls))
+                   methods={BAYES_CTX: fake})
     ctx = {c["ids"][0]: c["ctx"] for c in calls}
     assert ctx == {"r0": [], "r1": ["r2"], "r2": ["r1"]}
     assert set(res.cases["method"]) == {BAYES_CTX}

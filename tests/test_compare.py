@@ -1,6 +1,6 @@
 """Tests of bayesgrpo.compare (hierarchical family / group-size comparison).
 
-Fast tests replace NUTS by draws from the prior (monkeypatched ``_nuts``); the recovery test of the
+Fast tests replace NUTS by draws from the prior (the ``prior_sampler`` fixture); the recovery test of the
 G-exponent samples for real (``@pytest.mark.slow``).
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from bayesgrpo.compare import model as C
 from bayesgrpo.physics.dynamics import simulate
-from bayesgrpo.forecast.forecaster import SamplerConfig
+from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad
 from bayesgrpo.schema import RunSet
@@ -33,22 +33,6 @@ def _sim_runs(groups=(2, 8), families=("fa", "fb"), seeds=(0,), n_steps=60, temp
                 size = (sizes or {}).get(fam, 1.0)
                 meta.append({"run_id": rid, "family": fam, "group_size": g, "params_b": size, "beta1": 0.0, "max_steps": n_steps})
     return RunSet.from_frames(pd.concat(rows, ignore_index=True), pd.DataFrame(meta))
-
-
-def _prior_nuts(model, sampler, seed):
-    """Stand-in for NUTS: prior draws arranged as 2 chains (with a fake sample_stats group)."""
-    import pymc as pm
-    import xarray as xr
-
-    n = 2 * sampler.draws
-    with model:
-        pri = pm.sample_prior_predictive(draws=n, random_seed=seed)
-    ds = pri["prior"].to_dataset() if hasattr(pri["prior"], "to_dataset") else pri["prior"]
-    ds = ds.drop_vars([v for v in ("y", "mask") if v in ds])
-    ds = xr.concat([ds.isel(draw=slice(0, sampler.draws)), ds.isel(draw=slice(sampler.draws, n)).assign_coords(draw=np.arange(sampler.draws))], dim="chain")
-    ds = ds.assign_coords(chain=[0, 1], draw=np.arange(sampler.draws))
-    stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((2, sampler.draws), dtype=bool))}, coords={"chain": [0, 1], "draw": np.arange(sampler.draws)})
-    return xr.DataTree.from_dict({"posterior": ds, "sample_stats": stats})
 
 
 @pytest.fixture
@@ -99,8 +83,7 @@ def test_fixed_g_exponent(runs):
     assert "b" in model.named_vars
 
 
-def test_pointwise_loglik_equals_filter_numpy(runs, monkeypatch):
-    monkeypatch.setattr(C, "_nuts", _prior_nuts)
+def test_pointwise_loglik_equals_filter_numpy(runs, prior_sampler):
     res = C.compare_runs(runs, models=("oscillator",), sampler=SamplerConfig(draws=20, tune=10, chains=2), seed=1)
     tree = res.fits["oscillator"]
     ll = tree["log_likelihood"]["reward"]
@@ -120,8 +103,7 @@ def test_pointwise_loglik_equals_filter_numpy(runs, monkeypatch):
             assert np.isclose(op[0], float(ref), rtol=1e-8)
 
 
-def test_contrast_table_loo_and_outputs(runs, monkeypatch, tmp_path):
-    monkeypatch.setattr(C, "_nuts", _prior_nuts)
+def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
     res = C.compare_runs(runs, sampler=SamplerConfig(draws=30, tune=10, chains=2), seed=2)
     df = res.contrasts
     assert list(df.columns) == C.CONTRAST_COLUMNS
@@ -147,17 +129,24 @@ def test_contrast_table_loo_and_outputs(runs, monkeypatch, tmp_path):
     assert "G-exponent" in res.summary_markdown()
 
 
-def test_cli_writes_outputs(runs, monkeypatch, tmp_path):
-    monkeypatch.setattr(C, "_nuts", _prior_nuts)
+def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
     runs.data.to_csv(tmp_path / "runs.csv", index=False)
     runs.meta.reset_index().to_csv(tmp_path / "meta.csv", index=False)
-    from bayesgrpo.cli.compare import compare_cmd
+    from typer.testing import CliRunner
+
+    from bayesgrpo.cli import app
 
     out = tmp_path / "out"
-    compare_cmd(tmp_path / "runs.csv", meta=tmp_path / "meta.csv", by="family,group_size", runs_filter=None, out=out, seed=0,
-                draws=20, tune=10, fixed_g_exponent=True, models="saturation,scaling")  # fmt: skip
+    res = CliRunner().invoke(app, ["compare", str(tmp_path / "runs.csv"), "--meta", str(tmp_path / "meta.csv"),
+                                   "--by", "family,group_size", "--out-dir", str(out), "--draws", "20", "--tune", "10",
+                                   "--fixed-g-exponent", "--models", "saturation,scaling",
+                                   "--out", str(tmp_path / "contrasts.parquet")])  # fmt: skip
+    assert res.exit_code == 0, res.output
     for f in ("contrasts.csv", "loo.csv", "summary.md", "forest.png"):
         assert (out / f).exists(), f
+    pq, csv = pd.read_parquet(tmp_path / "contrasts.parquet"), pd.read_csv(out / "contrasts.csv")
+    assert pq.shape == csv.shape and list(pq["quantity"]) == list(csv["quantity"])
+    np.testing.assert_allclose(pq["mean"].to_numpy(), csv["mean"].to_numpy(), rtol=1e-12)
     c = pd.read_csv(out / "contrasts.csv")
     b = c.loc[c["quantity"] == "g_exponent_b"].iloc[0]
     assert b["mean"] == 1.0 and b["sd"] == 0.0  # fixed exponent

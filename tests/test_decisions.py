@@ -5,13 +5,13 @@ import math
 import numpy as np
 import pytest
 
+from bayesgrpo.plots.budget import plot_budget
 from bayesgrpo.decisions.budget import (
     EPOCH_RULE_FRACTION,
     PathDraws,
     StopRecommendation,
     budget_table,
     exponential_draws,
-    plot_budget,
     recommend_stop,
 )
 
@@ -113,10 +113,10 @@ def test_paper_b_epoch_rule_comparison():
     assert "paper-B rule" in rec.summary()
 
 
-def test_no_cost_uses_gain_fraction():
-    # 1 - exp(-s/50) >= 0.95  <=>  s >= 50 ln 20 = 149.8
+def test_no_cost_uses_the_stop_step():
+    # exponential path: stays within 5% of the gain from step 50 ln 20 = 149.8 on -> step 150
     rec = recommend_stop(det())
-    assert rec.rule.startswith("gain fraction") and rec.step == 150
+    assert rec.rule.startswith("stop step") and rec.step == 150
     assert rec.p_best is None
 
 

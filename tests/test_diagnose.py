@@ -4,14 +4,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.decisions.budget import PathDraws
+from bayesgrpo.forecast.paths import PathDraws
+from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.diagnose.failure_modes import (
     MODES,
     degenerate_share,
     diagnose_run,
     diagnose_runs,
     expected_group_std,
-    plot_diagnosis,
     posterior_instability,
 )
 from bayesgrpo.physics.dynamics import spectral_radius

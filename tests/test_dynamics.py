@@ -472,7 +472,7 @@ def test_time_to_fraction():
     a = 1e-3
     expected = math.ceil(math.log(0.05) / math.log(1 - a))
     assert D.time_to_fraction(0.95, r0=0.1, r_star=0.6, a=a, momentum=0.0) == expected
-    assert D.fraction_time(0.5, r0=0.1, r_star=0.6, a=a, momentum=0.0) == math.ceil(math.log(0.5) / math.log(1 - a))
+    assert D.time_to_fraction(0.5, r0=0.1, r_star=0.6, a=a, momentum=0.0) == math.ceil(math.log(0.5) / math.log(1 - a))
     # with momentum: slower start; monotone in frac; matches the simulated path
     t50 = D.time_to_fraction(0.5, r0=0.0, r_star=1.0, a=1e-3, momentum=0.9)
     t95 = D.time_to_fraction(0.95, r0=0.0, r_star=1.0, a=1e-3, momentum=0.9)
@@ -484,3 +484,42 @@ def test_time_to_fraction():
     # never within the horizon: full gain without overshoot
     assert D.time_to_fraction(1.0, r0=0.0, r_star=1.0, a=1e-3, momentum=0.0, max_steps=5000) == math.inf
     assert D.time_to_fraction(0.95, r0=0.3, r_star=0.3, a=1e-3, momentum=0.0) == 0.0
+
+
+# ----------------------------------------------------------------------------- one stop-step definition
+@pytest.mark.parametrize(
+    "a, mu, regime, first_crossing, settled",
+    [
+        (1e-3, 0.9, "overdamped", None, None),
+        ((1 - 0.9) ** 2 / (2 * (1 + 0.9)), 0.9, "critical", None, None),
+        (0.05, 0.9, "underdamped", 8, 57),
+        (0.2, 0.9, "underdamped", 4, 56),
+        (1.2, 0.3, "underdamped", 1, 5),
+    ],
+)
+def test_stop_step_is_the_settling_step_in_every_regime(a, mu, regime, first_crossing, settled):
+    """Stop step = first step after which the mean trajectory stays within 5% of its gain from the
+    plateau: equal to the first crossing when it approaches monotonically, later when it rings."""
+    from bayesgrpo.physics.stopping import deviation_paths, settling_index, stop_steps
+
+    assert D.classify_regime(a=a, momentum=mu) == regime
+    x = deviation_paths(a, mu, 5000)
+    idx, reached = settling_index(x)
+    assert reached and np.all(np.abs(x[idx:]) <= 0.05) and abs(x[idx - 1]) > 0.05  # stays inside from idx on
+    # the three implementations agree: the path rule, the streaming rule, the dynamics core
+    st, re = stop_steps(np.array([a]), np.array([mu]), n_steps=5000)
+    assert st[0] == idx and re[0]
+    assert D.time_to_fraction(0.95, r0=0.2, r_star=0.7, a=a, momentum=mu) == idx
+    crossing = int(np.argmax(x <= 0.05))
+    if first_crossing is None:  # monotone approach: the settling step is the first crossing
+        assert np.all(np.diff(x) <= 1e-15) and idx == crossing
+    else:  # ringing: the first crossing is earlier (the issue's numbers), settling later
+        assert crossing == first_crossing and idx == settled and idx > crossing
+
+
+def test_stop_step_censored_at_the_horizon():
+    from bayesgrpo.physics.stopping import stop_steps
+
+    st, re = stop_steps(np.array([1e-4, 0.05]), np.array([0.9, 0.0]), n_steps=100)
+    assert st.tolist()[0] == 100 and not re[0]  # tau = 1000 steps: not settled within 100
+    assert re[1] and st[1] == math.ceil(math.log(0.05) / math.log(0.95))

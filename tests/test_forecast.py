@@ -19,36 +19,6 @@ def _runs(n_steps=120, interval=1, seed=0, r0=0.1, r_star=0.7, tau=60.0, noise=0
     return RunSet.from_frames(df, meta)
 
 
-@pytest.fixture
-def mock_sampler(monkeypatch):
-    """Replace compile + NUTS with draws around fixed normalised parameters (no MCMC)."""
-    import bayesgrpo.forecast.forecaster as fc
-
-    state = {"params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01), "spread": 0.0}
-
-    def fake_nuts(compiled, arr, sampler, seed):
-        rng = np.random.default_rng(seed)
-        C, D, R = sampler.chains, sampler.draws, len(arr.run_ids)
-        p = state["params"]
-        post = {}
-        for k, v in p.items():
-            vals = np.full((C, D, R), float(v))
-            if state["spread"] and k in ("r_star",):
-                vals = vals + state["spread"] * rng.standard_normal((C, D, R))
-            post[k] = (("chain", "draw", "run"), vals)
-        post["a"] = (("chain", "draw", "run"), (1 - post["mu"][1]) / post["tau"][1])
-        post["wander"] = (("chain", "draw", "run"), np.full((C, D, R), 0.01) + 1e-3 * rng.standard_normal((C, D, R)))
-        for k in ("r0", "r_star", "tau", "sigma_m"):
-            post[k] = (post[k][0], post[k][1] + 1e-9 * rng.standard_normal((C, D, R)))
-        ds = xr.Dataset(post, coords={"chain": np.arange(C), "draw": np.arange(D), "run": list(arr.run_ids)})
-        stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((C, D), bool))})
-        return {"posterior": ds, "sample_stats": stats}
-
-    monkeypatch.setattr(fc, "_compiled_model", lambda arr, **kw: None)
-    monkeypatch.setattr(fc, "_nuts", fake_nuts)
-    return state
-
-
 SMALL = SamplerConfig(draws=200, tune=10, chains=2, seed=3)
 
 

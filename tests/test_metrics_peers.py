@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from bayesgrpo.evaluation import metrics as M
-from bayesgrpo.evaluation.peers import PEERS, LCPFNPeer, PeerForecast, get_peer
+from bayesgrpo.evaluation.peers import PEERS, PeerForecast, get_peer
 
 
 # ----------------------------------------------------------------------------------------- CRPS
@@ -121,13 +121,14 @@ def _exp_run(seed, *, n=200, r0=0.2, rinf=0.8, tau=30.0, noise=0.05):
     return steps, mean, y
 
 
-def test_registry_and_lc_pfn_stub():
-    assert {"last_value", "sat_exp", "scalerl_sigmoid", "pow3", "domhan", "domhan_fast", "lc_pfn"} <= set(PEERS)
-    with pytest.raises(KeyError):
+def test_registry_and_aliases():
+    assert set(PEERS) == {"last_value", "sat_exp", "scalerl_sigmoid", "pow3", "domhan", "domhan_fast"}
+    with pytest.raises(KeyError, match="unknown peer 'nope'"):
         get_peer("nope")
-    f = get_peer("lc_pfn").forecast([1, 2, 3], [0.1, 0.2, 0.3], future_steps=[4, 5])
-    assert isinstance(f, PeerForecast) and not f.ok
-    assert f.message == LCPFNPeer.MESSAGE == "LC-PFN cannot run offline: its weights are downloaded at run time"
+    p = get_peer("exponential")
+    assert p.name == "exponential" and type(p) is type(get_peer("sat_exp"))
+    f = p.forecast([1, 2, 3, 4, 5, 6], [0.1, 0.2, 0.3, 0.35, 0.4, 0.42], future_steps=[7, 8, 9, 10])
+    assert isinstance(f, PeerForecast) and f.ok and f.name == "exponential"
 
 
 def test_peer_failure_is_captured():

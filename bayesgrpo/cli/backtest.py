@@ -1,99 +1,95 @@
-"""``bayesgrpo backtest``: truncate complete runs, forecast, score against what was logged later.
-
-Mounted by the main CLI as ``app.command("backtest")(backtest_cmd)``.
-"""
+"""``bayesgrpo backtest``: truncate complete runs, forecast, score against what was logged later."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Annotated
 
 import typer
+
+from bayesgrpo.cli import common as C
+from bayesgrpo.cli.options import (
+    DEFAULT_CHAINS,
+    DEFAULT_DRAWS,
+    DEFAULT_MODEL,
+    DEFAULT_TUNE,
+    ChainsOpt,
+    ContextMetaOpt,
+    ContextOpt,
+    DrawsOpt,
+    ExcludeOpt,
+    FormatOpt,
+    MetaOpt,
+    ModelOpt,
+    OutDirOpt,
+    OutOpt,
+    RunOpt,
+    RunsArg,
+    SeedOpt,
+    TuneOpt,
+)
 
 __all__ = ["backtest_cmd"]
 
 
-def _load(path: Path, meta: Optional[Path]):
-    from bayesgrpo.io import read_runs
-
-    return read_runs(str(path), meta=str(meta) if meta is not None else None)
-
-
 def backtest_cmd(
-    runs: Path = typer.Argument(..., help="Complete runs (any format read_runs understands, e.g. a long CSV)."),
-    meta: Optional[Path] = typer.Option(None, "--meta", help="Per-run metadata CSV (source_repo is used for per-source aggregates)."),
-    run: Optional[list[str]] = typer.Option(None, "--run", help="Backtest only these run ids (repeatable)."),
-    cutoffs: str = typer.Option("0.1,0.2,0.3,0.5", help="Comma list of observed fractions of each run's step span."),
-    model: str = typer.Option("oscillator", help="oscillator | saturation | scaling"),
-    context: Optional[Path] = typer.Option(None, help="Complete runs used as hierarchical context (up to 6 of the same source per forecast run)."),
-    context_meta: Optional[Path] = typer.Option(None, "--context-meta", help="Metadata of the context runs."),
-    peers: str = typer.Option("all", help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast, lc_pfn.'),
-    out: Path = typer.Option(Path("backtest_out"), help="Output folder (cases.csv is the resume ledger)."),
-    seed: int = typer.Option(0, help="Sampler / bootstrap seed."),
-    draws: int = typer.Option(500, help="NUTS draws per chain."),
-    tune: int = typer.Option(500, help="NUTS tuning steps per chain."),
-    resume: bool = typer.Option(True, help="Skip cases already in OUT/cases.csv."),
+    runs: RunsArg,
+    meta: MetaOpt = None,
+    fmt: FormatOpt = None,
+    run: RunOpt = None,
+    exclude: ExcludeOpt = None,
+    cutoffs: Annotated[str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")] = "0.1,0.2,0.3,0.5",
+    model: ModelOpt = DEFAULT_MODEL,
+    context: ContextOpt = None,
+    context_meta: ContextMetaOpt = None,
+    peers: Annotated[str, typer.Option("--peers", help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast')] = "all",
+    out: OutOpt = None,
+    out_dir: OutDirOpt = Path("backtest_out"),
+    seed: SeedOpt = 0,
+    draws: DrawsOpt = DEFAULT_DRAWS,
+    tune: TuneOpt = DEFAULT_TUNE,
+    chains: ChainsOpt = DEFAULT_CHAINS,
+    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")] = True,
 ) -> None:
     """Backtest forecasts: truncate each complete run at each cutoff, forecast its final reward with
-    bayesgrpo and the peers, and score against the logged truth (writes cases.csv, summary.md/json,
-    figures). Safe to interrupt: rerun the same command to resume."""
-    import warnings
-
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
+    bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
+    ledger), summary.md/json and figures; --out writes the summary table. Safe to interrupt: rerun the
+    same command to resume."""
     from bayesgrpo.evaluation.backtest import backtest
-    from bayesgrpo.forecast.forecaster import SamplerConfig
+    from bayesgrpo.evaluation.methods import resolve_methods
+    from bayesgrpo.io.output import write_table
 
-    console = Console()
+    C.validate_model(model)
     try:
         cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
     except ValueError:
-        raise typer.BadParameter(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}") from None
+        C.fail(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}")
     if not cut or any(not 0 < c < 1 for c in cut):
-        raise typer.BadParameter(f"every cutoff must lie in (0, 1), got {cutoffs!r}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rs = _load(runs, meta)
-        if run:
-            try:
-                rs = rs.select(run)
-            except KeyError as e:
-                raise typer.BadParameter(str(e.args[0]), param_hint="--run") from None
-        ctx = _load(context, context_meta) if context is not None else None
-    sampler = SamplerConfig(draws=draws, tune=tune, seed=seed)
-    with Progress(
-        TextColumn("[bold]backtest[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
-    ) as bar:  # fmt: skip
-        task = bar.add_task("starting", total=None)
-
-        def progress(done: int, total: int, msg: str) -> None:
-            bar.update(task, completed=done, total=total, description=msg)
-
-        res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=sampler, out_dir=out,
-                       resume=resume, progress=progress, seed=seed)  # fmt: skip
-    _print_summary(console, res)
-    console.print(f"wrote {out}/cases.csv, summary.md, summary.json and figures")
-
-
-def _print_summary(console, res) -> None:
-    from rich.table import Table
-
+        C.fail(f"--cutoffs: every cutoff must lie in (0, 1), got {cutoffs!r}")
+    try:
+        resolve_methods(peers)
+    except ValueError as e:
+        C.fail(f"--peers: {e}")
+    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    C.validate_outputs(out=out, out_dir=out_dir)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
+    C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
+    with C.guard(), C.progress_bar("backtest") as bar:
+        res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
+                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed)  # fmt: skip
     s = res.summary
     if s.empty:
-        console.print("[yellow]no case could be scored[/]")
-        return
-    t = Table(title="Backtest: per cutoff x method (normalised by each run's 5–95% reward range)")
-    heads = ["cutoff", "method", "median nAE", "mean nCRPS", "cov50", "cov80", "cov90", "width80", "s/forecast", "failed", "n"]
-    for h in heads:
-        t.add_column(h, justify="right" if h not in ("method",) else "left")
-    for _, r in s.iterrows():
-        t.add_row(
-            f"{r.cutoff:g}", str(r.method), f"{r.median_nae:.3f}", f"{r.mean_ncrps:.3f}", f"{r.cover50:.0%}",
-            f"{r.cover80:.0%}", f"{r.cover90:.0%}", f"{r.mean_nwidth80:.3f}", f"{r.sec_per_forecast:.2f}",
-            f"{r.failure_rate:.0%}", str(int(r.n_cases)),
-        )  # fmt: skip
-    console.print(t)
+        C.status("no case could be scored")
+        raise typer.Exit(C.EXIT_FAILED)
+    show = s[["cutoff", "method", "median_nae", "mean_ncrps", "cover50", "cover80", "cover90", "mean_nwidth80",
+              "sec_per_forecast", "failure_rate", "n_cases"]]  # fmt: skip
+    C.print_table(show, title="backtest per cutoff x method (errors, CRPS and widths divided by each run's reward range)",
+                  floatfmt="{:.3f}")  # fmt: skip
     if len(res.skipped):
-        console.print(f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see skipped.csv")
+        C.status(f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see {out_dir / 'skipped.csv'}")
+    if out is not None:
+        with C.guard():
+            write_table(s, out)
+        C.status(f"wrote {out}")
+    C.status(f"wrote {out_dir}/cases.csv, summary.md, summary.json and figures")

@@ -1,80 +1,99 @@
-"""``bayesgrpo compare``: hierarchical comparison of families / group sizes (typer-compatible command).
-
-Writes ``contrasts.csv``, ``loo.csv`` (with Pareto-k counts), ``pareto_k.csv``, ``tau_by_size.csv``,
-``health.csv``, ``summary.md`` and ``forest.png`` to ``--out`` and prints the tables.
-"""
+"""``bayesgrpo compare``: hierarchical comparison of families / group sizes, PSIS-LOO."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
+
+from bayesgrpo.cli import common as C
+from bayesgrpo.cli.options import (
+    DEFAULT_CHAINS,
+    DEFAULT_DRAWS,
+    DEFAULT_TUNE,
+    ChainsOpt,
+    DrawsOpt,
+    ExcludeOpt,
+    FormatOpt,
+    MetaOpt,
+    OutDirOpt,
+    OutOpt,
+    RunOpt,
+    RunsArg,
+    SeedOpt,
+    TuneOpt,
+)
 
 __all__ = ["compare_cmd"]
 
 
 def compare_cmd(
-    runs: Annotated[Path, typer.Argument(help="training log(s) of complete runs (any format read_runs reads)")],
-    meta: Annotated[Optional[Path], typer.Option("--meta", help="metadata file (run_id, family/model, group_size, params_b, ...)")] = None,
-    by: Annotated[str, typer.Option(help="comma-separated metadata columns: family column first, then factors (e.g. group_size)")] = "family,group_size",
-    runs_filter: Annotated[Optional[list[str]], typer.Option("--run", help="only these run ids (repeatable)")] = None,
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("compare_out"),
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
-    draws: Annotated[int, typer.Option(help="posterior draws per chain")] = 500,
-    tune: Annotated[int, typer.Option(help="tuning draws per chain")] = 500,
+    runs: RunsArg,
+    meta: MetaOpt = None,
+    fmt: FormatOpt = None,
+    run: RunOpt = None,
+    exclude: ExcludeOpt = None,
+    by: Annotated[str, typer.Option("--by", help="comma-separated metadata columns: family column first, then factors (e.g. group_size)")] = "family,group_size",
+    models: Annotated[str, typer.Option("--models", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")] = "oscillator,saturation,scaling",
     fixed_g_exponent: Annotated[bool, typer.Option("--fixed-g-exponent", help="fix the noise-temperature exponent b at 1 (default: free, prior N(1,1))")] = False,
-    models: Annotated[str, typer.Option(help="model kinds to compare by PSIS-LOO")] = "oscillator,saturation,scaling",
-    scale: Annotated[str, typer.Option(help="reward normalisation: auto, run, shared, or a metadata column of runs sharing a scale")] = "auto",
-    max_steps: Annotated[Optional[int], typer.Option(help="use only steps <= this (speed)")] = None,
-    chains: Annotated[int, typer.Option(help="chains")] = 2,
+    scale: Annotated[str, typer.Option("--scale", help="reward normalisation: auto, run, shared, or a metadata column of runs sharing a scale")] = "auto",
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="use only steps <= this (speed)")] = None,
+    out: OutOpt = None,
+    out_dir: OutDirOpt = Path("compare_out"),
+    seed: SeedOpt = 0,
+    draws: DrawsOpt = DEFAULT_DRAWS,
+    tune: TuneOpt = DEFAULT_TUNE,
+    chains: ChainsOpt = DEFAULT_CHAINS,
 ) -> None:
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
-    tau vs model size, and PSIS-LOO (leave-one-run-out) of oscillator / saturation / scaling."""
-    import matplotlib
+    tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
+    table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
+    from bayesgrpo.compare import COMPARE_KINDS, compare_runs
+    from bayesgrpo.io.output import atomic_path, write_table
 
-    matplotlib.use("Agg")
-    from rich.console import Console
-    from rich.table import Table
-
-    from bayesgrpo.compare.model import compare_runs
-    from bayesgrpo.forecast.forecaster import SamplerConfig
-    from bayesgrpo.io import read_runs
-
-    console = Console()
-    rs = read_runs(runs, meta=meta) if meta is not None else read_runs(runs)
-    if runs_filter:
-        rs = rs.select(runs_filter)
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
     kinds = tuple(s.strip() for s in models.split(",") if s.strip())
-    sampler = SamplerConfig(draws=draws, tune=tune, chains=chains, seed=seed)
-    console.print(f"[bold]compare[/bold]: {len(rs)} runs, by {by_t}, models {kinds}, b {'fixed at 1' if fixed_g_exponent else 'free'}")
-    res = compare_runs(rs, by=by_t, models=kinds, free_g_exponent=not fixed_g_exponent, sampler=sampler, seed=seed, scale=scale, max_steps=max_steps)
-    out.mkdir(parents=True, exist_ok=True)
-    res.contrasts.to_csv(out / "contrasts.csv", index=False)
-    res.loo.to_csv(out / "loo.csv", index=False)
-    res.pareto_k.to_csv(out / "pareto_k.csv", index=False)
-    res.tau_by_size.to_csv(out / "tau_by_size.csv", index=False)
-    res.health.to_csv(out / "health.csv", index=False)
-    (out / "summary.md").write_text(res.summary_markdown())
-    fig = res.forest()
-    fig.savefig(out / "forest.png", dpi=130)
+    if not by_t:
+        C.fail("--by must name at least the family column, e.g. --by family,group_size")
+    bad = [k for k in kinds if k not in COMPARE_KINDS]
+    if bad or not kinds:
+        C.fail(f"--models {bad[0] if bad else models!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+    if max_steps is not None and max_steps < 2:
+        C.fail(f"--max-steps must be at least 2, got {max_steps}")
+    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    C.validate_outputs(out=out, out_dir=out_dir)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
+    if missing:
+        cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
+        C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+    if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
+        C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
+    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, models {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}")
+    with C.guard():
+        res = compare_runs(rs, by=by_t, models=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
+                           scale=scale, max_steps=max_steps)  # fmt: skip
+        for msg in res.caveats():
+            import warnings
 
-    def show(df, title):
-        t = Table(title=title)
-        for c in df.columns:
-            t.add_column(str(c))
-        for r in df.itertuples(index=False):
-            t.add_row(*[f"{v:.3g}" if isinstance(v, float) else str(v) for v in r])
-        console.print(t)
-
-    show(res.contrasts.drop(columns=["model"]), f"contrasts ({res.primary} model; 90% intervals)")
+            warnings.warn(msg, UserWarning, stacklevel=1)
+    C.print_table(res.contrasts.drop(columns=["model"]), title=f"contrasts ({res.primary} model; 90% intervals)", floatfmt="{:.3g}")
     if len(res.tau_by_size):
-        show(res.tau_by_size, "timescale vs model size")
-    show(res.loo, "PSIS-LOO (leave-one-run-out)")
-    show(res.health, "sampler health")
-    console.print(f"wrote {out}/contrasts.csv, loo.csv, summary.md, forest.png")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    typer.run(compare_cmd)
+        C.print_table(res.tau_by_size, title="timescale vs model size", floatfmt="{:.3g}")
+    C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
+    C.print_table(res.health, title="sampler health", floatfmt="{:.3g}")
+    if out is not None:
+        with C.guard():
+            write_table(res.contrasts, out)
+        C.status(f"wrote {out}")
+    with C.guard():
+        for name, df in (("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
+                         ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
+            write_table(df, out_dir / f"{name}.csv")
+        with atomic_path(out_dir / "summary.md") as tmp:
+            tmp.write_text(res.summary_markdown())
+        fig = res.forest()
+        with atomic_path(out_dir / "forest.png") as tmp:
+            fig.savefig(tmp, dpi=130, format="png")
+    C.status(f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png")

@@ -18,7 +18,7 @@ The model (per run j, family f = level of ``by[0]``, other factors k = ``by[1:]`
     mu_j      ~ Beta around the logged beta1 (oscillator, scaling); 0 (saturation)
     a_j       = (1 - mu_j) / tau_j                                                   (stiffness)
     log sigma_p,j^2 = logT[f] - b log(G_j / G_ref) + s_Q z_Qj                        (noise temperature)
-    sigma_m,j = noise_j exp(0.5 z_Mj);  r0_j = r0obs_j + (0.05 + noise_j) z_0j
+    sigma_m,j = noise_j exp(s_M z_Mj);  r0_j = r0obs_j + s_0 z_0j   (s_M, s_0: the population prior's scales)
 
 with family means themselves pooled around global centres with FIXED family-level scales
 (``Rfam = R_c + 0.5 zf``, ``Tfam = T_c + 1.0 zf``, ``logT = Q_c + 2.0 zf``: with a handful of
@@ -57,19 +57,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, interval_bounds
 from bayesgrpo.errors import SamplerWarning
-from bayesgrpo.forecast.forecaster import SamplerConfig
-from bayesgrpo.models.kalman import filter_numpy
+from bayesgrpo.inference import sampling
+from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import prepare_arrays
+from bayesgrpo.models.kalman import filter_numpy
+from bayesgrpo.models.kinds import MODEL_KINDS
+from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.series import robust_range
 
 __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_model", "prepare_compare",
            "pointwise_loglik", "CONTRAST_COLUMNS", "COMPARE_KINDS"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
-COMPARE_KINDS = ("oscillator", "saturation", "scaling")
-CI_PROB = 0.9
+COMPARE_KINDS = tuple(MODEL_KINDS)  # the registry's kinds; each maps onto the flags of the comparison graph
 CONTRAST_COLUMNS = [
     "quantity", "factor", "level_a", "level_b", "mean", "sd", "ci_low", "ci_high",
     "p_gt_0", "predicted", "covers_predicted", "model",
@@ -167,10 +171,8 @@ def prepare_compare(runs: RunSet, *, by=("family", "group_size"), scale: str = "
         if len(idx) == 1:
             continue
         r = runs.data.loc[runs.data[RUN].isin([infos[j].run_id for j in idx]), REWARD].to_numpy(dtype=float)
-        q05, q95 = np.nanquantile(r, [0.05, 0.95])
-        s = float(q95 - q05) if q95 > q05 else float(np.nanstd(r) or 1.0)
         loc[idx] = float(np.median(loc_run[idx]))
-        sc[idx] = s
+        sc[idx] = robust_range(r)
     # re-express the prepared (per-run normalised) arrays in the group's units
     f = sc_run / sc
     y = np.where(arr.mask > 0, (arr.y * sc_run + loc_run - loc) / sc, 0.0)
@@ -202,15 +204,22 @@ def prepare_compare(runs: RunSet, *, by=("family", "group_size"), scale: str = "
 
 
 # -------------------------------------------------------------------------------------- model
-def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_exponent: bool = True):
-    """The hierarchical comparison model (module docstring) as a ``pymc.Model`` with dims everywhere."""
+def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_exponent: bool = True,
+                        prior: PopulationPrior | None = None):
+    """The hierarchical comparison model (module docstring) as a ``pymc.Model`` with dims everywhere.
+
+    The per-run building blocks (start level, momentum, stiffness, measurement noise, likelihood) are
+    the forecasting models' (:mod:`bayesgrpo.models.components`) with the population prior's scales;
+    the family / factor structure is the comparison's own.
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.models import components as C
+    from bayesgrpo.models.kinds import get_kind
 
-    if kind not in COMPARE_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; choose one of {COMPARE_KINDS}")
+    spec = get_kind(kind)
+    prior = prior or PopulationPrior.default()
     T, R = arr.y.shape
     fam = arr.family_factor
     coords = {"run": list(arr.run_ids), "family": list(arr.levels[fam]), "step_grid": np.arange(T)}
@@ -258,43 +267,25 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         z_r = pm.Normal("z_r_star", 0.0, 1.0, dims="run")
         z_t = pm.Normal("z_log_tau", 0.0, 1.0, dims="run")
         z_q = pm.Normal("z_log_temp", 0.0, 1.0, dims="run")
-        z_m = pm.Normal("z_sigma_m", 0.0, 1.0, dims="run")
-        z_0 = pm.Normal("z_r0", 0.0, 1.0, dims="run")
         log_tau = t_fam[fidx] + t_eff + s_t * z_t
-        if kind == "scaling":
-            alpha = pm.Normal("alpha", 0.3, 0.5)  # curvature-scaling exponent (paper B: ~0.3)
+        if spec.size_scaling:
+            alpha = pm.Normal("alpha", prior.alpha_mu, prior.alpha_sd)  # curvature-scaling exponent (paper B: ~0.3)
             log_tau = log_tau + alpha * arr.log_size
         if free_g_exponent:
             b = pm.Normal("b", 1.0, 1.0)  # noise-temperature exponent, predicted 1
         else:
             b = pm.Deterministic("b", pt.as_tensor_variable(1.0))
-        r0 = pm.Deterministic("r0", arr.r0_obs + (0.05 + arr.noise) * z_0, dims="run")
+        r0 = C.start_level(arr.r0_obs, prior.r0_sd)
         r_star = pm.Deterministic("r_star", r_fam[fidx] + r_eff + gamma * r0c + s_r * z_r, dims="run")
         tau = pm.Deterministic("tau", 1.0 + pt.exp(log_tau), dims="run")
-        if kind == "saturation":
-            mu = pm.Deterministic("mu", pt.zeros(R), dims="run")
-        else:
-            conc = np.where(arr.mu_known > 0, 200.0, 10.0)
-            mu = pm.Beta("mu", alpha=arr.mu_mean * conc, beta=(1.0 - arr.mu_mean) * conc, dims="run")
-        a = pm.Deterministic("a", (1.0 - mu) / tau, dims="run")
+        mu = C.momentum(arr.mu_mean, arr.mu_known, prior, free=spec.free_momentum, like=pt.zeros(R))
+        a = C.stiffness(mu, tau)
         log_q = q_fam[fidx] - b * arr.log_g + s_q * z_q
         sigma_p = pm.Deterministic("sigma_p", pt.exp(0.5 * log_q), dims="run")
-        sigma_m = pm.Deterministic("sigma_m", arr.noise * pt.exp(0.5 * z_m), dims="run")
-        ll = kalman_ar2_loglik(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
-        pm.Potential("reward", ll.sum())
+        sigma_m = C.measurement_noise(arr.noise, prior.log_noise_sd)
+        C.reward_likelihood(y, mask, lag_onehot=None, lagged=False, r0=r0, r_star=r_star, a=a, mu=mu,
+                            sigma_p=sigma_p, sigma_m=sigma_m)  # fmt: skip
     return model
-
-
-# ----------------------------------------------------------------------------------- sampling
-def _nuts(model, sampler: SamplerConfig, seed: int):
-    """Compile with nutpie (numba) and sample; returns the DataTree (posterior + sample_stats)."""
-    import nutpie
-
-    compiled = nutpie.compile_pymc_model(model, backend=sampler.backend)
-    return nutpie.sample(
-        compiled, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=seed, progress_bar=False,
-    )  # fmt: skip
 
 
 def _ds(node):
@@ -355,42 +346,37 @@ class CompareResult:
     free_g_exponent: bool
     loo_objects: dict = field(default_factory=dict, repr=False)
 
+    def caveats(self) -> list[str]:
+        """What a reader must know before trusting the result (one sentence each)."""
+        out = []
+        n = len(self.arrays.run_ids)
+        if n == 1:
+            out.append("compare: only one run, so every contrast is its prior; compare needs several runs")
+        fam_levels = self.arrays.levels[self.arrays.family_factor]
+        if len(fam_levels) == 1:
+            out.append(f"compare: every run is in {self.arrays.family_factor} {fam_levels[0]!r} "
+                       f"(no {self.arrays.family_factor!r} metadata?), so there are no family contrasts")
+        for c, lv in self.arrays.levels.items():
+            if c != self.arrays.family_factor and len(lv) == 1:
+                out.append(f"compare: every run has {c} = {lv[0]}, so there is no {c} contrast")
+        if len(self.pareto_k):
+            ks = self.pareto_k.drop(columns=["run_id"])
+            bad = {m: int((ks[m] > 1).sum()) for m in ks.columns if (ks[m] > 1).any()}
+            if bad:
+                txt = ", ".join(f"{m}: {k} of {len(ks)} runs" for m, k in bad.items())
+                out.append(f"compare: PSIS-LOO rests on Pareto k > 1 for {txt}; the LOO ranking and weights are unreliable")
+        return out
+
     def g_exponent(self) -> dict:
         """The noise-temperature exponent b of the primary fit (mean, sd, 90% interval, P(b>0))."""
         row = self.contrasts.loc[self.contrasts["quantity"] == "g_exponent_b"]
         return row.iloc[0].to_dict() if len(row) else {}
 
     def forest(self, *, quantities=None, ax=None):
-        """Forest plot (matplotlib Figure) of the contrasts: posterior mean and 90% interval."""
-        import matplotlib.pyplot as plt
+        """Forest plot of the contrasts (:func:`bayesgrpo.plots.forest.forest_plot`)."""
+        from bayesgrpo.plots.forest import forest_plot
 
-        df = self.contrasts
-        if quantities is not None:
-            df = df.loc[df["quantity"].isin(quantities)]
-        df = df.reset_index(drop=True)
-        n = len(df)
-        if ax is None:
-            fig, ax = plt.subplots(figsize=(8.5, 0.32 * n + 1.4))
-        else:
-            fig = ax.figure
-        yy = np.arange(n)[::-1]
-        colors = {"plateau": "C0", "log_tau": "C1", "log_stiffness": "C4", "log_noise_temp": "C2", "alpha": "C3", "g_exponent_b": "C5"}
-        for i, r in df.iterrows():
-            c = colors.get(r["quantity"], "k")
-            ax.plot([r["ci_low"], r["ci_high"]], [yy[i]] * 2, color=c, lw=2)
-            ax.plot(r["mean"], yy[i], "o", color=c)
-            if pd.notna(r["predicted"]):
-                ax.plot(r["predicted"], yy[i], "|", color="k", ms=12, mew=1.5)
-        labels = [
-            f"{r.quantity} [{r.factor}] {r.level_a}" + (f" - {r.level_b}" if isinstance(r.level_b, str) and r.level_b else "")
-            for r in df.itertuples()
-        ]
-        ax.set_yticks(yy, labels, fontsize=7)
-        ax.axvline(0.0, color="0.6", lw=0.8, ls="--")
-        ax.set_xlabel(f"posterior contrast (mean, {int(CI_PROB * 100)}% interval; | = physics prediction)")
-        ax.set_title(f"compare: {self.primary} model, by {', '.join(self.by)}", fontsize=9)
-        fig.tight_layout()
-        return fig
+        return forest_plot(self, quantities=quantities, ax=ax)
 
     def summary_markdown(self) -> str:
         """Markdown report: b vs 1, contrasts, tau by size, LOO with Pareto k, sampler health."""
@@ -519,7 +505,8 @@ def _tau_by_size(arr: CompareArrays, post, runs_meta: pd.DataFrame) -> pd.DataFr
         for sz in sorted({s for s in size[arr.family_idx == f] if np.isfinite(s)}):
             sel = (arr.family_idx == f) & (size == sz)
             d = np.exp(log_tau[..., sel].mean(-1)).reshape(-1)
-            q = np.quantile(d, [0.05, 0.5, 0.95])
+            lo, hi = interval_bounds(CI_PROB)
+            q = np.quantile(d, [lo, 0.5, hi])
             rows.append([fam_levels[f], float(sz), int(sel.sum()), float(d.mean()), *map(float, q)])
     return pd.DataFrame(rows, columns=["family", "params_b", "n_runs", "tau_mean", "tau_q05", "tau_q50", "tau_q95"])
 
@@ -529,17 +516,14 @@ def _health(idata, kind: str, seconds: float) -> dict:
 
     post = _ds(idata["posterior"])
     names = [v for v in (*HEALTH_VARS, "b", "alpha", "r_star_family", "log_tau_family", "log_temp_family") if v in post and post[v].std() > 0]
-    rh = az.rhat(post[names])
-    eb = az.ess(post[names], method="bulk")
+    h = sampling.health(post, _ds(idata["sample_stats"]), var_names=names, dim=None)
     et = az.ess(post[names], method="tail")
-    stats = _ds(idata["sample_stats"])
-    div = int(stats["diverging"].sum()) if "diverging" in stats else 0
     return {
         "model": kind,
-        "r_hat_max": float(max(float(rh[v].max()) for v in names)),
-        "ess_bulk_min": float(min(float(eb[v].min()) for v in names)),
+        "r_hat_max": h["r_hat_max"],
+        "ess_bulk_min": h["ess_min"],
         "ess_tail_min": float(min(float(et[v].min()) for v in names)),
-        "divergences": div,
+        "divergences": h["divergences"],
         "draws": int(post.sizes["draw"]),
         "chains": int(post.sizes["chain"]),
         "seconds": round(seconds, 1),
@@ -557,6 +541,7 @@ def compare_runs(
     scale: str = "auto",
     max_steps: int | None = None,
     primary: str | None = None,
+    prior: PopulationPrior | None = None,
 ) -> CompareResult:
     """Fit the hierarchical comparison model(s) to complete runs and tabulate the physics tests.
 
@@ -580,6 +565,8 @@ def compare_runs(
         Use only steps <= max_steps of each run (speed).
     primary : str, optional
         Model kind the contrast table comes from; default ``scaling`` if fitted and sizes vary, else the first.
+    prior : PopulationPrior, optional
+        Scales of the per-run building blocks (default: the packaged prior).
 
     Returns
     -------
@@ -589,17 +576,22 @@ def compare_runs(
     import xarray as xr
 
     sampler = sampler or SamplerConfig()
+    prior = prior or PopulationPrior.default()
     models = tuple(models)
     for k in models:
         if k not in COMPARE_KINDS:
-            raise ValueError(f"unknown model kind {k!r}; choose from {COMPARE_KINDS}")
+            raise ValueError(f"unknown model kind {k!r}; choose from {', '.join(COMPARE_KINDS)}")
     by = tuple(by)
     arr = prepare_compare(runs, by=by, scale=scale, max_steps=max_steps)
     fits, health, loos = {}, [], {}
     for i, kind in enumerate(models):
-        model = build_compare_model(arr, kind=kind, free_g_exponent=free_g_exponent)
         t0 = time.perf_counter()
-        idata = _nuts(model, sampler, seed + 1000 * i)
+        # the comparison graph folds the runs into its structure (factor codes), so it is not cached
+        compiled = sampling.compile_model(
+            None, lambda kind=kind: build_compare_model(arr, kind=kind, free_g_exponent=free_g_exponent, prior=prior),
+            backend=sampler.backend,
+        )
+        idata = sampling.nuts(compiled, sampler=sampler, seed=seed + 1000 * i)
         dt = time.perf_counter() - t0
         post = _ds(idata["posterior"]).assign_coords(run=list(arr.run_ids))
         ll = pointwise_loglik(arr, post)

@@ -15,9 +15,11 @@ Decision quantities (per budget step ``s`` on the forecast grid):
   the per-draw optimum and ``expected_regret = E[max_t U_d(t) - U_d(s)]``.
 
 Without a cost the utility is maximised at the horizon (a saturating curve never stops rising), so
-the recommendation then falls back to the physics.md section 8 item 10 criterion: the first step at
-which the expected realised fraction of the asymptotic gain ``(R - R0)/(R* - R0)`` reaches
-``gain_fraction`` (default 0.95).
+the recommendation then is the forecast's stop step (physics.md section 8 item 10): the median over
+draws of the step after which the mean trajectory stays within 5% of its gain from the plateau
+(:mod:`bayesgrpo.physics.stopping` -- the one definition, so ``budget`` and ``forecast`` agree exactly
+on the same draws). When fewer than half of the draws settle before the horizon, the recommendation
+is the last forecast step ("continue"), with a note.
 
 Paper B's rule ("training beyond ~80% of one epoch yields negligible gain") is reported next to the
 recommendation when the epoch length is known.
@@ -31,162 +33,32 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, interval_bounds
+from bayesgrpo.forecast.paths import PathDraws, exponential_draws
+
 __all__ = [
     "PathDraws",
     "StopRecommendation",
     "budget_table",
     "recommend_stop",
-    "plot_budget",
     "exponential_draws",
+    "stop_quantile",
     "EPOCH_RULE_FRACTION",
 ]
 
 #: paper B: training beyond ~80% of one epoch yields negligible gain.
 EPOCH_RULE_FRACTION = 0.8
 
-_PER_DRAW = ("r0", "r_star", "tau", "a", "mu", "sigma_p", "sigma_m")
 
+def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
+    """A quantile of the stop-step draws, as a value that one of the draws takes (an integer step).
 
-@dataclass(frozen=True)
-class PathDraws:
-    """Posterior draws of one run's future reward path (the forecaster -> decisions contract).
-
-    Attributes
-    ----------
-    run_id : str
-    steps : ndarray of int, shape (n_future,)
-        Strictly increasing optimizer steps of the forecast grid (after ``last_step``).
-    observed : ndarray, shape (n_draws, n_future)
-        Posterior predictive draws of the *logged* reward (with measurement noise).
-    latent : ndarray, shape (n_draws, n_future)
-        Draws of the latent mean reward (no measurement noise). Decisions use these.
-    r0, r_star, tau, a, mu, sigma_p, sigma_m : ndarray, shape (n_draws,)
-        Per-draw parameters (initial reward, plateau, timescale in steps, stiffness ``a``,
-        momentum ``mu``, process-noise s.d., measurement-noise s.d.), in reward units.
-    last_step : int
-        Last observed step.
-    horizon : int
-        Forecast horizon in steps (``steps[-1] <= last_step + horizon``).
-    interval : int
-        Logging interval of the run (steps between logged points).
-    units : str or None
-        The run's reward units (e.g. ``"sum of 4 reward fns"``, ``"accuracy"``).
-    latent_now : ndarray, shape (n_draws,), optional
-        Latent reward at ``last_step``; when given, "stop now" is a candidate decision.
-    lag : int
-        Constant lag ``d`` of recursion (1) (``c = 1 - mu - a d``); 0 by default.
-    refresh_interval : int or None
-        Refresh interval ``K`` when the run uses the refresh lag pattern.
+    The forecast table's ``stop_q05/q50/q95`` and the no-cost budget recommendation both use this.
     """
+    if draws.stop_step is None:
+        raise ValueError(f"PathDraws {draws.run_id!r} carry no stop_step draws")
+    return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))
 
-    run_id: str
-    steps: np.ndarray
-    observed: np.ndarray
-    latent: np.ndarray
-    r0: np.ndarray
-    r_star: np.ndarray
-    tau: np.ndarray
-    a: np.ndarray
-    mu: np.ndarray
-    sigma_p: np.ndarray
-    sigma_m: np.ndarray
-    last_step: int
-    horizon: int
-    interval: int = 1
-    units: str | None = None
-    latent_now: np.ndarray | None = None
-    lag: int = 0
-    refresh_interval: int | None = None
-
-    def __post_init__(self):
-        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
-        steps = np.asarray(self.steps)
-        if steps.ndim != 1 or steps.size == 0:
-            raise ValueError(f"PathDraws {self.run_id!r}: steps must be a non-empty 1-d array; got shape {steps.shape}")
-        if not np.all(np.isfinite(steps)) or np.any(steps != np.round(steps)):
-            raise ValueError(f"PathDraws {self.run_id!r}: steps must be integers")
-        steps = steps.astype(np.int64)
-        if np.any(np.diff(steps) <= 0):
-            raise ValueError(f"PathDraws {self.run_id!r}: steps must be strictly increasing")
-        set_("steps", steps)
-        obs = np.atleast_2d(np.asarray(self.observed, dtype=float))
-        lat = np.atleast_2d(np.asarray(self.latent, dtype=float))
-        for name, arr in (("observed", obs), ("latent", lat)):
-            if arr.ndim != 2 or arr.shape[1] != steps.size:
-                raise ValueError(
-                    f"PathDraws {self.run_id!r}: {name} must have shape (n_draws, {steps.size}); got {arr.shape}")
-        if obs.shape != lat.shape:
-            raise ValueError(f"PathDraws {self.run_id!r}: observed {obs.shape} and latent {lat.shape} differ")
-        n = lat.shape[0]
-        set_("observed", obs)
-        set_("latent", lat)
-        for k in _PER_DRAW:
-            v = np.asarray(getattr(self, k), dtype=float).reshape(-1)
-            if v.size == 1 and n > 1:
-                v = np.full(n, v.item())
-            if v.size != n:
-                raise ValueError(f"PathDraws {self.run_id!r}: {k} must have {n} draws; got {v.size}")
-            set_(k, v)
-        if self.latent_now is not None:
-            v = np.asarray(self.latent_now, dtype=float).reshape(-1)
-            if v.size == 1 and n > 1:
-                v = np.full(n, v.item())
-            if v.size != n:
-                raise ValueError(f"PathDraws {self.run_id!r}: latent_now must have {n} draws; got {v.size}")
-            set_("latent_now", v)
-        set_("last_step", int(self.last_step))
-        set_("horizon", int(self.horizon))
-        set_("interval", max(1, int(self.interval)))
-        set_("lag", int(self.lag))
-        if steps[0] < self.last_step:
-            raise ValueError(f"PathDraws {self.run_id!r}: forecast steps start at {steps[0]} before last_step {self.last_step}")
-
-    @property
-    def n_draws(self) -> int:
-        return self.latent.shape[0]
-
-    @property
-    def damping(self) -> np.ndarray:
-        """Per-draw damping ``c = 1 - mu - a d`` (physics.md section 3)."""
-        d = self.lag if self.refresh_interval is None else (self.refresh_interval - 1) / 2.0
-        return (1.0 - self.mu) - self.a * d
-
-
-def exponential_draws(
-    run_id: str = "run",
-    *,
-    r0,
-    r_star,
-    tau,
-    last_step: int,
-    horizon: int,
-    start_step: int = 0,
-    interval: int = 1,
-    sigma_m: float = 0.0,
-    mu: float = 0.9,
-    units: str | None = None,
-    include_now: bool = True,
-    seed: int | None = 0,
-) -> PathDraws:
-    """PathDraws of the overdamped law ``R(t) = R* - (R* - R0) exp(-(t - start)/tau)`` (paper B).
-
-    ``r0``, ``r_star``, ``tau`` may be scalars (one deterministic draw) or arrays of draws. Handy for
-    tests, examples, and as a cheap stand-in when only point estimates are available.
-    """
-    r0, r_star, tau = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, dtype=float)) for v in (r0, r_star, tau)))
-    steps = np.arange(last_step + interval, last_step + horizon + 1, interval, dtype=np.int64)
-    t = (steps - start_step)[None, :]
-    lat = r_star[:, None] - (r_star - r0)[:, None] * np.exp(-t / tau[:, None])
-    rng = np.random.default_rng(seed)
-    obs = lat + (rng.normal(0.0, sigma_m, lat.shape) if sigma_m > 0 else 0.0)
-    now = r_star - (r_star - r0) * np.exp(-(last_step - start_step) / tau)
-    a = np.clip((1.0 - mu) / tau, 1e-12, None)
-    return PathDraws(
-        run_id=run_id, steps=steps, observed=obs, latent=lat, r0=r0, r_star=r_star, tau=tau, a=a,
-        mu=np.full_like(r0, mu), sigma_p=np.zeros_like(r0), sigma_m=np.full_like(r0, sigma_m),
-        last_step=last_step, horizon=horizon, interval=interval, units=units,
-        latent_now=now if include_now else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -197,7 +69,7 @@ class StopRecommendation:
     ``p_best_near`` that the per-draw optimum lies within ``p_best_window`` (= gain_window // 2) steps.
     ``step`` is the recommended stop step (``last_step`` means "stop now"). Rewards are latent means
     in ``units``. ``rule`` says which criterion produced ``step``: ``"expected utility"`` (a cost was
-    given) or ``"gain fraction >= 0.95"`` (no cost). Fields not applicable are None.
+    given) or the stop step (no cost). Fields not applicable are None.
     """
 
     run_id: str
@@ -299,7 +171,7 @@ def _value_at(steps, lat, s):
 
 
 def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_per_hour, cost_per_hour,
-             max_steps, epoch_steps, gain_window, gain_fraction):
+             max_steps, epoch_steps, gain_window):
     steps, lat = _grid(draws)
     n_draws = lat.shape[0]
     c = _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour)
@@ -332,7 +204,7 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         p_target = passed.mean(axis=0)
 
     mean = lat.mean(axis=0)
-    q05, q95 = np.quantile(lat, [0.05, 0.95], axis=0)
+    q05, q95 = np.quantile(lat, interval_bounds(CI_PROB), axis=0)
     # expected gain over the next gain_window steps
     gain = np.full(steps.size, np.nan)
     for j, s in enumerate(steps):
@@ -349,11 +221,10 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
     regret = (util.max(axis=1, keepdims=True) - util).mean(axis=0)
     e_util = util.mean(axis=0)
 
-    # realised fraction of the asymptotic gain (for the no-cost criterion)
-    delta = draws.r_star - draws.r0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(np.abs(delta)[:, None] > 0, (cand_lat - draws.r0[:, None]) / delta[:, None], 1.0)
-    e_frac = frac.mean(axis=0)
+    # share of draws whose mean trajectory has settled (stop step) by each candidate step
+    p_settled = None
+    if draws.stop_step is not None:
+        p_settled = (draws.stop_reached[:, None] & (draws.stop_step[:, None] <= cand_steps[None, :])).mean(axis=0)
 
     table = pd.DataFrame({
         "run_id": draws.run_id,
@@ -364,8 +235,9 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         "reward_q95": q95[idx],
         "expected_gain_next": gain[idx],
         "gain_window": gain_window,
-        "expected_gain_fraction": e_frac,
     })
+    if p_settled is not None:
+        table["p_settled"] = p_settled
     if p_target is not None:
         table["target"] = float(target)
         table["p_target"] = p_target[idx]
@@ -383,20 +255,30 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
     if c is not None:
         j = int(np.argmax(e_util))
         rule = "expected utility"
+        rec_step = int(cand_steps[j])
         if j == idx.size - 1 and idx.size > 1:
             notes.append("the optimum is at the end of the forecast: forecast further before trusting the stop")
+    elif draws.stop_step is None:
+        rule = "none (no cost given and no stop-step draws)"
+        j = idx.size - 1
+        rec_step = int(cand_steps[j])
+        notes.append("without a cost the recommendation is the stop step, but these draws carry none: "
+                     "give cost_per_step (or cost_per_hour with steps_per_hour)")
     else:
-        hit = np.flatnonzero(e_frac >= gain_fraction)
-        if hit.size:
-            j = int(hit[0])
+        rule = "stop step (mean trajectory within 5% of its gain from the plateau)"
+        if draws.stop_reached.mean() >= 0.5:
+            stop = stop_quantile(draws, 0.5)
+            rec_step = max(stop, int(cand_steps[0]))
+            if stop < rec_step:
+                notes.append(f"the stop step {stop} is already past: stop now")
+            j = int(min(np.searchsorted(cand_steps, rec_step, side="left"), idx.size - 1))
         else:
             j = idx.size - 1
-            notes.append(f"expected gain fraction never reaches {gain_fraction:g} within the forecast "
-                         f"(max {np.nanmax(e_frac):.3f}): recommending the last forecast step")
-        rule = f"gain fraction >= {gain_fraction:g}"
+            rec_step = int(cand_steps[j])
+            notes.append(f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
+                         "continue to the last forecast step")
     table["recommended"] = False
     table.loc[table.index[j], "recommended"] = True
-    rec_step = int(cand_steps[j])
 
     # compute saved vs max_steps
     sv = {}
@@ -465,7 +347,6 @@ def budget_table(
     max_steps: int | None = None,
     epoch_steps: int | None = None,
     gain_window: int | None = None,
-    gain_fraction: float = 0.95,
 ) -> pd.DataFrame:
     """Tidy per-budget decision table for one run.
 
@@ -489,113 +370,22 @@ def budget_table(
         Steps in one epoch; adds an ``epoch`` column and compares with paper B's 0.8-epoch rule.
     gain_window : int, optional
         ``N`` of ``expected_gain_next`` (default 10% of the horizon, at least one interval).
-    gain_fraction : float
-        Criterion used when no cost is given (see module docstring).
 
     Returns
     -------
     pandas.DataFrame
         Columns ``run_id, step, steps_from_now, expected_reward, reward_q05, reward_q95,
-        expected_gain_next, gain_window, expected_gain_fraction, [target, p_target], [cost],
+        expected_gain_next, gain_window, [p_settled], [target, p_target], [cost],
         expected_utility, p_best, expected_regret, [hours_from_now], [epoch], recommended``.
         ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`.
     """
     table, _ = _analyse(draws, target=target, budgets=budgets, cost_per_step=cost_per_step,
                         value_per_reward=value_per_reward, steps_per_hour=steps_per_hour,
                         cost_per_hour=cost_per_hour, max_steps=max_steps, epoch_steps=epoch_steps,
-                        gain_window=gain_window, gain_fraction=gain_fraction)
+                        gain_window=gain_window)
     return table
 
 
 def recommend_stop(draws: PathDraws, **kwargs) -> StopRecommendation:
     """The :class:`StopRecommendation` of :func:`budget_table` (same keyword arguments)."""
     return budget_table(draws, **kwargs).attrs["recommendation"]
-
-
-# ----------------------------------------------------------------------------- plot
-def plot_budget(
-    draws: PathDraws,
-    table: pd.DataFrame | None = None,
-    *,
-    history: pd.DataFrame | None = None,
-    title: str | None = None,
-    **kwargs,
-):
-    """Two-panel figure: expected reward (90% band) vs step with the recommendation, and P(target).
-
-    Parameters
-    ----------
-    draws : PathDraws
-    table : DataFrame, optional
-        Output of :func:`budget_table`; computed from ``kwargs`` when omitted.
-    history : DataFrame, optional
-        The observed run (columns ``step``, ``reward``) to draw before the forecast.
-    **kwargs
-        Passed to :func:`budget_table` when ``table`` is None.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    from matplotlib.figure import Figure
-
-    if table is None:
-        table = budget_table(draws, **kwargs)
-    rec: StopRecommendation = table.attrs.get("recommendation")
-    has_p = "p_target" in table.columns
-    fig = Figure(figsize=(9, 7), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
-    ax = axes[0]
-    units = f" [{draws.units}]" if draws.units else ""
-    if history is not None and len(history):
-        ax.plot(history["step"], history["reward"], ".", ms=3, color="0.55", label="observed")
-    oq = np.quantile(draws.observed, [0.05, 0.95], axis=0)
-    ax.fill_between(draws.steps, oq[0], oq[1], color="C0", alpha=0.12, lw=0, label="90% predictive (logged)")
-    ax.fill_between(table["step"], table["reward_q05"], table["reward_q95"], color="C0", alpha=0.3, lw=0,
-                    label="90% latent reward")
-    ax.plot(table["step"], table["expected_reward"], color="C0", lw=2, label="E[latent reward]")
-    if has_p:
-        ax.axhline(table["target"].iloc[0], color="C3", ls=":", lw=1.2, label=f"target {table['target'].iloc[0]:.4g}")
-    ax.axvline(draws.last_step, color="0.3", lw=1, ls="-")
-    ax.annotate("now", (draws.last_step, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                textcoords="offset points", fontsize=9, color="0.3")
-    if rec is not None:
-        ax.axvline(rec.step, color="C2", lw=2, ls="--", label=f"recommended stop: {rec.step}")
-        ax.plot([rec.step], [rec.expected_reward], "o", color="C2", ms=7)
-        if rec.rule80_step is not None and rec.rule80_status != "already passed":
-            ax.axvline(rec.rule80_step, color="C1", lw=1.5, ls="-.", label=f"0.8 epoch (paper B): {rec.rule80_step}")
-        if rec.max_steps is not None:
-            ax.axvline(min(rec.max_steps, int(draws.steps[-1])), color="C4", lw=1.2, ls=":",
-                       label=f"max_steps {rec.max_steps}" + ("" if rec.max_steps_in_forecast else " (beyond)"))
-    ax.set_ylabel(f"reward{units}")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    if title is None:
-        title = draws.run_id
-        if rec is not None:
-            title += (f"\nstop at step {rec.step} ({rec.rule}): E[reward] {rec.expected_reward:.3g}"
-                      f" (90% {rec.reward_q05:.3g}..{rec.reward_q95:.3g})")
-            if rec.steps_saved is not None:
-                title += f"; saves {rec.steps_saved} of max_steps {rec.max_steps}"
-    ax.set_title(title, fontsize=10)
-
-    ax2 = axes[1]
-    if has_p:
-        ax2.plot(table["step"], table["p_target"], color="C3", lw=2, label="P(reached target by step)")
-        ax2.set_ylim(-0.03, 1.03)
-        ax2.set_ylabel("probability")
-    if "cost" in table.columns:
-        ax2.plot(table["step"], np.cumsum(table["p_best"]), color="C2", lw=1.5,
-                 label="P(optimal stop <= step)")
-        ax2.set_ylim(-0.03, 1.03)
-        ax2.set_ylabel("probability")
-    if not has_p and "cost" not in table.columns:
-        ax2.plot(table["step"], table["expected_gain_fraction"], color="C0", lw=2,
-                 label="E[fraction of asymptotic gain]")
-        ax2.set_ylabel("gain fraction")
-    if rec is not None:
-        ax2.axvline(rec.step, color="C2", lw=2, ls="--")
-    ax2.set_xlabel("optimizer step")
-    ax2.grid(alpha=0.3)
-    ax2.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    return fig

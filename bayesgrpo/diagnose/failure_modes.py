@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from bayesgrpo.series import noise_sd as _noise_sd
+
 __all__ = [
     "MODES",
     "SEVERITIES",
@@ -36,7 +38,7 @@ __all__ = [
     "expected_group_std",
     "diagnose_run",
     "diagnose_runs",
-    "plot_diagnosis",
+    "resolve_ceilings",
     "posterior_instability",
 ]
 
@@ -173,15 +175,6 @@ def _trend(x, y, n_blocks=10):
     return float(tau), float(p_up), float(p_dn), float(slope)
 
 
-def _noise_sd(y):
-    d = np.diff(y[np.isfinite(y)])
-    if d.size < 2:
-        return 0.0
-    mad = 1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2)
-    # floor for sparse / quantised series whose differences are mostly exactly 0 (MAD = 0)
-    return float(max(mad, 0.5 * np.std(d) / np.sqrt(2)))
-
-
 def _present(df, col):
     return col in df.columns and df[col].notna().sum() >= 3
 
@@ -201,25 +194,20 @@ def _is_unit(y, ceiling):
 def posterior_instability(draws, *, max_draws: int = 400) -> dict:
     """P(c <= 0) and P(spectral radius of recursion (1) >= 1) from :class:`~bayesgrpo.decisions.PathDraws`.
 
-    Lag 0: the AR(2) roots ``z^2 - (1+mu-a) z + mu = 0`` are solved in closed form for all draws;
-    otherwise :func:`bayesgrpo.physics.dynamics.spectral_radius` is evaluated on up to ``max_draws`` draws.
+    :func:`bayesgrpo.physics.dynamics.spectral_radii` (closed form without lag; the per-step growth
+    factor of the refresh pattern's monodromy matrix on up to ``max_draws`` draws otherwise).
     """
+    from bayesgrpo.physics.dynamics import spectral_radii
+
     a = np.asarray(draws.a, float)
     mu = np.asarray(draws.mu, float)
     c = draws.damping
-    if draws.lag == 0 and draws.refresh_interval in (None, 1):
-        b = 1.0 + mu - a
-        disc = (b * b - 4.0 * mu).astype(complex)
-        r1 = (b + np.sqrt(disc)) / 2.0
-        r2 = (b - np.sqrt(disc)) / 2.0
-        rho = np.maximum(np.abs(r1), np.abs(r2))
+    if draws.refresh_interval in (None, 1) and draws.lag == 0:
+        rho = spectral_radii(a, mu)
     else:
-        from bayesgrpo.physics.dynamics import spectral_radius
-
         idx = np.linspace(0, a.size - 1, min(a.size, max_draws)).astype(int)
-        rho = np.array([spectral_radius(a=max(a[i], 1e-12), momentum=min(max(mu[i], 0.0), 0.999999),
-                                        lag=draws.lag if draws.refresh_interval is None else 0,
-                                        refresh_interval=draws.refresh_interval) for i in idx])
+        rho = spectral_radii(a[idx], mu[idx], lag=draws.lag if draws.refresh_interval is None else 0,
+                             refresh_interval=draws.refresh_interval)
     return {"p_c_le_0": float(np.mean(c <= 0)), "p_rho_ge_1": float(np.mean(rho >= 1.0)),
             "rho_median": float(np.median(rho)), "c_median": float(np.median(c))}
 
@@ -768,11 +756,41 @@ def _ceiling_for(ceiling, meta, rid):
         v = ceiling.get(rid)
     elif ceiling is not None:
         v = ceiling
-    elif meta is not None and "reward_ceiling" in meta.columns and rid in meta.index:
-        v = meta.loc[rid, "reward_ceiling"]
+    elif meta is not None and "reward_max" in meta.columns and rid in meta.index:
+        v = meta.loc[rid, "reward_max"]
     else:
         v = None
     return None if v is None or pd.isna(v) else float(v)
+
+
+def resolve_ceilings(runs, ceiling: float | None = None) -> dict:
+    """Per-run verifiable ceilings: metadata ``reward_max``, else ``--ceiling``; a run whose first points
+    already exceed ``--ceiling`` is not on its scale (e.g. a sum of reward functions) and gets none,
+    with a warning."""
+    import warnings
+
+    from bayesgrpo.errors import DataWarning
+    from bayesgrpo.series import start_level
+
+    out = {}
+    for rid in runs.run_ids:
+        m = runs.meta.loc[rid].get("reward_max")
+        if m is not None and pd.notna(m):
+            out[rid] = float(m)
+            continue
+        if ceiling is None:
+            out[rid] = None
+            continue
+        r = runs.run(rid)["reward"].to_numpy(dtype=float)
+        start = start_level(r)
+        if start > ceiling + 1e-9:
+            warnings.warn(f"run {rid!r} starts at {start:.3g}, above --ceiling {ceiling:g}: its reward is not on that scale "
+                          "(a sum of reward functions?), so the ceiling is not applied to it; set reward_max in --meta",
+                          DataWarning, stacklevel=2)  # fmt: skip
+            out[rid] = None
+        else:
+            out[rid] = float(ceiling)
+    return out
 
 
 def diagnose_runs(runs, *, posteriors: dict | None = None, ceiling=None) -> pd.DataFrame:
@@ -784,8 +802,8 @@ def diagnose_runs(runs, *, posteriors: dict | None = None, ceiling=None) -> pd.D
     posteriors : dict run_id -> PathDraws, optional
         Posterior draws; enable the ``P(c <= 0)`` / spectral-radius check.
     ceiling : float or dict run_id -> float, optional
-        Verifiable reward ceiling (e.g. 1.0 for 0/1 rewards). Default: the ``reward_ceiling`` metadata
-        column when present, else none.
+        Verifiable reward ceiling (e.g. 1.0 for 0/1 rewards). Default: the ``reward_max`` metadata
+        column when present, else none (see :func:`resolve_ceilings` for a default with a check).
 
     Returns
     -------
@@ -805,58 +823,3 @@ def diagnose_runs(runs, *, posteriors: dict | None = None, ceiling=None) -> pd.D
     out["onset_step"] = out["onset_step"].astype("Int64")
     out["severity"] = pd.Categorical(out["severity"], categories=list(SEVERITIES), ordered=True)
     return out
-
-
-_SEV_COLOR = {"watch": "#d4a017", "warning": "#e66100", "critical": "#c00000"}
-_PANELS = ("reward_std", "frac_reward_zero_std", "entropy", "kl", "completion_length")
-
-
-def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, ceiling=None, posteriors=None):
-    """Per-run figure: reward (rolling median, onset markers per mode) plus one panel per logged metric.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    from matplotlib.figure import Figure
-
-    df = runs.run(run_id) if hasattr(runs, "run") else runs
-    if diagnosis is None:
-        g = runs.meta.loc[run_id, "group_size"] if "group_size" in runs.meta.columns else None
-        diagnosis = pd.DataFrame([f.to_row() for f in diagnose_run(
-            df, run_id=run_id, group_size=g, draws=(posteriors or {}).get(run_id),
-            ceiling=_ceiling_for(ceiling, runs.meta, run_id))])
-    diag = diagnosis[diagnosis["run_id"] == run_id]
-    panels = [c for c in _PANELS if _present(df, c)]
-    panels += [c for c in df.columns if c.startswith("eval/") and df[c].notna().sum() >= 3]
-    nrow = 1 + len(panels)
-    fig = Figure(figsize=(9, 2.6 + 1.6 * len(panels)), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(nrow, 1, sharex=True,
-                                      gridspec_kw={"height_ratios": [2.2] + [1] * len(panels)}))
-    step, y = df["step"].to_numpy(), df["reward"].to_numpy(float)
-    ax = axes[0]
-    ax.plot(step, y, ".", ms=3, color="0.55", label="reward")
-    ax.plot(step, _rolling_median(y, _window(y.size)), color="C0", lw=1.8, label="rolling median")
-    for k, (_, r) in enumerate(diag.iterrows()):
-        sev = str(r["severity"])
-        if sev == "none" or pd.isna(r["onset_step"]):
-            continue
-        ax.axvline(int(r["onset_step"]), color=_SEV_COLOR[sev], ls=["--", "-.", ":", "-"][MODES.index(r["mode"])], lw=1.6,
-                   label=f"{r['mode']} ({sev}) @ {int(r['onset_step'])}")
-    ax.set_ylabel("reward")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
-    lines = [f"{m}: {s}" for m, s in zip(diag["mode"], diag["severity"].astype(str))]
-    ax.set_title(f"{run_id}\n" + " | ".join(lines), fontsize=8.5)
-    g = runs.meta.loc[run_id, "group_size"] if hasattr(runs, "meta") and "group_size" in runs.meta.columns else None
-    for ax, col in zip(axes[1:], panels):
-        sub = df[["step", col]].dropna()
-        ax.plot(sub["step"], sub[col], ".-" if col.startswith("eval/") else "-", lw=1, ms=3, color="C1")
-        if col == "frac_reward_zero_std" and g is not None and pd.notna(g) and _is_unit(y, ceiling):
-            ax.plot(step, degenerate_share(_rolling_median(y, _window(y.size)), g), color="k", lw=1, ls="--",
-                    label=f"p^G+(1-p)^G, G={int(g)}")
-            ax.legend(fontsize=7.5)
-        ax.set_ylabel(col.replace("frac_reward_zero_std", "zero-std share"), fontsize=8)
-        ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("optimizer step")
-    return fig

@@ -17,8 +17,8 @@ Scores
 * :func:`crps_quantiles` -- CRPS approximated from predictive quantiles (pinball-loss average).
 * :func:`coverage`, :func:`interval_width` -- central-interval diagnostics.
 * :func:`pit` -- probability integral transform, randomised for ties.
-* :func:`reward_range` -- robust per-run reward scale (5%-95% range) used to normalise errors and
-  CRPS before pooling runs on different reward scales.
+* :func:`reward_range` -- the robust per-run reward scale (:func:`bayesgrpo.series.robust_range`)
+  used to normalise errors and CRPS before pooling runs on different reward scales.
 
 All functions accept array-likes; NaN handling is documented per function.
 """
@@ -26,6 +26,8 @@ All functions accept array-likes; NaN handling is documented per function.
 from __future__ import annotations
 
 import numpy as np
+
+from bayesgrpo.series import robust_range as reward_range  # the one definition of a run's reward scale
 
 __all__ = [
     "crps_sample",
@@ -232,23 +234,3 @@ def final_reward(steps, rewards, *, horizon: float | None = None, s0: float | No
     horizon = float(np.max(s)) if horizon is None else float(horizon)
     m = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window) & np.isfinite(r)
     return float(np.mean(r[m])) if m.any() else float("nan")
-
-
-def reward_range(rewards) -> float:
-    """Robust reward scale of a run: the 95% minus the 5% quantile of its (finite) rewards.
-
-    Used to normalise absolute errors and CRPS across runs with different reward scales.
-    Fallbacks when that range is ~0 (fewer than ~10% of points differ from the rest): the full
-    range ``max - min``; if that is 0 too (a constant run), ``|median|``; if that is 0 as well,
-    1.0. Each fallback is strictly positive, so the result can always be divided by.
-    """
-    r = np.asarray(rewards, dtype=float)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
-        return 1.0
-    lo, hi, med = np.quantile(r, [0.05, 0.95, 0.5])
-    tiny = 1e-12 * max(1.0, abs(med))
-    for v in (hi - lo, r.max() - r.min(), abs(med)):
-        if v > tiny:
-            return float(v)
-    return 1.0

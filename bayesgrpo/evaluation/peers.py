@@ -28,7 +28,9 @@ Peers (see :data:`PEERS`, :func:`get_peer`)
                      Springenberg & Hutter, IJCAI 2015) in PyMC 6, NUTS via nutpie
                      (2 chains x 300 draws after 300 tuning steps).
 ``domhan_fast``      the same compiled model, 2 chains x 150 draws / 150 tuning, tree depth <= 6.
-``lc_pfn``           stub: LC-PFN cannot run offline (weights downloaded at run time); ok=False.
+
+LC-PFN (Adriaensen et al., NeurIPS 2023) is not among them: its pretrained transformer is downloaded
+at run time, and bayesgrpo runs offline (no weights or data may be fetched), so it cannot be run here.
 
 The LSQ peers share :class:`LSQPeer` (several starts, moving-block residual bootstrap with refits,
 plus window-mean noise); details in its docstring.
@@ -50,7 +52,9 @@ from typing import Any, Callable
 import numpy as np
 from scipy import optimize, stats
 
-from bayesgrpo.evaluation.metrics import final_window_mask, reward_range
+from bayesgrpo.evaluation.metrics import final_window_mask
+from bayesgrpo.schema import REWARD, STEP
+from bayesgrpo.series import robust_range as reward_range
 
 __all__ = [
     "PeerForecast",
@@ -58,8 +62,8 @@ __all__ = [
     "LastValuePeer",
     "LSQPeer",
     "DomhanEnsemblePeer",
-    "LCPFNPeer",
     "PEERS",
+    "PEER_ALIASES",
     "get_peer",
     "PATH_LEVELS",
     "DOMHAN_FAMILIES",
@@ -269,6 +273,17 @@ class Peer:
                 ok=False,
                 message=f"{type(exc).__name__}: {exc}",
             )
+
+    def forecast_many(self, cases, *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
+        """The forecaster protocol of :mod:`bayesgrpo.evaluation.backtest`: one forecast per case.
+
+        ``cases`` are :class:`bayesgrpo.evaluation.methods.Case`; peers forecast each alone.
+        """
+        return [
+            self.forecast(c.prefix[STEP].to_numpy(), c.prefix[REWARD].to_numpy(), future_steps=c.future_steps,
+                          final_window=final_window, n_draws=n_draws, seed=[*np.atleast_1d(seed), i])
+            for i, c in enumerate(cases)
+        ]  # fmt: skip
 
     def _forecast(self, p: _Problem, n_draws: int, rng: np.random.Generator):  # pragma: no cover
         raise NotImplementedError
@@ -702,7 +717,6 @@ class DomhanEnsemblePeer(Peer):
     """
 
     min_points = 5
-    _compiled: dict = {}
 
     def __init__(self, name: str = "domhan", *, chains: int = 2, draws: int = 300, tune: int = 300,
                  maxdepth: int = 8, target_accept: float = 0.9, backend: str = "nutpie", cores: int = 2):
@@ -748,59 +762,39 @@ class DomhanEnsemblePeer(Peer):
             pm.Potential("final_bound", -0.5 * pen / 0.05**2)
         return model
 
-    @classmethod
-    def _get_compiled(cls, backend):
-        key = backend
-        if key not in cls._compiled:
-            t0 = time.perf_counter()
-            model = cls.build_model()
-            if backend == "nutpie":
-                import nutpie
-
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    compiled = nutpie.compile_pymc_model(model, backend="numba")
-            else:
-                compiled = None
-            cls._compiled[key] = (model, compiled, time.perf_counter() - t0)
-            return cls._compiled[key], True
-        return cls._compiled[key], False
-
     def _posterior(self, xo, yo, wo, seed):
-        (model, compiled, t_compile), fresh = self._get_compiled(self.backend)
-        names = ["w", "sigma"] + [f"{n}_{pn}" for n, ps, _ in DOMHAN_FAMILIES for pn, *_ in ps]
-        if self.backend == "nutpie":
-            import nutpie
+        from bayesgrpo.inference import sampling
 
-            cm = compiled.with_data(x_obs=xo, y_obs=yo, w_obs=wo)
-            tr = nutpie.sample(
-                cm, chains=self.chains, draws=self.draws, tune=self.tune, seed=int(seed),
-                progress_bar=False, cores=self.cores, maxdepth=self.maxdepth,
-                target_accept=self.target_accept, save_warmup=False,
-            )
+        names = ["w", "sigma"] + [f"{n}_{pn}" for n, ps, _ in DOMHAN_FAMILIES for pn, *_ in ps]
+        t0 = time.perf_counter()
+        fresh = self.backend == "nutpie" and not sampling.is_cached(("domhan",))
+        if self.backend == "nutpie":
+            compiled = sampling.compile_model(("domhan",), self.build_model, backend="numba")
+            t_compile = time.perf_counter() - t0 if fresh else 0.0
+            smp = sampling.SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains,
+                                         target_accept=self.target_accept, low_rank_mass_matrix=False)
+            tr = sampling.nuts(compiled, data={"x_obs": xo, "y_obs": yo, "w_obs": wo}, sampler=smp, seed=int(seed),
+                               maxdepth=self.maxdepth, save_warmup=False)  # fmt: skip
         else:
             import pymc as pm
 
-            with model:
+            t_compile = 0.0
+            with self.build_model() as model:
                 pm.set_data({"x_obs": xo, "y_obs": yo, "w_obs": wo})
                 tr = pm.sample(
                     draws=self.draws, tune=self.tune, chains=self.chains, cores=1,
                     random_seed=int(seed), nuts_sampler="pymc", progressbar=False,
                     target_accept=self.target_accept, compute_convergence_checks=False,
-                    var_names=names,
+                    var_names=names, model=model,
                 )
-        post = tr["posterior"] if "posterior" in tr else tr.posterior
+        post = sampling.posterior_dataset(tr)
         out = {}
         for nm in names:
             v = np.asarray(post[nm])
             out[nm] = v.reshape((-1,) + v.shape[2:])
-        div = np.nan
-        try:
-            ss = tr["sample_stats"]
-            div = int(np.asarray(ss["diverging"]).sum())
-        except Exception:
-            pass
-        return out, {"divergences": div, "compile_seconds": t_compile if fresh else 0.0}
+        stats = sampling.posterior_dataset(tr, "sample_stats")
+        div = int(np.asarray(stats["diverging"]).sum()) if "diverging" in stats else np.nan
+        return out, {"divergences": div, "compile_seconds": t_compile}
 
     def _forecast(self, p: _Problem, n_draws, rng):
         loc = float(np.quantile(p.y, 0.05))
@@ -828,24 +822,6 @@ class DomhanEnsemblePeer(Peer):
         return draws, pathq, info
 
 
-# =====================================================================================  LC-PFN
-class LCPFNPeer(Peer):
-    """LC-PFN (Adriaensen et al., NeurIPS 2023) -- stub.
-
-    LC-PFN cannot run offline: its weights are downloaded at run time (the ``lcpfn`` package
-    fetches the pretrained transformer on first use), and this project runs without network
-    access. ``forecast`` therefore always returns ``ok=False`` with that message.
-    """
-
-    name = "lc_pfn"
-    MESSAGE = "LC-PFN cannot run offline: its weights are downloaded at run time"
-
-    def forecast(self, steps_obs, rewards_obs, *, future_steps, final_window=0.1, n_draws=1000, seed=None):
-        return PeerForecast(name=self.name, final_draws=np.empty(0),
-                            future_steps=np.asarray(future_steps, dtype=float), seconds=0.0,
-                            ok=False, message=self.MESSAGE)
-
-
 # =====================================================================================  registry
 _DOMHAN_SETTINGS = {
     "domhan": dict(chains=2, draws=300, tune=300, maxdepth=8),
@@ -864,19 +840,25 @@ def _make_peers() -> dict[str, Callable[..., Peer]]:
                                      jac=_j_pow3, **kw),
         "domhan": lambda **kw: DomhanEnsemblePeer("domhan", **{**_DOMHAN_SETTINGS["domhan"], **kw}),
         "domhan_fast": lambda **kw: DomhanEnsemblePeer("domhan_fast", **{**_DOMHAN_SETTINGS["domhan_fast"], **kw}),
-        "lc_pfn": LCPFNPeer,
     }
 
 
 #: name -> factory of a peer with default settings (keyword arguments override them)
 PEERS: dict[str, Callable[..., Peer]] = _make_peers()
 
+#: other names accepted for peers -> registry name
+PEER_ALIASES = {"exponential": "sat_exp", "exp": "sat_exp", "scalerl": "scalerl_sigmoid"}
+
 
 def get_peer(name: str, **kwargs: Any) -> Peer:
-    """A peer by name (see :data:`PEERS`); keyword arguments override its settings.
+    """A peer by name or alias (see :data:`PEERS`, :data:`PEER_ALIASES`); keyword arguments override
+    its settings (e.g. ``get_peer("sat_exp", n_boot=200)``, ``get_peer("domhan", draws=500)``).
 
-    E.g. ``get_peer("sat_exp", n_boot=200)``, ``get_peer("domhan", draws=500, backend="pymc")``.
+    The peer keeps the name it was asked for (so an alias shows up in backtest tables as given).
     """
-    if name not in PEERS:
-        raise KeyError(f"unknown peer {name!r}; available: {sorted(PEERS)}")
-    return PEERS[name](**kwargs)
+    key = PEER_ALIASES.get(name, name)
+    if key not in PEERS:
+        raise KeyError(f"unknown peer {name!r}; available: {', '.join(sorted(PEERS))} (aliases {', '.join(PEER_ALIASES)})")
+    peer = PEERS[key](**kwargs)
+    peer.name = name
+    return peer

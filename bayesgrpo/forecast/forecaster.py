@@ -25,28 +25,38 @@ import json
 import logging
 import time
 import warnings
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bayesgrpo.decisions.budget import PathDraws
-from bayesgrpo.errors import ForecastError, SamplerWarning
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
+from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
+from bayesgrpo.forecast.paths import PathDraws
+from bayesgrpo.inference import sampling
+from bayesgrpo.inference.sampling import SamplerConfig
+from bayesgrpo.models.arrays import RunInfo, lag_sequence, prepare_arrays
 from bayesgrpo.models.kalman import filter_numpy, propagate_numpy
-from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, build_model
+from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
-from bayesgrpo.models.arrays import RunInfo, prepare_arrays
+from bayesgrpo.physics.dynamics import is_stable, is_underdamped
+from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, stop_steps
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
-__all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws"]
+__all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
+           "ARTEFACT_SCHEMA"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
+#: version of the saved-forecast format (:meth:`FittedForecast.save`); checked on load
+ARTEFACT_SCHEMA = "bayesgrpo.forecast/2"
+_READABLE_SCHEMAS = ("bayesgrpo.forecast/1", ARTEFACT_SCHEMA)
+
+_FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
 TABLE_COLUMNS = [
     "run_id", "model", "observed_until", "n_obs", "horizon",
-    "final_mean", "final_q05", "final_q10", "final_q25", "final_q50", "final_q75", "final_q90", "final_q95",
+    "final_mean", *_FINAL_Q,
     "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon",
     "plateau_q05", "plateau_q50", "plateau_q95",
     "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
@@ -55,32 +65,22 @@ HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
 PAD_RUN = "__pad__"
 
 
-class SamplerConfig(BaseModel):
-    """NUTS settings (nutpie through ``pm.sample``); kept apart from the model configuration."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    draws: int = Field(1000, ge=10)
-    tune: int = Field(800, ge=10)
-    chains: int = Field(2, ge=1)
-    target_accept: float = Field(0.95, gt=0.5, lt=1.0)
-    low_rank_mass_matrix: bool = Field(
-        True, description="adapt a low-rank mass matrix (captures the plateau-timescale correlation)"
-    )
-    backend: str = Field("numba", pattern="^(jax|numba)$", description="backend nutpie compiles the model to")
-    seed: int = 0
-
-
 class ForecastConfig(BaseModel):
     """What the user declared: model kind, prior, forecast definitions."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field("oscillator", pattern="^(" + "|".join(MODEL_KINDS) + ")$")
-    final_window: float = Field(0.1, gt=0.0, le=1.0)
-    stop_fraction: float = Field(0.95, gt=0.0, lt=1.0)
+    model: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS")
+    final_window: float = Field(DEFAULT_FINAL_WINDOW, gt=0.0, le=1.0)
+    stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
     prior: PopulationPrior = Field(default_factory=PopulationPrior.default)
+
+    @field_validator("model")
+    @classmethod
+    def _known_kind(cls, v: str) -> str:
+        get_kind(v)  # ValueError naming the choices
+        return v
 
 
 class Forecaster:
@@ -88,24 +88,26 @@ class Forecaster:
 
     Parameters
     ----------
-    model : {"oscillator", "saturation", "scaling"}
-        ``oscillator`` (default) is the damped-oscillator recursion of physics.md section 2;
-        ``saturation`` its overdamped single-exponential limit (paper B); ``scaling`` the oscillator
-        with the timescale's curvature-scaling exponent over model size (needs ``params_b``).
+    model : str
+        A kind of :data:`bayesgrpo.models.kinds.MODEL_KINDS`: ``oscillator`` (default) is the
+        damped-oscillator recursion of physics.md section 2; ``saturation`` its overdamped
+        single-exponential limit (paper B); ``scaling`` the oscillator with the timescale's
+        curvature-scaling exponent over model size (needs ``params_b``).
     final_window, stop_fraction : float
         Definitions of the final reward and the stop step (module docstring).
     hierarchical : bool
         Learn the population hyperparameters from the runs given (partial pooling by family).
         Switched on automatically when ``context`` runs are passed to :meth:`fit`.
     prior : PopulationPrior, optional
-        Population prior (default: the shipped one, ``bayesgrpo/resources/population_prior.json``).
+        Population prior (default: the packaged one, ``bayesgrpo/resources/population_prior.json``).
     sampler : SamplerConfig, optional
 
     Examples
     --------
     >>> from bayesgrpo import Forecaster, read_runs                         # doctest: +SKIP
-    >>> runs = read_runs("data/examples/example_run.csv")                 # doctest: +SKIP
-    >>> fit = Forecaster().fit(runs.truncate(fraction=0.3), horizon=300)  # doctest: +SKIP
+    >>> from bayesgrpo.resources import example_meta, example_run         # doctest: +SKIP
+    >>> runs = read_runs(example_run(), meta=example_meta())              # doctest: +SKIP
+    >>> fit = Forecaster().fit(runs.truncate(until_step=150))             # doctest: +SKIP
     >>> fit.table()[["run_id", "final_q10", "final_q50", "final_q90"]]    # doctest: +SKIP
     """
 
@@ -113,8 +115,8 @@ class Forecaster:
         self,
         model: str = "oscillator",
         *,
-        final_window: float = 0.1,
-        stop_fraction: float = 0.95,
+        final_window: float = DEFAULT_FINAL_WINDOW,
+        stop_fraction: float = DEFAULT_STOP_FRACTION,
         hierarchical: bool = False,
         prior: PopulationPrior | None = None,
         sampler: SamplerConfig | None = None,
@@ -150,6 +152,7 @@ class Forecaster:
             A run has too few points or no horizon (message names the run).
         """
         cfg = self.config
+        kind = get_kind(cfg.model)
         hierarchical = cfg.hierarchical or context is not None
         all_runs = runs
         hz = horizon
@@ -164,14 +167,25 @@ class Forecaster:
             else:
                 hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
         arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior)
+        log.info("population prior %s; model %s", cfg.prior.identity, cfg.model)
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
         # population prior), all through one compiled model whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
         posts, health, seconds = [], {}, {}
         for done, b in enumerate(batches, start=1):
-            sub = _subset(arrays, b)
+            sub = _padded(arrays.subset(b))
             t0 = time.perf_counter()
-            post, h = _sample(sub, kind=cfg.model, prior=cfg.prior, hierarchical=hierarchical, sampler=self.sampler)
+            compiled = sampling.compile_model(
+                kind.graph_key(sub, cfg.prior, hierarchical),
+                lambda sub=sub: kind.build(sub, prior=cfg.prior, hierarchical=hierarchical),
+                backend=self.sampler.backend,
+            )
+            idata = sampling.nuts(compiled, data=sub.data(), sampler=self.sampler,
+                                  seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
+            post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
+            if "family" in post.dims:
+                post = post.assign_coords(family=list(sub.families))
+            h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
             dt = time.perf_counter() - t0
             posts.append(post.drop_sel(run=PAD_RUN) if PAD_RUN in sub.run_ids else post)
             for rid in sub.run_ids:
@@ -183,136 +197,38 @@ class Forecaster:
         import xarray as xr
 
         posterior = xr.concat([p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run")
-        posterior = posterior.sel(run=[r for r in arrays.run_ids])
+        posterior = posterior.sel(run=list(arrays.run_ids))
         hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
-        keep = list(runs.run_ids)
         return FittedForecast(
-            config=cfg,
-            sampler=self.sampler,
-            runs=all_runs,
-            infos={i.run_id: i for i in infos},
-            arrays=arrays,
-            posterior=posterior,
-            hyper=hyper,
-            health=health,
-            seconds=seconds,
-            forecast_ids=keep,
-        )
+            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos}, arrays=arrays,
+            posterior=posterior, hyper=hyper, health=health, seconds=seconds, forecast_ids=list(runs.run_ids),
+        )  # fmt: skip
 
 
-def _subset(arr: ModelArrays, idx) -> ModelArrays:
-    idx = np.asarray(idx)
-    T = int(max(np.nonzero(arr.mask[:, j])[0].max() for j in idx)) + 1
-    fields = dict(
-        y=arr.y[:T, idx], mask=arr.mask[:T, idx], lag_onehot=arr.lag_onehot[:T, idx],
-        span=arr.span[idx], noise=arr.noise[idx], mu_mean=arr.mu_mean[idx], mu_known=arr.mu_known[idx],
-        family_idx=arr.family_idx[idx], log_size=arr.log_size[idx], r0_obs=arr.r0_obs[idx],
-        run_ids=tuple(arr.run_ids[j] for j in idx), families=arr.families,
-    )  # fmt: skip
-    if len(idx) == 1:
-        # A batch of one run would give the run axis a static length of 1, which the scan's
-        # inner types reject when nutpie rebuilds the graph; pad with a fully masked dummy run
-        # (it only contributes its prior).
-        pad = {k: np.concatenate([v, v[..., :1] if v.ndim == 1 else v[:, :1]], axis=1 if v.ndim > 1 else 0)
-               for k, v in fields.items() if isinstance(v, np.ndarray)}  # fmt: skip
-        pad["mask"][:, 1] = 0.0
-        pad["y"][:, 1] = 0.0
-        fields.update(pad)
-        fields["run_ids"] = fields["run_ids"] + (PAD_RUN,)
-    return ModelArrays(**fields)
+#: at most this many future steps are stored per path (long horizons are thinned evenly; the final
+#: window is accumulated exactly while propagating)
+MAX_STORED_STEPS = 2000
 
 
-_COMPILED: dict = {}
+def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
+    """Indices of at most ``limit`` of ``n`` future steps, evenly spread, always the last one."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, limit)).astype(int))
 
 
-def _compiled_model(arr: ModelArrays, *, kind, prior, hierarchical, backend):
-    """nutpie-compiled model for this graph structure, compiled once per process and reused.
-
-    The graph depends on the model kind, the prior constants, whether the lag-free kernel applies,
-    and (hierarchical only) the numbers of runs and families; data enter as ``pm.Data`` and are
-    swapped with ``with_data``. Calling nutpie directly (not ``pm.sample``) is what makes this reuse
-    possible: ``pm.sample`` compiles anew on every call (15-25 s here).
-    """
-    import nutpie
-
-    import importlib.util
-
-    lagged = arr.lag_onehot.shape[-1] > 2 or bool(arr.lag_onehot[:, :, 1].any())
-    # The lagged likelihood is a PyTensor scan (no compiled Op yet): numba needs minutes to compile
-    # its gradient, JAX seconds. nutpie's JAX models fold the data into the graph, so such a model
-    # serves one batch only (its key holds the run ids).
-    use_jax = lagged and importlib.util.find_spec("jax") is not None
-    key = (kind, prior.model_dump_json(), hierarchical, lagged, arr.lag_onehot.shape[-1])
-    if hierarchical:
-        key += (arr.y.shape[1], len(arr.families))
-    if use_jax:
-        key += (arr.run_ids,)
-    if key not in _COMPILED:
-        model = build_model(arr, kind=kind, prior=prior, hierarchical=hierarchical)
-        kw = {}
-        if use_jax:
-            backend, kw = "jax", {"gradient_backend": "jax"}
-        elif lagged:
-            warnings.warn(
-                "runs with a refresh interval > 1 use the lagged Kalman filter, whose numba compile takes "
-                "several minutes; `pip install jax` makes it take seconds",
-                SamplerWarning,
-                stacklevel=3,
-            )
-        log.info("compiling the %s model (%s backend)", kind, backend)
-        _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend, **kw)
-    return _COMPILED[key]
-
-
-def _nuts(compiled, arr: ModelArrays, sampler: SamplerConfig, seed: int):
-    """Swap the batch's data into the compiled model and run NUTS; return the posterior DataTree."""
-    import nutpie
-
-    names = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
-    # nutpie's numba models key their shared data by random ids and match ``with_data`` by variable
-    # name; its JAX models key them by name
-    if hasattr(compiled, "shared_var_keys"):
-        known = {v.name for v in compiled.shared_var_keys}
-        if not {"y", "mask"} <= known:  # never sample a run with another run's data
-            raise RuntimeError(f"compiled model lacks the data variables y/mask (has {sorted(known)})")
-        cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
-    else:
-        # a JAX model (data folded in): compiled for exactly this batch (its cache key holds the run ids)
-        cm = compiled
-    extra = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
-    return nutpie.sample(
-        cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=seed, progress_bar=False, **extra,
-    )  # fmt: skip
-
-
-def _sample(arr: ModelArrays, *, kind, prior, hierarchical, sampler: SamplerConfig):
-    """One NUTS run for a batch; returns the posterior Dataset (coords set) and per-run health."""
-    import arviz as az
-
-    compiled = _compiled_model(arr, kind=kind, prior=prior, hierarchical=hierarchical, backend=sampler.backend)
-    # a per-run seed that does not depend on which other runs are in the call (reproducible forecasts)
-    seed = int(np.random.default_rng([sampler.seed, zlib.crc32("\x1f".join(arr.run_ids).encode())]).integers(2**31))
-    idata = _nuts(compiled, arr, sampler, seed)
-    post = idata["posterior"]
-    post = post.to_dataset() if hasattr(post, "to_dataset") else post
-    post = post.assign_coords(run=list(arr.run_ids))
-    if "family" in post.dims:
-        post = post.assign_coords(family=list(arr.families))
-    stats = idata["sample_stats"]
-    stats = stats.to_dataset() if hasattr(stats, "to_dataset") else stats
-    div = int(stats["diverging"].sum()) if "diverging" in stats else 0
-    names = [v for v in HEALTH_VARS if v in post]
-    rhat = az.rhat(post[names])
-    ess = az.ess(post[names])
-    health = {}
-    for rid in arr.run_ids:
-        health[rid] = {
-            "r_hat_max": float(max(float(rhat[v].sel(run=rid)) for v in names)),
-            "ess_min": float(min(float(ess[v].sel(run=rid)) for v in names)),
-            "divergences": div,
-        }
-    return post, health
+def _padded(arr: ModelArrays) -> ModelArrays:
+    """A batch of one run gets a fully masked dummy run (it only contributes its prior): a run axis
+    of static length 1 is rejected by the scan's inner types when nutpie rebuilds the graph."""
+    if len(arr.run_ids) != 1:
+        return arr
+    fields = {}
+    for n, v in arr.data().items():
+        axis = 1 if v.ndim > 1 else 0
+        fields[n] = np.concatenate([v, np.take(v, [0], axis=axis)], axis=axis)
+    fields["mask"][:, 1] = 0.0
+    fields["y"][:, 1] = 0.0
+    return ModelArrays(**fields, run_ids=arr.run_ids + (PAD_RUN,), families=arr.families)
 
 
 def _draws(post, rid: str, name: str) -> np.ndarray:
@@ -337,138 +253,128 @@ class FittedForecast:
     seconds: dict
     forecast_ids: list
     _cache: dict = field(default_factory=dict, repr=False)
+    _window: dict = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------ per-run predictive draws
+    def _params(self, run_id: str) -> dict:
+        return {k: _draws(self.posterior, run_id, k) for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")}
+
     def paths(self, run_id: str) -> PathDraws:
-        """Posterior predictive draws of the run's future logged steps (its own units)."""
+        """Posterior predictive draws of the run's future logged steps (its own units).
+
+        The future starts from each draw's filtered state at the last observation (Kalman filter of
+        the observed prefix), is propagated with process noise, and the logged reward adds
+        measurement noise. The stop step per draw is the settling step of the mean trajectory
+        (:mod:`bayesgrpo.physics.stopping`), in absolute steps, censored at the horizon.
+        """
         if run_id in self._cache:
             return self._cache[run_id]
         if run_id not in self.infos:
             raise KeyError(f"no forecast for run {run_id!r}; runs: {self.forecast_ids[:10]}")
         info: RunInfo = self.infos[run_id]
         j = list(self.arrays.run_ids).index(run_id)
-        p = {k: _draws(self.posterior, run_id, k) for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")}
+        p = self._params(run_id)
         T = info.last_step - info.s0 + 1
         y = self.arrays.y[:T, j]
         mask = self.arrays.mask[:T, j].astype(bool)
         D = max(2, info.refresh_interval)
-        from bayesgrpo.models.arrays import lag_sequence
-
         lag_in = lag_sequence(info, np.arange(T))
-        ll, m, P = filter_numpy(
+        _, m, P = filter_numpy(
             y[:, None], mask[:, None], r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"], sigma_m=p["sigma_m"], lag=lag_in, D=D,
         )  # fmt: skip
         rng = np.random.default_rng([self.sampler.seed, j, 7])
         n_future = info.horizon - info.last_step
         lag_out = lag_sequence(info, np.arange(T - 1, T - 1 + n_future))
-        x = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], lag=lag_out, rng=rng, D=D)
-        fut = info.future_steps()
-        idx = fut - info.last_step - 1
-        latent_z = x[idx].T + p["r_star"][:, None]  # (draws, n_future_logged)
+        fut = info.future_steps()  # logged future steps
+        keep = _thin(fut.size)
+        win = info.final_steps(self.config.final_window)
+        in_win = np.zeros(n_future, dtype=bool)
+        in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
+        x, win_sum = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], lag=lag_out, rng=rng,
+                                     D=D, store=fut[keep] - info.last_step - 1, accumulate=in_win)  # fmt: skip
+        fut = fut[keep]
+        latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
         obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
-        sc, lo = info.scale, info.loc
-        out = PathDraws(
-            run_id=run_id,
-            steps=fut,
-            observed=obs_z * sc + lo,
-            latent=latent_z * sc + lo,
-            r0=p["r0"] * sc + lo,
-            r_star=p["r_star"] * sc + lo,
-            tau=p["tau"],
-            a=p["a"],
-            mu=p["mu"],
-            sigma_p=p["sigma_p"] * sc,
-            sigma_m=p["sigma_m"] * sc,
-            last_step=info.last_step,
-            horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
-            interval=info.interval,
-            latent_now=(m[..., 0] + p["r_star"]) * sc + lo,
-            refresh_interval=info.refresh_interval if info.refresh_interval > 1 else None,
+        n_win = int(in_win.sum())
+        # the logged future points of the final window: their latent sum plus the measurement noise of n_win points
+        self._window[run_id] = (
+            (win_sum + n_win * p["r_star"] + np.sqrt(n_win) * p["sigma_m"] * rng.standard_normal(win_sum.shape))
+            * info.scale + n_win * info.loc,
+            n_win,
         )
+        sc, lo = info.scale, info.loc
+        n_steps = info.horizon - info.s0
+        stop, reached = stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=self.config.stop_fraction,
+                                   refresh_interval=info.refresh_interval)  # fmt: skip
+        out = PathDraws(
+            run_id=run_id, steps=fut, observed=obs_z * sc + lo, latent=latent_z * sc + lo,
+            r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
+            sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
+            horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
+            interval=info.interval, latent_now=(m[..., 0] + p["r_star"]) * sc + lo,
+            refresh_interval=info.refresh_interval if info.refresh_interval > 1 else None,
+            stop_step=info.s0 + stop, stop_reached=reached,
+        )  # fmt: skip
         self._cache[run_id] = out
         return out
 
     def final_draws(self, run_id: str) -> np.ndarray:
-        """Draws of the final reward (mean logged reward over the final window), run units."""
+        """Draws of the final reward (mean logged reward over the final window), run units.
+
+        Already-logged points of the window enter as observed; the future logged points of the window
+        are accumulated while the paths are propagated (so a long horizon never holds every path).
+        """
         info: RunInfo = self.infos[run_id]
-        pd_ = self.paths(run_id)
+        self.paths(run_id)
+        fut_sum, n_fut = self._window[run_id]
         win = info.final_steps(self.config.final_window)
         obs = self.runs.run(run_id)
         obs_in = obs.loc[obs[STEP].isin(win[win <= info.last_step]), REWARD].to_numpy()
-        fut_mask = np.isin(pd_.steps, win[win > info.last_step])
-        n_fut = int(fut_mask.sum())
         n = len(obs_in) + n_fut
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
-        total = obs_in.sum() + pd_.observed[:, fut_mask].sum(axis=1)
-        return total / n
+        return (obs_in.sum() + fut_sum) / n
 
     def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """(stop step per draw, censored at the horizon; reached-before-horizon flag)."""
-        info: RunInfo = self.infos[run_id]
+        """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""
         pd_ = self.paths(run_id)
-        n_steps = info.horizon - info.s0
-        mu, a = pd_.mu, pd_.a
-        x_prev = np.ones_like(a)
-        x = np.ones_like(a)  # x_n / x_0 (deterministic mean recursion from R0, zero initial velocity)
-        stop = np.full(a.shape, float(info.horizon))
-        reached = np.zeros(a.shape, dtype=bool)
-        thresh = 1.0 - self.config.stop_fraction
-        hist = [x.copy()] if info.refresh_interval > 1 else None
-        for n in range(n_steps):
-            if info.refresh_interval > 1:
-                d = n % info.refresh_interval
-                x_lag = hist[max(0, len(hist) - 1 - d)]
-            else:
-                x_lag = x
-            x_new = (1 + mu) * x - mu * x_prev - a * x_lag
-            x_prev, x = x, x_new
-            if hist is not None:
-                hist.append(x.copy())
-            hit = (~reached) & (np.abs(x) <= thresh) & (x <= thresh)
-            stop[hit] = info.s0 + n + 1
-            reached |= hit
-            if reached.all():
-                break
-        return stop, reached
+        return pd_.stop_step, pd_.stop_reached
 
     # ------------------------------------------------------------ tables
     def table(self) -> pd.DataFrame:
         """One row per forecast run with the contract columns (:data:`TABLE_COLUMNS`)."""
+        from bayesgrpo.decisions.budget import stop_quantile
+
         rows = []
         for rid in self.forecast_ids:
             info: RunInfo = self.infos[rid]
             fin = self.final_draws(rid)
-            stop, reached = self.stop_draws(rid)
             pd_ = self.paths(rid)
-            qf = np.quantile(fin, [0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95])
-            qs = np.quantile(stop, [0.05, 0.5, 0.95])
+            qf = np.quantile(fin, QUANTILES)
             qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
-            under = pd_.a > (1.0 - np.sqrt(pd_.mu)) ** 2
-            unstable = _unstable(pd_)
             h = self.health[rid]
-            rows.append(
-                dict(
-                    run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
-                    horizon=info.horizon, final_mean=float(fin.mean()),
-                    final_q05=qf[0], final_q10=qf[1], final_q25=qf[2], final_q50=qf[3], final_q75=qf[4],
-                    final_q90=qf[5], final_q95=qf[6],
-                    stop_q05=qs[0], stop_q50=qs[1], stop_q95=qs[2], p_stop_before_horizon=float(reached.mean()),
-                    plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
-                    p_underdamped=float(under.mean()), p_unstable=float(unstable.mean()),
-                    r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
-                    seconds=self.seconds.get(rid, np.nan),
-                )  # fmt: skip
-            )
+            row = dict(
+                run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
+                horizon=info.horizon, final_mean=float(fin.mean()),
+                **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
+                stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
+                p_stop_before_horizon=float(pd_.stop_reached.mean()),
+                plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
+                p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
+                p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
+                r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
+                seconds=self.seconds.get(rid, np.nan),
+            )  # fmt: skip
+            rows.append(row)
         return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
-    def path_quantiles(self, run_id: str, probs=(0.025, 0.1, 0.25, 0.5, 0.75, 0.9, 0.975)) -> pd.DataFrame:
-        """Quantiles of the logged reward (``yhat_*``) and the latent mean (``latent_*``) per future step."""
+    def path_quantiles(self, run_id: str, probs=QUANTILES) -> pd.DataFrame:
+        """Quantiles of the logged reward (``yhat_qNN``), its median ``yhat`` and the latent mean per future step."""
         pd_ = self.paths(run_id)
         out = pd.DataFrame({STEP: pd_.steps})
         for p in probs:
-            out[f"yhat_q{p * 100:g}"] = np.quantile(pd_.observed, p, axis=0)
+            out[quantile_column("yhat", p)] = np.quantile(pd_.observed, p, axis=0)
         out["yhat"] = np.median(pd_.observed, axis=0)
         out["latent_mean"] = pd_.latent.mean(axis=0)
         return out
@@ -491,11 +397,11 @@ class FittedForecast:
                 msgs.append(msg)
         return msgs
 
-    def plot(self, run_id: str, *, ax=None, bands=(0.5, 0.8, 0.95)):
-        """Fan chart of one run. See :func:`bayesgrpo.plots.fan_chart`."""
+    def plot(self, run_id: str, *, ax=None, truth=None):
+        """Fan chart of one run (:func:`bayesgrpo.plots.fan_chart`); returns the Figure."""
         from bayesgrpo.plots.fan import fan_chart
 
-        return fan_chart(self, run_id, ax=ax, bands=bands)
+        return fan_chart(self, run_id, ax=ax, truth=truth)
 
     # ------------------------------------------------------------ persistence
     def to_datatree(self):
@@ -530,8 +436,10 @@ class FittedForecast:
         if self.hyper is not None:
             groups["hyperparameters"] = self.hyper
         dt = xr.DataTree.from_dict(groups)
+        dt.attrs["bayesgrpo_schema"] = ARTEFACT_SCHEMA
         dt.attrs["bayesgrpo_config"] = self.config.model_dump_json()
         dt.attrs["bayesgrpo_sampler"] = self.sampler.model_dump_json()
+        dt.attrs["population_prior"] = self.config.prior.identity
         dt.attrs["families"] = json.dumps(list(arr.families))
         dt.attrs["forecast_ids"] = json.dumps(self.forecast_ids)
         from bayesgrpo import __version__
@@ -540,15 +448,35 @@ class FittedForecast:
         return dt
 
     def save(self, path) -> None:
-        """Write one self-describing netCDF file (needs h5netcdf + h5py)."""
-        self.to_datatree().to_netcdf(str(path), engine="h5netcdf")
+        """Write one self-describing netCDF file (needs h5netcdf + h5py), atomically: a failure leaves
+        no partial file behind."""
+        from bayesgrpo.io.output import atomic_path
+
+        with atomic_path(path) as tmp:
+            self.to_datatree().to_netcdf(str(tmp), engine="h5netcdf")
 
     @classmethod
     def load(cls, path) -> FittedForecast:
-        """Load a file written by :meth:`save`; forecasts from it are identical to the original's."""
+        """Load a file written by :meth:`save`; forecasts from it are identical to the original's.
+
+        Reads the current format (:data:`ARTEFACT_SCHEMA`) and the format of bayesgrpo 0.1 (no
+        schema attribute; a test keeps such a file). Raises :class:`~bayesgrpo.errors.ArtefactError`
+        for files that are not bayesgrpo forecasts or come from an unknown (newer) format.
+        """
         import xarray as xr
 
-        dt = xr.open_datatree(str(path), engine="h5netcdf").load()
+        try:
+            dt = xr.open_datatree(str(path), engine="h5netcdf").load()
+        except (OSError, ValueError) as e:
+            raise ArtefactError(f"{path}: not a readable netCDF forecast file ({type(e).__name__}: {e})") from None
+        if "bayesgrpo_config" not in dt.attrs:
+            raise ArtefactError(f"{path}: not a saved bayesgrpo forecast (no bayesgrpo_config attribute)")
+        schema = dt.attrs.get("bayesgrpo_schema", "bayesgrpo.forecast/1")
+        if schema not in _READABLE_SCHEMAS:
+            raise ArtefactError(
+                f"{path}: saved in format {schema!r}, which this bayesgrpo ({_version()}) cannot read "
+                f"(it reads {', '.join(_READABLE_SCHEMAS)}); upgrade bayesgrpo or refit"
+            )
         cfg = ForecastConfig.model_validate_json(dt.attrs["bayesgrpo_config"])
         smp = SamplerConfig.model_validate_json(dt.attrs["bayesgrpo_sampler"])
         runs = RunSet.from_xarray(dt["fit_data"].to_dataset())
@@ -579,14 +507,8 @@ class FittedForecast:
         )  # fmt: skip
 
 
-def _unstable(pd_: PathDraws) -> np.ndarray:
-    """Per draw: spectral radius of recursion (1) >= 1 (with the run's refresh pattern)."""
-    if not pd_.refresh_interval or pd_.refresh_interval <= 1:
-        # AR(2) with d = 0 is stable iff |mu| < 1 and 0 < a < 2 (1 + mu)
-        return ~((np.abs(pd_.mu) < 1) & (pd_.a > 0) & (pd_.a < 2 * (1 + pd_.mu)))
-    from bayesgrpo.physics.dynamics import spectral_radius
+def _version() -> str:
+    from bayesgrpo import __version__
 
-    return np.array(
-        [spectral_radius(a=float(a), momentum=float(m), refresh_interval=pd_.refresh_interval) >= 1 for a, m in zip(pd_.a, pd_.mu)]
-    )
+    return __version__
 

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,45 +37,52 @@ from bayesgrpo.errors import DataWarning, LogFormatError
 from bayesgrpo.io._common import fmt_error, is_bad_number, map_metric_columns, numeric_columns
 from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP, RunSet
 
-__all__ = ["FORMATS", "read_runs", "read_many", "detect_format"]
+__all__ = ["FORMATS", "REGISTRY", "LogFormat", "read_runs", "read_many", "detect_format"]
 
+@dataclass(frozen=True)
+class LogFormat:
+    """One supported log format: its reader and, for plain-text logs, the pattern that detects it.
+
+    Adding an importer is one edit: a reader module in this package and one :class:`LogFormat`
+    entry in :data:`REGISTRY` (formats detected by file suffix also get a rule in :func:`detect_format`).
+    """
+
+    name: str
+    reader: str  # "module:function" inside bayesgrpo.io
+    description: str
+    sniff: re.Pattern | None = None  # content pattern of plain-text logs (tried in registry order)
+
+
+REGISTRY: dict[str, LogFormat] = {
+    f.name: f
+    for f in (
+        LogFormat("long", "long:read_long", "long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)"),
+        LogFormat("trainer_state", "trl:read_trainer_state", "Hugging Face / TRL trainer_state.json (log_history)"),
+        LogFormat("unsloth_notebook", "trl:read_notebook", "executed .ipynb with the Trainer's HTML progress table"),
+        LogFormat("verl_console", "verl:read_verl_console", "verl console logger lines 'step:N - key:value - ...'",
+                  re.compile(r"step:\d+ - [^\s:]+:")),
+        LogFormat("trl_console", "trl:read_trl_console", "TRL / HF Trainer stdout: printed dicts {'loss': ..., 'reward': ...}",
+                  re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:")),
+        LogFormat("verl_jsonl", "verl:read_verl_jsonl", "verl file logger {\"step\": N, \"data\": {...}} per line"),
+        LogFormat("wandb_csv", "wandb:read_wandb_csv", "W&B panel CSV export, '<run> - <metric>' columns"),
+        LogFormat("tensorboard", "tensorboard:read_tensorboard", "TensorBoard event files or a folder of them (via tbparse)"),
+        LogFormat("metrics_csv", "scratch:read_metrics_csv", "generic per-step metrics CSV of from-scratch GRPO loops"),
+        LogFormat("metrics_jsonl", "scratch:read_metrics_jsonl", "generic per-step metrics JSONL of from-scratch GRPO loops"),
+        LogFormat("minimind_log", "scratch:read_minimind_log", "MiniMind-style lines 'Epoch:[e/E](i/N), Reward: x, ...'",
+                  re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)")),
+    )
+}
 #: Format names accepted by ``read_runs(..., format=...)`` and returned by :func:`detect_format`.
-FORMATS: tuple[str, ...] = (
-    "long",  # long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)
-    "trainer_state",  # Hugging Face / TRL trainer_state.json (log_history)
-    "trl_console",  # TRL / HF Trainer stdout: printed python dicts {'loss': ..., 'reward': ...}
-    "unsloth_notebook",  # executed .ipynb with the Trainer's HTML progress table
-    "verl_console",  # verl console logger lines "step:N - key:value - ..."
-    "verl_jsonl",  # verl file logger {"step": N, "data": {...}} per line
-    "wandb_csv",  # W&B panel CSV export, "<run> - <metric>" columns
-    "tensorboard",  # TensorBoard event files (via tbparse)
-    "metrics_csv",  # generic per-step metrics CSV of from-scratch GRPO loops
-    "metrics_jsonl",  # generic per-step metrics JSONL of from-scratch GRPO loops
-    "minimind_log",  # MiniMind-style text lines "Epoch:[e/E](i/N), Reward: x, ..."
-)
+FORMATS: tuple[str, ...] = tuple(REGISTRY)
 
 _SNIFF_BYTES = 256 * 1024
-_VERL_LINE = re.compile(r"step:\d+ - [^\s:]+:")
-_TRL_DICT = re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:")
-_MINIMIND = re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)")
 
 
 def _reader(fmt: str):
-    from bayesgrpo.io import long, scratch, tensorboard, trl, verl, wandb
+    import importlib
 
-    return {
-        "long": long.read_long,
-        "trainer_state": trl.read_trainer_state,
-        "trl_console": trl.read_trl_console,
-        "unsloth_notebook": trl.read_notebook,
-        "verl_console": verl.read_verl_console,
-        "verl_jsonl": verl.read_verl_jsonl,
-        "wandb_csv": wandb.read_wandb_csv,
-        "tensorboard": tensorboard.read_tensorboard,
-        "metrics_csv": scratch.read_metrics_csv,
-        "metrics_jsonl": scratch.read_metrics_jsonl,
-        "minimind_log": scratch.read_minimind_log,
-    }[fmt]
+    module, func = REGISTRY[fmt].reader.split(":")
+    return getattr(importlib.import_module(f"bayesgrpo.io.{module}"), func)
 
 
 # ----------------------------------------------------------------------------- detection
@@ -166,12 +174,9 @@ def detect_format(path) -> str:
             if p.stat().st_size <= _SNIFF_BYTES:
                 break
             text = _head(p, 1 << 31)
-        if _VERL_LINE.search(text):
-            return "verl_console"
-        if _TRL_DICT.search(text):
-            return "trl_console"
-        if _MINIMIND.search(text):
-            return "minimind_log"
+        for f in REGISTRY.values():
+            if f.sniff is not None and f.sniff.search(text):
+                return f.name
     raise LogFormatError(
         f"{p}: unrecognised log format; expected one of {', '.join(FORMATS)} (detected from the "
         "extension and content). Pass format=... explicitly if the file is one of them."

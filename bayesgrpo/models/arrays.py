@@ -8,7 +8,8 @@ Conventions (one place for all of them):
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = 5%–95% quantile range of the
   observed rewards. Everything is reported back in the run's own units through the exact inverse.
   A constant observed curve gets a unit-free fallback scale and a :class:`DataWarning`.
-* **Noise estimate.** Robust measurement sd from first differences: ``1.4826 * MAD(diff) / sqrt(2)``.
+* **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
+  :data:`NOISE_FLOOR` (2% of the scale).
 * **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
 * **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K; else d = 0.
 """
@@ -25,6 +26,7 @@ from bayesgrpo.errors import DataWarning, ForecastError
 from bayesgrpo.models.kinds import ModelArrays
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.series import noise_sd
 
 __all__ = ["RunInfo", "prepare_arrays", "MIN_POINTS", "REFERENCE_SIZE_B"]
 
@@ -60,14 +62,14 @@ class RunInfo:
         return grid[grid > lo]
 
 
-def _robust_noise(z: np.ndarray) -> float:
-    d = np.diff(z)
-    if len(d) < 2:
-        return 0.3
-    mad = 1.4826 * np.median(np.abs(d - np.median(d))) / math.sqrt(2.0)
-    if mad <= 1e-6:  # quantised rewards: many identical differences
-        mad = float(np.std(d)) / math.sqrt(2.0)
-    return float(max(mad, 0.02))
+NOISE_FLOOR = 0.02  # normalised units: a prior centre below 2% of the reward scale is not credible
+NOISE_FEW_POINTS = 0.3  # prior centre of the noise when there are too few differences to estimate it
+
+
+def _noise_estimate(z: np.ndarray) -> float:
+    if len(z) < 3:
+        return NOISE_FEW_POINTS
+    return float(max(noise_sd(z), NOISE_FLOOR))
 
 
 def _family(meta_row) -> str:
@@ -92,7 +94,6 @@ def prepare_arrays(
     *,
     horizon: int | dict | None = None,
     prior: PopulationPrior | None = None,
-    families: list[str] | None = None,
     min_points: int = MIN_POINTS,
     normalize_with: RunSet | None = None,
 ) -> tuple[ModelArrays, list[RunInfo]]:
@@ -105,8 +106,6 @@ def prepare_arrays(
     horizon : int or dict, optional
         Forecast horizon (a step), one for all runs or per run id; defaults to metadata ``max_steps``.
     prior : PopulationPrior, optional
-    families : list of str, optional
-        Family order (for hierarchical models); default: order of first appearance.
     min_points : int
         Fewer observed points raise :class:`ForecastError` naming the run.
     normalize_with : RunSet, optional
@@ -165,7 +164,7 @@ def prepare_arrays(
             scale = max(abs(loc), 1.0)
         z = (r - loc) / scale
         zn = z if normalize_with is None else (rn - loc) / scale  # the rows the normalisation comes from
-        noises.append(_robust_noise(zn))
+        noises.append(_noise_estimate(zn))
         r0s.append(float(np.mean(zn[:k])))  # the start level, in normalised units
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
         K = _num(meta, "refresh_interval")
@@ -199,7 +198,7 @@ def prepare_arrays(
         n = np.arange(T)
         # the transition INTO grid step n uses the lag of step n-1 (row 0 is never used)
         lag_oh[n, j, lag_sequence(info, np.maximum(n - 1, 0))] = 1.0
-    fam_order = families or list(dict.fromkeys(fam_names))
+    fam_order = list(dict.fromkeys(fam_names))
     fam_idx = np.array([fam_order.index(f) if f in fam_order else 0 for f in fam_names], dtype=np.int64)
     beta1 = np.array([_num(runs.meta.loc[i.run_id], "beta1") for i in infos])
     mu_known = (~np.isnan(beta1)).astype(float)

@@ -110,11 +110,16 @@ def filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, lag=None, D: i
     return ll, m, P
 
 
-def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2):
+def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2, store=None, accumulate=None):
     """Draw latent paths forward from a filtered state (one path per batch element).
 
-    Returns an array ``(n_steps, *batch)`` of x after each of the next ``n_steps`` steps.
-    ``lag`` (length ``n_steps``) gives d for each transition.
+    Without ``store``/``accumulate``: returns an array ``(n_steps, *batch)`` of x after each of the
+    next ``n_steps`` steps. ``lag`` (length ``n_steps``) gives d for each transition.
+
+    Memory-bounded form (long horizons): ``store`` (sorted indices into the ``n_steps`` future steps)
+    keeps only those steps, and ``accumulate`` (boolean mask of length ``n_steps``) sums x over the
+    masked steps while propagating; returns ``(stored (len(store), *batch), sums (*batch))``. The
+    random stream is the same in both forms.
     """
     m = np.asarray(m, dtype=float)
     P = np.asarray(P, dtype=float)
@@ -125,14 +130,29 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2)
     z = rng.standard_normal(batch + (D,))
     s = m + np.einsum("...ij,...j->...i", V, np.sqrt(w) * z)
     lag = np.zeros(n_steps, dtype=int) if lag is None else np.asarray(lag, dtype=int)
-    out = np.empty((n_steps,) + batch)
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
+    streaming = store is not None or accumulate is not None
+    if streaming:
+        store = np.asarray([] if store is None else store, dtype=int)
+        slot = np.full(n_steps, -1)
+        slot[store] = np.arange(store.size)
+        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
+        out = np.empty((store.size,) + batch)
+        sums = np.zeros(batch)
+    else:
+        out = np.empty((n_steps,) + batch)
     for k in range(n_steps):
         f = row_vector(mu, a, lag[k], D)
         x_next = np.einsum("...i,...i->...", f, s) + sp * rng.standard_normal(batch)
         s = np.concatenate([x_next[..., None], s[..., :-1]], axis=-1)
-        out[k] = x_next
-    return out
+        if not streaming:
+            out[k] = x_next
+            continue
+        if slot[k] >= 0:
+            out[slot[k]] = x_next
+        if acc[k]:
+            sums += x_next
+    return (out, sums) if streaming else out
 
 
 def filter_pytensor(y, mask, lag_onehot, *, r0, r_star, a, mu, sigma_p, sigma_m):

@@ -1,22 +1,23 @@
-"""PyMC models of GRPO reward curves (the backend: PyMC graphs built from prepared arrays).
+"""Model kinds: the registry (one entry per kind) and the PyMC graph each builds.
 
-All models work in per-run normalised units (see :mod:`bayesgrpo.models.arrays`) and share one
-likelihood: the exact Kalman filter of recursion (1) (:func:`bayesgrpo.models.kalman.filter_pytensor`).
+All kinds work in per-run normalised units (:mod:`bayesgrpo.models.arrays`) and share the building
+blocks of :mod:`bayesgrpo.models.components` and one likelihood: the exact Kalman filter of
+recursion (1) (physics.md section 2).
 
 ``oscillator``
-    The mean-field damped oscillator of physics.md section 2: per run a plateau ``r_star``, an initial
-    reward ``r0``, a timescale ``tau`` (the overdamped-limit time c/k, in units of the run's horizon
-    span), a momentum ``mu`` (Beta prior centred on the logged ``beta1``, else on Adam's 0.9), and
-    stiffness ``a = (1 - mu) / tau_steps``. Process noise ``sigma_p`` is parameterised through the
-    stationary sd of the latent around the plateau; measurement noise ``sigma_m`` is centred on a
-    robust estimate from the run's first differences.
+    The mean-field damped oscillator: per run a plateau ``r_star``, an initial reward ``r0``, a
+    timescale ``tau`` (the overdamped-limit time c/k), a momentum ``mu`` (Beta prior centred on the
+    logged ``beta1``, else on Adam's 0.9) and stiffness ``a = (1 - mu) / tau``. Process noise
+    ``sigma_p`` is parameterised through the stationary sd of the latent around the plateau;
+    measurement noise ``sigma_m`` is centred on a robust estimate.
 ``saturation``
-    The overdamped limit (paper B's single exponential): the same model with ``mu = 0``, for which (1)
-    is an AR(1) that relaxes as ``exp(-n/tau)``.
+    The overdamped limit (paper B's single exponential): the same model with ``mu = 0``.
+``scaling``
+    The oscillator with the timescale's curvature-scaling exponent over model size,
+    ``log tau += alpha log(N / N_ref)`` (runs of unknown size get no size effect).
 
-Population hyperparameters (``gain``, ``log_tau``, ``log_wander``, ...) either come from a shipped
-population prior (:mod:`bayesgrpo.models.prior`) as fixed numbers, or are learned jointly when
-``hierarchical=True`` (non-centred per-run effects around family means).
+Adding a kind is one edit: a :class:`ModelKind` entry in :data:`MODEL_KINDS` (with its graph in
+:meth:`ModelKind.build` or a subclass); the forecaster, the CLI choices and the docs read the registry.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MODEL_KINDS", "build_model", "ModelArrays"]
+__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
 
-MODEL_KINDS = ("oscillator", "saturation", "scaling")
+#: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
+DATA_VARS = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
 
 
 @dataclass(frozen=True)
@@ -54,90 +56,143 @@ class ModelArrays:
     run_ids: tuple[str, ...]
     families: tuple[str, ...]
 
+    @property
+    def lagged(self) -> bool:
+        """True when any run has a refresh interval K > 1 (the general filter is needed)."""
+        return self.lag_onehot.shape[-1] > 2 or bool(self.lag_onehot[:, :, 1].any())
+
+    def data(self) -> dict:
+        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`)."""
+        return {n: getattr(self, n) for n in DATA_VARS}
+
+    def subset(self, idx) -> ModelArrays:
+        """The arrays of runs ``idx`` (grid cut to their longest run)."""
+        idx = np.asarray(idx)
+        T = int(max(np.nonzero(self.mask[:, j])[0].max() for j in idx)) + 1
+        fields = {n: getattr(self, n) for n in DATA_VARS}
+        out = {}
+        for n, v in fields.items():
+            out[n] = v[:T, idx] if v.ndim >= 2 else v[idx]
+        return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One model kind of the registry.
+
+    Attributes
+    ----------
+    name : str
+    summary : str
+        One line for ``--help`` and the docs.
+    free_momentum : bool
+        ``mu`` has a Beta prior (else 0: the overdamped limit).
+    size_scaling : bool
+        The timescale scales with model size (``alpha``).
+    """
+
+    name: str
+    summary: str
+    free_momentum: bool = True
+    size_scaling: bool = False
+
+    def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
+        """Everything the graph's structure depends on besides the swappable data."""
+        key = (self.name, prior.sha256, hierarchical, arr.lagged, arr.lag_onehot.shape[-1])
+        if hierarchical:
+            key += (arr.y.shape[1], len(arr.families))
+        return key
+
+    def build(self, arr: ModelArrays, *, prior, hierarchical: bool = False):
+        """The ``pymc.Model`` of this kind for the runs of ``arr``."""
+        import pymc as pm
+        import pytensor.tensor as pt
+
+        from bayesgrpo.models import components as C
+
+        T, R = arr.y.shape
+        coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
+        with pm.Model(coords=coords) as model:
+            y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
+            mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
+            lag = pm.Data("lag_onehot", arr.lag_onehot, shape=(None, None, None))
+            span = pm.Data("span", arr.span, dims="run", shape=(None,))
+            noise = pm.Data("noise", arr.noise, dims="run", shape=(None,))
+            r0_obs = pm.Data("r0_obs", arr.r0_obs, dims="run", shape=(None,))
+            fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
+            log_size = pm.Data("log_size", arr.log_size, dims="run", shape=(None,))
+            mu_mean = pm.Data("mu_mean", arr.mu_mean, dims="run", shape=(None,))
+            mu_known = pm.Data("mu_known", arr.mu_known, dims="run", shape=(None,))
+
+            if hierarchical:
+                gain_mu = pm.Normal("gain_mu", prior.gain_mu, prior.gain_sd / 2, dims="family")
+                gain_sd = pm.HalfNormal("gain_sd", prior.gain_sd)
+                log_tau_mu = pm.Normal("log_tau_mu", prior.log_tau_mu, prior.log_tau_sd / 2, dims="family")
+                log_tau_sd = pm.HalfNormal("log_tau_sd", prior.log_tau_sd)
+                wander_mu = pm.Normal("log_wander_mu", prior.log_wander_mu, prior.log_wander_sd / 2, dims="family")
+                wander_sd = pm.HalfNormal("log_wander_sd", prior.log_wander_sd)
+                g_mu, g_sd = gain_mu[fam], gain_sd
+                t_mu, t_sd = log_tau_mu[fam], log_tau_sd
+                w_mu, w_sd = wander_mu[fam], wander_sd
+            else:
+                g_mu, g_sd = prior.gain_mu, prior.gain_sd
+                t_mu, t_sd = prior.log_tau_mu, prior.log_tau_sd
+                w_mu, w_sd = prior.log_wander_mu, prior.log_wander_sd
+            if self.size_scaling:
+                alpha = pm.Normal("alpha", prior.alpha_mu, prior.alpha_sd)  # curvature-scaling exponent
+                t_mu = t_mu + alpha * log_size
+
+            r0 = C.start_level(r0_obs, prior.r0_sd)
+            r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
+            tau = pm.Deterministic("tau", 1.0 + span * pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
+            mu = C.momentum(mu_mean, mu_known, prior, free=self.free_momentum, like=span)
+            a = C.stiffness(mu, tau)
+            sigma_m = C.measurement_noise(noise, prior.log_noise_sd)
+            wander = pm.Deterministic("wander", sigma_m * pt.exp(C.run_effect("wander", w_mu, w_sd)), dims="run")
+            sigma_p = C.process_noise(wander, a, mu)
+            C.reward_likelihood(y, mask, lag_onehot=lag, lagged=arr.lagged, r0=r0, r_star=r_star, a=a, mu=mu,
+                                sigma_p=sigma_p, sigma_m=sigma_m)  # fmt: skip
+        return model
+
+
+#: the registry: kind name -> :class:`ModelKind`
+MODEL_KINDS: dict[str, ModelKind] = {
+    k.name: k
+    for k in (
+        ModelKind("oscillator", "damped oscillator of recursion (1): inertia from momentum, plateau, timescale"),
+        ModelKind("saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False),
+        ModelKind("scaling", "oscillator whose timescale scales with model size, tau ~ N^alpha", size_scaling=True),
+    )
+}
+
+
+def get_kind(name: str) -> ModelKind:
+    """The registered kind ``name``; ``ValueError`` naming the choices otherwise."""
+    try:
+        return MODEL_KINDS[name]
+    except KeyError:
+        raise ValueError(f"unknown model kind {name!r}; choose one of {', '.join(MODEL_KINDS)}") from None
+
 
 def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hierarchical: bool = False):
-    """Build the PyMC model for a batch of runs.
+    """Build the PyMC model of kind ``kind`` for a batch of runs (see :class:`ModelKind`).
 
     Parameters
     ----------
     arr : ModelArrays
         Prepared arrays (see :func:`bayesgrpo.models.arrays.prepare_arrays`).
-    kind : {"oscillator", "saturation", "scaling"}
+    kind : str
+        A key of :data:`MODEL_KINDS`.
     prior : bayesgrpo.models.prior.PopulationPrior, optional
-        Fixed population hyperparameters (default: the shipped population prior).
+        Fixed population hyperparameters (default: the packaged population prior).
     hierarchical : bool
         Learn the population means/sds across the runs given (partial pooling by family), with the
-        shipped prior as hyperprior.
+        prior as hyperprior.
 
     Returns
     -------
     pymc.Model
     """
-    import pymc as pm
-    import pytensor.tensor as pt
-
-    from bayesgrpo.models.kalman import filter_pytensor
-    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
     from bayesgrpo.models.prior import PopulationPrior
 
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; choose one of {MODEL_KINDS}")
-    prior = prior or PopulationPrior.default()
-    T, R = arr.y.shape
-    coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
-    with pm.Model(coords=coords) as model:
-        y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
-        mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
-        lag = pm.Data("lag_onehot", arr.lag_onehot, shape=(None, None, None))
-        span = pm.Data("span", arr.span, dims="run", shape=(None,))
-        noise = pm.Data("noise", arr.noise, dims="run", shape=(None,))
-        r0_obs = pm.Data("r0_obs", arr.r0_obs, dims="run", shape=(None,))
-        fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
-        log_size = pm.Data("log_size", arr.log_size, dims="run", shape=(None,))
-
-        if hierarchical:
-            gain_mu = pm.Normal("gain_mu", prior.gain_mu, prior.gain_sd / 2, dims="family")
-            gain_sd = pm.HalfNormal("gain_sd", prior.gain_sd)
-            log_tau_mu = pm.Normal("log_tau_mu", prior.log_tau_mu, prior.log_tau_sd / 2, dims="family")
-            log_tau_sd = pm.HalfNormal("log_tau_sd", prior.log_tau_sd)
-            wander_mu = pm.Normal("log_wander_mu", prior.log_wander_mu, prior.log_wander_sd / 2, dims="family")
-            wander_sd = pm.HalfNormal("log_wander_sd", prior.log_wander_sd)
-            g_mu, g_sd = gain_mu[fam], gain_sd
-            t_mu, t_sd = log_tau_mu[fam], log_tau_sd
-            w_mu, w_sd = wander_mu[fam], wander_sd
-        else:
-            g_mu, g_sd = prior.gain_mu, prior.gain_sd
-            t_mu, t_sd = prior.log_tau_mu, prior.log_tau_sd
-            w_mu, w_sd = prior.log_wander_mu, prior.log_wander_sd
-        if kind == "scaling":
-            alpha = pm.Normal("alpha", prior.alpha_mu, prior.alpha_sd)  # curvature-scaling exponent
-            t_mu = t_mu + alpha * log_size
-
-        # non-centred per-run effects
-        z_r0 = pm.Normal("z_r0", 0.0, 1.0, dims="run")
-        z_gain = pm.Normal("z_gain", 0.0, 1.0, dims="run")
-        z_tau = pm.Normal("z_tau", 0.0, 1.0, dims="run")
-        z_wander = pm.Normal("z_wander", 0.0, 1.0, dims="run")
-        z_noise = pm.Normal("z_noise", 0.0, 1.0, dims="run")
-        r0 = pm.Deterministic("r0", r0_obs + prior.r0_sd * z_r0, dims="run")
-        r_star = pm.Deterministic("r_star", r0 + g_mu + g_sd * z_gain, dims="run")
-        tau = pm.Deterministic("tau", 1.0 + span * pt.exp(t_mu + t_sd * z_tau), dims="run")  # steps, >= 1
-        if kind == "oscillator":
-            mu_mean = pm.Data("mu_mean", arr.mu_mean, dims="run", shape=(None,))
-            mu_known = pm.Data("mu_known", arr.mu_known, dims="run", shape=(None,))
-            conc = pt.switch(mu_known > 0, prior.mu_conc_known, prior.mu_conc)
-            mu = pm.Beta("mu", alpha=mu_mean * conc, beta=(1.0 - mu_mean) * conc, dims="run")
-        else:
-            mu = pm.Deterministic("mu", pt.zeros_like(span), dims="run")
-        a = pm.Deterministic("a", (1.0 - mu) / tau, dims="run")
-        sigma_m = pm.Deterministic("sigma_m", noise * pt.exp(prior.log_noise_sd * z_noise), dims="run")
-        wander = pm.Deterministic("wander", sigma_m * pt.exp(w_mu + w_sd * z_wander), dims="run")
-        # stationary latent variance of the exact AR(2), d = 0 (physics.md section 5), inverted:
-        stat_factor = (1.0 + mu) / ((1.0 - mu) * a * (2.0 * (1.0 + mu) - a))
-        sigma_p = pm.Deterministic("sigma_p", wander / pt.sqrt(stat_factor), dims="run")
-        if arr.lag_onehot.shape[-1] == 2 and not arr.lag_onehot[:, :, 1].any():
-            ll = kalman_ar2_loglik(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
-        else:
-            ll = filter_pytensor(y, mask, lag, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
-        pm.Potential("reward", ll.sum())
-    return model
+    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(), hierarchical=hierarchical)

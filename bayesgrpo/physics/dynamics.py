@@ -52,7 +52,9 @@ __all__ = [
     "stationary_variance",
     "stationary_covariance",
     "time_to_fraction",
-    "fraction_time",
+    "is_stable",
+    "is_underdamped",
+    "spectral_radii",
 ]
 
 #: regime labels returned by :func:`coefficients` and :func:`classify_regime`.
@@ -723,6 +725,47 @@ def refresh_threshold(*, a, momentum, exact: bool = True, max_interval: int = 1_
     )
 
 
+def spectral_radii(a, momentum, *, lag: int = 0, refresh_interval: int | None = None) -> np.ndarray:
+    """Spectral radius of recursion (1) per draw (vectorised over ``a`` and ``momentum``).
+
+    Without lag: the largest modulus of the roots of ``z^2 - (1 + mu - a) z + mu`` in closed form;
+    a constant lag d > 0: :func:`spectral_radius` per draw; with a refresh interval K > 1:
+    :func:`spectral_radius` of the one-period monodromy matrix per draw, taken to the power 1/K
+    (the growth factor per step, comparable with the lag-free case).
+    """
+    a, mu = np.broadcast_arrays(np.asarray(a, dtype=float), np.asarray(momentum, dtype=float))
+    if lag:
+        out = np.empty(a.shape)
+        for idx in np.ndindex(*a.shape):
+            out[idx] = spectral_radius(a=max(float(a[idx]), 1e-12), momentum=min(max(float(mu[idx]), 0.0), 0.999999),
+                                       lag=int(lag))
+        return out
+    if not refresh_interval or int(refresh_interval) <= 1:
+        b = 1.0 + mu - a
+        disc = np.sqrt((b * b - 4.0 * mu).astype(complex))
+        return np.maximum(np.abs((b + disc) / 2.0), np.abs((b - disc) / 2.0))
+    K = int(refresh_interval)
+    out = np.empty(a.shape)
+    for idx in np.ndindex(*a.shape):
+        rho = spectral_radius(a=max(float(a[idx]), 1e-12), momentum=min(max(float(mu[idx]), 0.0), 0.999999),
+                              refresh_interval=K)
+        out[idx] = rho ** (1.0 / K)
+    return out
+
+
+def is_stable(a, momentum, *, refresh_interval: int | None = None) -> np.ndarray:
+    """Per draw: is recursion (1) stable, i.e. :func:`spectral_radii` < 1 (and ``a > 0``)?"""
+    a = np.asarray(a, dtype=float)
+    return (spectral_radii(a, momentum, refresh_interval=refresh_interval) < 1.0) & (a > 0)
+
+
+def is_underdamped(a, momentum) -> np.ndarray:
+    """Per draw: does the lag-free recursion ring (complex roots, ``a > (1 - sqrt mu)^2``)?"""
+    a = np.asarray(a, dtype=float)
+    mu = np.clip(np.asarray(momentum, dtype=float), 0.0, None)
+    return a > (1.0 - np.sqrt(mu)) ** 2
+
+
 def critical_stiffness(momentum, *, exact: bool = True):
     """Stiffness ``a_c`` of critical damping without lag (physics.md section 4).
 
@@ -819,17 +862,19 @@ def time_to_fraction(
     refresh_interval: int | None = None,
     max_steps: int = 10_000_000,
 ) -> float:
-    """First step ``n`` at which the deterministic recursion (1) has realised ``frac`` of its gain.
+    """Stop step of the deterministic recursion (1): the first step after which it stays within
+    ``1 - frac`` of its gain from the plateau (:mod:`bayesgrpo.physics.stopping`, the one definition).
 
-    The realised fraction is ``(R_n - R0) / (R* - R0) = 1 - x_n / x_0``; the result is the
-    smallest ``n`` with that >= ``frac`` (a "stop step", cf. physics.md section 8 item 10).
-    ``inf`` if it is never reached within ``max_steps`` (e.g. unstable dynamics, or
-    ``frac >= 1`` without overshoot). ``r0 == r_star`` gives 0.
+    For over- and critically damped dynamics this is the first step with a realised fraction
+    ``(R_n - R0) / (R* - R0) >= frac``; for underdamped dynamics it is the settling time (the
+    trajectory may cross ``frac`` earlier on its way to an overshoot). ``inf`` if it does not
+    settle within ``max_steps`` (unstable dynamics, or ``frac = 1`` without exact arrival).
+    ``r0 == r_star`` or ``frac <= 0`` give 0.
 
     Parameters
     ----------
     frac : float
-        Target fraction of the gain, e.g. 0.95.
+        Share of the gain, e.g. 0.95, in (0, 1].
     r0, r_star, a, momentum, lag, refresh_interval
         As in :func:`simulate` (noise-free).
     max_steps : int
@@ -838,26 +883,23 @@ def time_to_fraction(
     Returns
     -------
     float
-        The step as a float (``inf`` when never reached).
+        The step as a float (``inf`` when never settled).
     """
+    from bayesgrpo.physics.stopping import settling_index
+
     frac = float(frac)
-    if r0 == r_star:
-        return 0.0
-    if frac <= 0.0:
+    if r0 == r_star or frac <= 0.0:
         return 0.0
     n = 1024
     while True:
         n = min(n, max_steps + 1)
-        x = simulate(n, r0=r0, r_star=r_star, a=a, momentum=momentum, lag=lag,
-                     refresh_interval=refresh_interval).latent
-        gain = (x - float(r0)) / (float(r_star) - float(r0))
-        hit = np.flatnonzero(gain >= frac)
-        if hit.size:
-            return float(hit[0])
-        if n > max_steps or not np.all(np.isfinite(gain)) or np.max(np.abs(gain)) > 1e12:
-            return math.inf
+        lat = simulate(n, r0=r0, r_star=r_star, a=a, momentum=momentum, lag=lag,
+                       refresh_interval=refresh_interval).latent
+        x = (lat - float(r_star)) / (float(r0) - float(r_star))
+        idx, reached = settling_index(x, fraction=min(frac, 1.0))
+        # trust a settling index only with a long tail inside the band after it
+        if bool(reached) and int(idx) <= n // 2:
+            return float(idx)
+        if n > max_steps or not np.all(np.isfinite(x)) or np.max(np.abs(x)) > 1e12:
+            return float(idx) if bool(reached) else math.inf
         n *= 4
-
-
-#: alias of :func:`time_to_fraction`.
-fraction_time = time_to_fraction

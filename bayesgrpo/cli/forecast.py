@@ -1,0 +1,163 @@
+"""``bayesgrpo forecast`` and ``bayesgrpo demo``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+
+from bayesgrpo.cli import common as C
+from bayesgrpo.cli.options import (
+    DEFAULT_CHAINS,
+    DEFAULT_DRAWS,
+    DEFAULT_FINAL_WINDOW,
+    DEFAULT_MODEL,
+    DEFAULT_STOP_FRACTION,
+    DEFAULT_TUNE,
+    ChainsOpt,
+    ContextMetaOpt,
+    ContextOpt,
+    DrawsOpt,
+    ExcludeOpt,
+    FinalWindowOpt,
+    FormatOpt,
+    HorizonOpt,
+    MetaOpt,
+    ModelOpt,
+    OutDirOpt,
+    OutOpt,
+    RunOpt,
+    RunsArg,
+    SeedOpt,
+    StopFractionOpt,
+    StrictOpt,
+    TuneOpt,
+    UntilFractionOpt,
+    UntilStepOpt,
+)
+
+__all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
+
+
+def display_table(table):
+    """The human view of a forecast table: final reward with its 80% interval, censored stop steps."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for r in table.itertuples(index=False):
+        if getattr(r, "status", "ok") != "ok":
+            rows.append({"run": r.run_id, "seen/horizon": "", "final reward [80%]": "", "plateau": "", "stop step": "",
+                         "P(stop<H)": "", "r_hat": "", "status": f"error: {r.error}"})  # fmt: skip
+            continue
+        censored = not (r.p_stop_before_horizon >= 0.5)
+        stop = f">{int(r.horizon)}" if censored else f"{r.stop_q50:.0f}"
+        rows.append({
+            "run": r.run_id, "seen/horizon": f"{int(r.observed_until)}/{int(r.horizon)}",
+            "final reward [80%]": f"{r.final_q50:.3g} [{r.final_q10:.3g}, {r.final_q90:.3g}]",
+            "plateau": f"{r.plateau_q50:.3g}", "stop step": stop, "P(stop<H)": f"{r.p_stop_before_horizon:.2f}",
+            "r_hat": f"{r.r_hat_max:.3f}" if np.isfinite(r.r_hat_max) else "", "status": "ok",
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def run_forecast(
+    runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
+    context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
+    final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
+    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True,
+):  # fmt: skip
+    """Validate every option, read, forecast (bad runs become error rows), print and write.
+
+    Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
+    """
+    from bayesgrpo.forecast import Forecaster
+    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.io.output import safe_file_stem, write_table
+
+    # ---- every option before any reading or sampling
+    C.validate_model(model)
+    C.validate_window(final_window=final_window, stop_fraction=stop_fraction)
+    C.validate_until(until_step=until_step, until_fraction=until_fraction, horizon=horizon)
+    sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    C.validate_outputs(out=out, out_dir=out_dir)
+    t_start = time.perf_counter()
+    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude)
+    ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
+    fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+    C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
+             + f"; population prior {fc.config.prior.identity}; compiling once (about 15-30 s), then about 1 s per run")
+    with C.guard(), C.progress_bar("sampling") as bar:
+        res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
+                             context=ctx, strict=strict, progress=lambda d, n: bar(d, n))  # fmt: skip
+        if res.fit is not None:
+            res.fit.warn_health()
+    C.print_table(display_table(res.table),
+                  title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
+                        "(median [80% interval]); stop step '>H' = not settled by the horizon")  # fmt: skip
+    if out is not None:
+        with C.guard():
+            write_table(res.table, out)
+        C.status(f"wrote {out}")
+    if out_dir is not None and figures and res.fit is not None:
+        from bayesgrpo.io.output import atomic_path
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        taken: set[str] = set()
+        for rid in res.fit.forecast_ids:
+            truth = res.full.run(rid) if res.truncated else None
+            with C.guard():
+                fig = res.fit.plot(rid, truth=truth)
+                path = out_dir / f"{safe_file_stem(rid, taken)}.png"
+                with atomic_path(path) as tmp:
+                    fig.savefig(tmp, dpi=110, format="png")
+            C.status(f"wrote {path}")
+    C.status(f"done in {time.perf_counter() - t_start:.1f} s")
+    if res.fit is None:
+        raise typer.Exit(C.EXIT_FAILED)
+    return res
+
+
+def forecast_cmd(
+    runs: RunsArg,
+    meta: MetaOpt = None,
+    fmt: FormatOpt = None,
+    run: RunOpt = None,
+    exclude: ExcludeOpt = None,
+    horizon: HorizonOpt = None,
+    until_step: UntilStepOpt = None,
+    until_fraction: UntilFractionOpt = None,
+    context: ContextOpt = None,
+    context_meta: ContextMetaOpt = None,
+    model: ModelOpt = DEFAULT_MODEL,
+    out: OutOpt = None,
+    out_dir: OutDirOpt = None,
+    seed: SeedOpt = 0,
+    final_window: FinalWindowOpt = DEFAULT_FINAL_WINDOW,
+    stop_fraction: StopFractionOpt = DEFAULT_STOP_FRACTION,
+    draws: DrawsOpt = DEFAULT_DRAWS,
+    tune: TuneOpt = DEFAULT_TUNE,
+    chains: ChainsOpt = DEFAULT_CHAINS,
+    strict: StrictOpt = False,
+):
+    """Forecast every run's final reward and stop step, with intervals, from its logged steps."""
+    run_forecast(
+        runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
+        until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
+        out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
+        chains=chains, strict=strict,
+    )  # fmt: skip
+
+
+def demo_cmd(
+    out_dir: OutDirOpt = Path("out/demo"),
+    until_step: UntilStepOpt = 150,
+    seed: SeedOpt = 0,
+):
+    """Forecast the shipped example run (a TRL trainer_state.json) from its first 150 steps."""
+    from bayesgrpo.resources import example_meta, example_run
+
+    C.status(f"example: {example_run()} (500 steps logged; forecasting from step {until_step})")
+    run_forecast([example_run()], meta=example_meta(), until_step=until_step, out=out_dir / "forecast.csv",
+                 out_dir=out_dir, seed=seed, title="demo forecast")  # fmt: skip

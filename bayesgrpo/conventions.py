@@ -1,0 +1,53 @@
+"""Canonical names and reporting conventions, defined once for every command, table and plot.
+
+Dims: ``run``, ``step``, ``family``, ``group_size``, ``obs``, ``cutoff``; the observed variable is
+``reward``; forecast quantities are ``final_reward`` and ``stop_step``.
+
+Intervals: every table and figure reports the central intervals :data:`INTERVALS` (50/80/90%), as
+the quantiles :data:`QUANTILES`; :data:`HEADLINE` is the one printed in one-line summaries. ArviZ's
+default (89% ETI) is never used: wherever ArviZ summarises, :data:`CI_PROB` is passed explicitly.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RUN_DIM", "STEP_DIM", "FAMILY_DIM", "CUTOFF_DIM", "REWARD_VAR", "FINAL_REWARD", "STOP_STEP",
+    "INTERVALS", "QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
+    "quantile_column", "interval_bounds", "interval_label",
+]  # fmt: skip
+
+RUN_DIM = "run"
+STEP_DIM = "step"
+FAMILY_DIM = "family"
+CUTOFF_DIM = "cutoff"
+REWARD_VAR = "reward"
+FINAL_REWARD = "final_reward"
+STOP_STEP = "stop_step"
+
+#: central interval masses reported everywhere (tables, fan charts, backtests, comparisons)
+INTERVALS: tuple[float, ...] = (0.5, 0.8, 0.9)
+#: the interval printed in one-line summaries
+HEADLINE: float = 0.8
+#: the interval of posterior summaries (contrasts, budgets): the widest of :data:`INTERVALS`
+CI_PROB: float = max(INTERVALS)
+#: final reward = mean logged reward over the last 10% of the run
+DEFAULT_FINAL_WINDOW: float = 0.1
+
+
+def interval_bounds(mass: float) -> tuple[float, float]:
+    """Quantile levels of a central interval: ``0.8 -> (0.1, 0.9)``."""
+    return round((1.0 - mass) / 2.0, 10), round((1.0 + mass) / 2.0, 10)
+
+
+#: every quantile level reported (the bounds of :data:`INTERVALS` and the median), ascending
+QUANTILES: tuple[float, ...] = tuple(sorted({q for m in INTERVALS for q in interval_bounds(m)} | {0.5}))
+
+
+def quantile_column(prefix: str, q: float) -> str:
+    """Column name of a quantile: ``quantile_column("final", 0.05) -> "final_q05"``."""
+    return f"{prefix}_q{round(q * 100):02d}"
+
+
+def interval_label(mass: float) -> str:
+    """``0.8 -> "80%"``."""
+    return f"{round(mass * 100):d}%"

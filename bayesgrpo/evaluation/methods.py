@@ -1,0 +1,181 @@
+"""The forecaster protocol of backtests, and the registry of every method that implements it.
+
+A **method** forecasts the final reward of truncated runs::
+
+    method.name: str
+    method.forecast_many(cases: list[Case], *, final_window, n_draws, seed) -> list[PeerForecast]
+
+:class:`Case` is one truncated run (its observed prefix, the steps it will log up to the horizon,
+its metadata, optional context runs). Peers (:mod:`bayesgrpo.evaluation.peers`) forecast each case
+alone; :class:`BayesGRPOMethod` -- bayesgrpo itself as one more entry of the registry -- fits all
+cases of a call through one compiled model (``Forecaster.fit``), or each case with its context runs
+in one hierarchical graph.
+
+Adding a method is one edit: a factory in :data:`METHODS` (see :func:`get_method`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from bayesgrpo.evaluation.peers import PEER_ALIASES, PEERS, PeerForecast, get_peer
+from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+
+__all__ = ["Case", "BayesGRPOMethod", "METHODS", "BAYES", "BAYES_CTX", "DEFAULT_METHODS", "get_method",
+           "resolve_methods"]  # fmt: skip
+
+BAYES = "bayesgrpo"
+BAYES_CTX = "bayesgrpo_ctx"
+#: the peers of the default benchmark (bayesgrpo is always scored as well)
+DEFAULT_PEERS = ("last_value", "exponential", "scalerl", "pow3", "domhan")
+DEFAULT_METHODS = (BAYES, *DEFAULT_PEERS)
+
+
+@dataclass
+class Case:
+    """One truncated run to forecast.
+
+    Attributes
+    ----------
+    run_id : str
+    prefix : DataFrame
+        The observed rows (``step``, ``reward``, other metrics).
+    future_steps : ndarray
+        Steps the run logs after the prefix, up to and including the horizon.
+    horizon : int
+    meta : Series
+        The run's metadata row.
+    context : RunSet or None
+        Complete related runs to pool with (methods that can use them).
+    """
+
+    run_id: str
+    prefix: pd.DataFrame
+    future_steps: np.ndarray
+    horizon: int
+    meta: pd.Series
+    context: RunSet | None = None
+    info: dict = field(default_factory=dict)
+
+
+class BayesGRPOMethod:
+    """bayesgrpo as a backtest method: ``Forecaster(model).fit`` on the prefixes of the cases.
+
+    Parameters
+    ----------
+    name : str
+        ``"bayesgrpo"`` (population prior only) or ``"bayesgrpo_ctx"`` (pooled with ``case.context``).
+    forecaster : callable, optional
+        ``forecaster(hierarchical: bool) -> object with .fit(runs, horizon=..., context=...)`` returning
+        an object with ``table()``, ``final_draws(run_id)`` (and optionally ``paths``); default builds
+        :class:`bayesgrpo.forecast.Forecaster` from ``model``, ``sampler`` and ``prior``.
+    chunk : int
+        Cases per ``fit`` call without context (the compiled model is reused across calls).
+    """
+
+    def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None,
+                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1):  # fmt: skip
+        self.name = name
+        self.model = model
+        self.sampler = sampler
+        self.prior = prior
+        self.chunk = int(chunk)
+        self._factory = forecaster
+        self.final_window = final_window
+        self.uses_context = name == BAYES_CTX
+
+    def _forecaster(self, hierarchical: bool, final_window: float):
+        if self._factory is not None:
+            return self._factory(hierarchical)
+        from bayesgrpo.forecast import Forecaster
+
+        return Forecaster(self.model, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
+                          prior=self.prior)  # fmt: skip
+
+    def forecast_many(self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
+        """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""
+        if self.uses_context:
+            out = []
+            for c in cases:
+                out += self._fit([c], final_window, context=c.context)
+            return out
+        out = []
+        for k in range(0, len(cases), self.chunk):
+            part = cases[k : k + self.chunk]
+            res = self._fit(part, final_window, context=None)
+            if len(part) > 1 and not any(r.ok for r in res):  # the joint call failed: one at a time
+                res = [r for c in part for r in self._fit([c], final_window, context=None)]
+            out += res
+        return out
+
+    def _fit(self, cases: list[Case], final_window: float, *, context) -> list[PeerForecast]:
+        t0 = time.perf_counter()
+        data = pd.concat([c.prefix.assign(**{RUN: c.run_id}) for c in cases], ignore_index=True)
+        meta = pd.DataFrame([c.meta for c in cases], index=pd.Index([c.run_id for c in cases], name=RUN)).reset_index()
+        try:
+            runs = RunSet.from_frames(data, meta)
+            fit = self._forecaster(context is not None, final_window).fit(
+                runs, horizon={c.run_id: int(c.horizon) for c in cases}, context=context)
+            table = fit.table().set_index("run_id")
+        except Exception as exc:  # noqa: BLE001 - a failed fit is an error row per case, not a lost batch
+            msg = f"{type(exc).__name__}: {exc}"
+            return [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=time.perf_counter() - t0, ok=False,
+                                 message=msg) for _ in cases]  # fmt: skip
+        wall = (time.perf_counter() - t0) / len(cases)
+        out = []
+        for c in cases:
+            try:
+                t = table.loc[c.run_id]
+                draws = np.asarray(fit.final_draws(c.run_id), dtype=float)
+                info = {k: float(t[k]) for k in ("r_hat_max", "ess_min", "divergences", "p_stop_before_horizon",
+                                                   "stop_q50") if k in t.index}  # fmt: skip
+                info["n_context"] = 0 if context is None else len(context)
+                info["fit"] = fit
+                out.append(PeerForecast(name=self.name, final_draws=draws, seconds=wall, ok=True, info=info))
+            except Exception as exc:  # noqa: BLE001 - one bad run is an error row
+                out.append(PeerForecast(name=self.name, final_draws=np.empty(0), seconds=wall, ok=False,
+                                        message=f"{type(exc).__name__}: {exc}"))  # fmt: skip
+        return out
+
+
+def _bayes(name: str) -> Callable[..., BayesGRPOMethod]:
+    return lambda **kw: BayesGRPOMethod(name, **kw)
+
+
+#: name -> factory of every method a backtest can score (bayesgrpo and the peers)
+METHODS: dict[str, Callable[..., Any]] = {BAYES: _bayes(BAYES), BAYES_CTX: _bayes(BAYES_CTX), **PEERS}
+
+
+def get_method(name: str, **kwargs):
+    """A method by name or alias (:data:`METHODS`, :data:`~bayesgrpo.evaluation.peers.PEER_ALIASES`)."""
+    if name in (BAYES, BAYES_CTX):
+        return METHODS[name](**kwargs)
+    return get_peer(name, **kwargs)
+
+
+def resolve_methods(spec) -> tuple[str, ...]:
+    """``"all"`` / ``"none"`` / a comma list / an iterable of peer names -> validated names.
+
+    Raises ``ValueError`` naming an unknown peer and the choices.
+    """
+    if spec is None:
+        return ()
+    if isinstance(spec, str):
+        s = spec.strip().lower()
+        if s in ("none", ""):
+            return ()
+        if s == "all":
+            return tuple(p for p in PEERS if p != "domhan_fast")
+        spec = [p.strip() for p in spec.split(",") if p.strip()]
+    names = tuple(spec)
+    known = set(METHODS) | set(PEER_ALIASES)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(f"unknown peer(s) {bad}; choose from {', '.join(sorted(set(PEERS) | set(PEER_ALIASES)))}, "
+                         "'all' or 'none'")  # fmt: skip
+    return names

@@ -1,0 +1,111 @@
+"""Writing results: tables by suffix, atomically, with output paths checked before any work is done.
+
+* :func:`check_output_file` / :func:`check_output_dir` -- validate an output path up front (the
+  CLI calls them before reading or sampling, so a bad ``--out`` never costs a fit);
+* :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
+  failure never leaves a half-written file;
+* :func:`write_table` -- a DataFrame as CSV, JSON (records) or Parquet, chosen by the suffix;
+  any other suffix is refused;
+* :func:`safe_file_stem` -- a unique, safe, short file name for a run id (figures per run).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from bayesgrpo.errors import OutputError
+
+__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "safe_file_stem"]
+
+#: suffix -> format of :func:`write_table`
+TABLE_SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
+_MAX_STEM = 80
+
+
+def _writable_dir(d: Path, what: str) -> None:
+    probe = d
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"{what}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise OutputError(f"{what}: cannot write into {probe} (permission denied)")
+
+
+def check_output_file(path, *, option: str = "--out", suffixes=TABLE_SUFFIXES) -> Path:
+    """Validate a table output path before any work: known suffix, not a folder, writable parent.
+
+    Raises :class:`~bayesgrpo.errors.OutputError` with a one-line message naming the option.
+    """
+    p = Path(path)
+    if p.suffix.lower() not in suffixes:
+        raise OutputError(
+            f"{option} {p}: unknown table format {p.suffix or '(no suffix)'!r}; use one of {', '.join(suffixes)}"
+        )
+    if p.exists() and p.is_dir():
+        raise OutputError(f"{option} {p}: is a folder; give a file name such as {p / ('table' + next(iter(suffixes)))}")
+    _writable_dir(p.parent if str(p.parent) else Path("."), f"{option} {p}")
+    return p
+
+
+def check_output_dir(path, *, option: str = "--plot") -> Path:
+    """Validate a folder for figures / reports before any work (may not exist yet; never a file)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise OutputError(f"{option} {p}: is a file; give a folder")
+    _writable_dir(p, f"{option} {p}")
+    return p
+
+
+@contextlib.contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_table(df: pd.DataFrame, path) -> Path:
+    """Write ``df`` in the format its suffix names (:data:`TABLE_SUFFIXES`), atomically."""
+    p = check_output_file(path)
+    fmt = TABLE_SUFFIXES[p.suffix.lower()]
+    with atomic_path(p) as tmp:
+        if fmt == "csv":
+            df.to_csv(tmp, index=False)
+        elif fmt == "json":
+            df.to_json(tmp, orient="records", indent=2)
+        else:
+            df.to_parquet(tmp, index=False)
+    return p
+
+
+def safe_file_stem(run_id: str, taken: set[str] | None = None) -> str:
+    """A file-name stem for a run id: safe characters only, never hidden, at most 80 characters,
+    and unique within ``taken`` (distinct ids that map to the same characters get a short hash).
+
+    ``taken`` (if given) is updated with the returned stem.
+    """
+    s = re.sub(r"[^A-Za-z0-9._-]+", "_", str(run_id)).strip("._") or "run"
+    digest = hashlib.sha1(str(run_id).encode()).hexdigest()[:8]
+    if len(s) > _MAX_STEM:
+        s = f"{s[: _MAX_STEM - 9]}-{digest}"
+    if taken is not None:
+        if s in taken:
+            s = f"{s[: _MAX_STEM - 9]}-{digest}"
+        taken.add(s)
+    return s

@@ -1,0 +1,94 @@
+"""Shared building blocks of every PyMC graph of the package (forecasting and comparison models).
+
+Each function adds named variables to the model on the context stack and returns the tensor. All
+per-run variables have ``dims="run"``; every per-run effect is non-centred (``mean + sd * z``).
+
+* :func:`run_effect` -- a non-centred per-run effect;
+* :func:`start_level` -- ``r0`` around the observed start level;
+* :func:`momentum` -- ``mu``: Beta around the logged ``beta1`` (tight) or Adam's default (broad), or 0;
+* :func:`measurement_noise` -- ``sigma_m`` around the robust noise estimate;
+* :func:`process_noise` -- ``sigma_p`` from the latent's stationary sd (physics.md section 5);
+* :func:`reward_likelihood` -- the exact Kalman likelihood of recursion (1) as the ``reward`` term.
+"""
+
+from __future__ import annotations
+
+__all__ = ["run_effect", "start_level", "momentum", "measurement_noise", "process_noise", "stiffness",
+           "reward_likelihood"]  # fmt: skip
+
+
+def run_effect(name: str, mean, sd, *, dims: str = "run"):
+    """Non-centred per-run effect ``mean + sd * z_<name>``, ``z ~ N(0, 1)`` (returns the tensor)."""
+    import pymc as pm
+
+    z = pm.Normal(f"z_{name}", 0.0, 1.0, dims=dims)
+    return mean + sd * z
+
+
+def start_level(r0_obs, sd, *, dims: str = "run"):
+    """``r0 = r0_obs + sd * z_r0`` (Deterministic ``r0``)."""
+    import pymc as pm
+
+    return pm.Deterministic("r0", run_effect("r0", r0_obs, sd, dims=dims), dims=dims)
+
+
+def momentum(mu_mean, mu_known, prior, *, free: bool = True, like=None, dims: str = "run"):
+    """Momentum ``mu``: Beta(mean, concentration) per run, or exactly 0 (``free=False``).
+
+    The concentration is ``prior.mu_conc_known`` where ``beta1`` was logged (``mu_known > 0``),
+    else ``prior.mu_conc`` (Adam's default 0.9 is only a prior guess).
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    if not free:
+        return pm.Deterministic("mu", pt.zeros_like(like if like is not None else mu_mean), dims=dims)
+    conc = pt.switch(pt.gt(mu_known, 0), prior.mu_conc_known, prior.mu_conc)
+    return pm.Beta("mu", alpha=mu_mean * conc, beta=(1.0 - mu_mean) * conc, dims=dims)
+
+
+def stiffness(mu, tau, *, dims: str = "run"):
+    """``a = (1 - mu) / tau`` (the overdamped-limit timescale tau = c / k, physics.md section 3)."""
+    import pymc as pm
+
+    return pm.Deterministic("a", (1.0 - mu) / tau, dims=dims)
+
+
+def measurement_noise(noise, log_sd, *, dims: str = "run"):
+    """``sigma_m = noise * exp(log_sd * z_noise)`` around the robust estimate ``noise``."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    return pm.Deterministic("sigma_m", noise * pt.exp(run_effect("noise", 0.0, log_sd, dims=dims)), dims=dims)
+
+
+def process_noise(wander, a, mu, *, dims: str = "run"):
+    """``sigma_p`` such that the latent's stationary sd around the plateau is ``wander``.
+
+    Inverts the exact AR(2) stationary variance (physics.md section 5, lag 0)
+    ``(1 + mu) sigma_p^2 / ((1 - mu) a (2 (1 + mu) - a))``.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    factor = (1.0 + mu) / ((1.0 - mu) * a * (2.0 * (1.0 + mu) - a))
+    return pm.Deterministic("sigma_p", wander / pt.sqrt(factor), dims=dims)
+
+
+def reward_likelihood(y, mask, *, lag_onehot, lagged: bool, r0, r_star, a, mu, sigma_p, sigma_m):
+    """Add the exact Kalman log-likelihood of the logged rewards as ``Potential("reward")``.
+
+    Lag-free runs use the compiled Op (:func:`~bayesgrpo.models.kalman_op.kalman_ar2_loglik`);
+    runs with a refresh interval the general filter. Returns the per-run log-likelihood tensor.
+    """
+    import pymc as pm
+
+    from bayesgrpo.models.kalman import filter_pytensor
+    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
+
+    if lagged:
+        ll = filter_pytensor(y, mask, lag_onehot, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
+    else:
+        ll = kalman_ar2_loglik(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
+    pm.Potential("reward", ll.sum())
+    return ll

@@ -1,0 +1,122 @@
+"""The stop step: ONE definition, used by forecasts, budgets, backtest truth and the dynamics core.
+
+Definition
+----------
+For a mean (noise-free) trajectory ``R_0, R_1, ...`` with start ``R_0`` and plateau ``R*``, write
+``x_n = (R_n - R*) / (R_0 - R*)`` (``x_0 = 1``; the unrealised share of the gain). The **stop step**
+is the first step ``n`` after which the trajectory *stays* within the band of the plateau that holds
+the last ``1 - fraction`` of the gain::
+
+    stop = min { n : |x_m| <= 1 - fraction  for every m >= n }      (fraction = 0.95 by default)
+
+Why "stays within the band" and not "first reaches ``fraction`` of the gain": the two agree for
+over- and critically damped trajectories (they approach the plateau monotonically), but an
+underdamped trajectory first *crosses* 95% of its gain on its way to an overshoot and then rings
+through the band; stopping at that first crossing stops at a reward that is not yet the plateau's
+(e.g. a = 0.05, mu = 0.9: first crossing of 95% after 8 steps, first inside the band after 21,
+settled for good after 57). The settling time is the
+control-theory notion of "has arrived", it is right in every regime, and for the overdamped limit
+``R* - (R* - R0) e^{-n/tau}`` it is ``ceil(tau ln(1 / (1 - fraction)))`` (3 tau for 95%).
+
+Trajectories that have not settled by the end of the given path are **censored**: the returned
+index is the path length and ``reached`` is False.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["settling_index", "deviation_paths", "stop_steps", "DEFAULT_STOP_FRACTION"]
+
+#: share of the gain the stop step has realised (physics.md section 8 item 10: 95%)
+DEFAULT_STOP_FRACTION = 0.95
+
+
+def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION) -> tuple[np.ndarray, np.ndarray]:
+    """First index after which ``|x|`` stays within ``1 - fraction``, along the last axis.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n)
+        Normalised deviations from the plateau, ``x[..., 0] = 1`` (see module docstring). NaN counts
+        as outside the band.
+    fraction : float in (0, 1]
+
+    Returns
+    -------
+    index : ndarray of int, shape (...)
+        The stop index; ``n`` (the path length) when the path ends outside the band (censored).
+    reached : ndarray of bool, shape (...)
+        False where censored.
+    """
+    if not 0.0 < float(fraction) <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    x = np.asarray(x, dtype=float)
+    n = x.shape[-1]
+    outside = ~(np.abs(x) <= 1.0 - float(fraction))
+    any_out = outside.any(axis=-1)
+    last_out = n - 1 - np.argmax(outside[..., ::-1], axis=-1)
+    index = np.where(any_out, last_out + 1, 0).astype(np.int64)
+    reached = index < n
+    return index, reached
+
+
+def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None) -> np.ndarray:
+    """Deterministic recursion (1) from ``x_0 = x_{-1} = 1`` (zero initial velocity), batched.
+
+    ``x_{n+1} = (1 + mu) x_n - mu x_{n-1} - a x_{n - d_n}``, ``d_n = n mod K`` for a refresh interval
+    ``K`` (else 0). Returns ``x`` of shape ``(*batch, n_steps + 1)`` (index 0 is the start).
+    """
+    a = np.asarray(a, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    shape = np.broadcast_shapes(a.shape, mu.shape)
+    a = np.broadcast_to(a, shape)
+    mu = np.broadcast_to(mu, shape)
+    out = np.empty(shape + (n_steps + 1,))
+    out[..., 0] = 1.0
+    x_prev = np.ones(shape)
+    x = np.ones(shape)
+    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
+    anchor = x
+    with np.errstate(over="ignore", invalid="ignore"):
+        for n in range(n_steps):
+            if K > 1 and n % K == 0:
+                anchor = x
+            x_lag = anchor if K > 1 else x
+            x_new = (1.0 + mu) * x - mu * x_prev - a * x_lag
+            x_prev, x = x, x_new
+            out[..., n + 1] = x
+    return out
+
+
+def stop_steps(a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION,
+               refresh_interval: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Stop step (in steps from the start) of recursion (1) per draw, censored at ``n_steps``.
+
+    Streams the recursion (memory O(draws), whatever ``n_steps``) and applies the same rule as
+    :func:`settling_index` on :func:`deviation_paths`. Returns ``(steps, reached)``; ``steps`` equals
+    ``n_steps`` where the mean trajectory has not settled within ``n_steps`` steps.
+    """
+    if not 0.0 < float(fraction) <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    thr = 1.0 - float(fraction)
+    a = np.asarray(a, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    shape = np.broadcast_shapes(a.shape, mu.shape)
+    a = np.broadcast_to(a, shape)
+    mu = np.broadcast_to(mu, shape)
+    x_prev = np.ones(shape)
+    x = np.ones(shape)
+    last_out = np.zeros(shape, dtype=np.int64) if thr < 1.0 else np.full(shape, -1, dtype=np.int64)
+    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
+    anchor = x
+    with np.errstate(over="ignore", invalid="ignore"):
+        for n in range(n_steps):
+            if K > 1 and n % K == 0:
+                anchor = x
+            x_new = (1.0 + mu) * x - mu * x_prev - a * (anchor if K > 1 else x)
+            x_prev, x = x, x_new
+            last_out[~(np.abs(x) <= thr)] = n + 1
+    index = last_out + 1
+    reached = index <= n_steps
+    return np.minimum(index, n_steps), reached

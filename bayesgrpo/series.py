@@ -1,0 +1,64 @@
+"""Robust statistics of one reward series -- each defined once, used by models, scoring, peers, diagnostics.
+
+* :func:`robust_range` -- the reward scale of a run: 95% minus 5% quantile (with fallbacks);
+* :func:`noise_sd` -- white measurement-noise sd from first differences (MAD, with a floor for
+  quantised series);
+* :func:`start_level` -- mean of the first ``max(3, 10%)`` points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["robust_range", "noise_sd", "start_level", "START_SHARE", "MIN_START_POINTS"]
+
+START_SHARE = 0.1
+MIN_START_POINTS = 3
+
+
+def _finite(values) -> np.ndarray:
+    v = np.asarray(values, dtype=float).ravel()
+    return v[np.isfinite(v)]
+
+
+def robust_range(values) -> float:
+    """Robust reward scale: the 95% minus the 5% quantile of the finite values.
+
+    Fallbacks when that range is ~0 (fewer than ~10% of points differ from the rest): the full
+    range ``max - min``; if that is 0 too (a constant series), ``|median|``; if that is 0 as well,
+    1.0. Always strictly positive, so it can be divided by.
+    """
+    r = _finite(values)
+    if r.size == 0:
+        return 1.0
+    lo, hi, med = np.quantile(r, [0.05, 0.95, 0.5])
+    tiny = 1e-12 * max(1.0, abs(med))
+    for v in (hi - lo, r.max() - r.min(), abs(med)):
+        if v > tiny:
+            return float(v)
+    return 1.0
+
+
+def noise_sd(values) -> float:
+    """White measurement-noise sd of a series from its first differences.
+
+    ``max(1.4826 MAD(diff) / sqrt 2, 0.5 sd(diff) / sqrt 2)``: the MAD is robust to the trend and to
+    jumps; the second term floors it for sparse or quantised series whose differences are mostly
+    exactly 0 (MAD = 0). 0.0 with fewer than 3 finite values.
+    """
+    d = np.diff(_finite(values))
+    if d.size < 2:
+        return 0.0
+    mad = 1.4826 * float(np.median(np.abs(d - np.median(d)))) / math.sqrt(2.0)
+    return float(max(mad, 0.5 * float(np.std(d)) / math.sqrt(2.0)))
+
+
+def start_level(values) -> float:
+    """Mean of the first ``max(3, ceil(10%))`` finite values (the level a run starts from)."""
+    r = _finite(values)
+    if r.size == 0:
+        return float("nan")
+    k = max(MIN_START_POINTS, int(math.ceil(START_SHARE * r.size)))
+    return float(np.mean(r[:k]))

@@ -366,6 +366,25 @@ def test_csv_non_numeric_reward_and_bad_row(tmp_path):
         read_runs(p)
 
 
+def test_csv_cut_off_last_line_dropped_with_warning(tmp_path):
+    """Regression: a metrics CSV whose last line was cut while being written (killed run, or read
+    while the run is still writing) used to raise 'N fields, expected M'; the line is now dropped
+    with a warning, like the JSONL and verl readers do. A short line that ends with a line break is
+    still an error (see test_csv_non_numeric_reward_and_bad_row)."""
+    p = tmp_path / "metrics.csv"
+    p.write_bytes(b"step,mean_reward,loss\r\n1,0.1,0.0\r\n2,0.2,0.0\r\n3,0.")
+    with pytest.warns(DataWarning, match=r"metrics.csv, line 4: incomplete last line \(2 of 3 fields"):
+        rs = read_runs(p)
+    assert list(rs.data["step"]) == [1, 2] and list(rs.data["reward"]) == [0.1, 0.2]
+    p.write_bytes(b"step,mean_reward,loss\n1,0.1,0.0\n2,0.2")  # cut between fields
+    with pytest.warns(DataWarning, match="line 3: incomplete last line"):
+        assert len(read_runs(p).data) == 1
+    p.write_bytes(b"step,mean_reward,loss\n1,0.1,0.0\n2,0.2,0.5")  # complete last line without a line break
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        assert list(read_runs(p).data["loss"]) == [0.0, 0.5]
+
+
 def test_long_csv_non_numeric_reward(tmp_path):
     p = tmp_path / "runs.csv"
     p.write_text("run_id,step,reward\na,1,0.5\na,2,x\n")

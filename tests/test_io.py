@@ -447,7 +447,7 @@ def test_committed_trainer_state_eval_entries_and_summary():
 def test_committed_trl_console_three_step_sources():
     # completed run: k = total steps / number of dicts = 200 / 40 (dicts arrive in buffered bursts)
     path = cf("trl_console", "rho1.00")
-    assert "\r{'loss'" in path.read_text(newline="")  # a burst's first dict follows tqdm redraws on one line
+    assert "\r{'loss'" in path.read_bytes().decode()  # a burst's first dict follows tqdm redraws on one line
     rs = read_runs(path)
     m = rs.meta.iloc[0]
     assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (5, "total steps / number of logs", True, 200)
@@ -456,7 +456,7 @@ def test_committed_trl_console_three_step_sources():
     assert list(rs.data["step"].iloc[:3]) == [1, 2, 3] and rs.meta.iloc[0]["step_source"] == "logging_steps option"
     # 4 ranks, tqdm \r redraws before every dict, killed: k from the bar counters 20, 40, ...
     path = cf("trl_console", "Ning-Guo")
-    text = path.read_text(newline="")
+    text = path.read_bytes().decode()
     assert text.count("\r") == 239 and all(f"[rank{r}]" in text for r in range(4)) and "SIGHUP" in text
     rs = read_runs(path)
     m = rs.meta.iloc[0]

@@ -66,3 +66,35 @@ def test_architecture_module_map_is_true():
                                                      and p.parent.name not in ("io", "resources"))}
     missing = sorted(mods - named)
     assert not missing, f"modules missing from ARCHITECTURE.md: {missing}"
+
+
+def test_summary_lists_grpo_small_real_runs():
+    small = ROOT / "tests" / "data" / "grpo_small"
+    res = runner.invoke(app, ["summary", str(small / "runs.csv"), "--meta", str(small / "meta.csv")])
+    assert res.exit_code == 0, res.output
+    assert "6 run(s), 297 points" in res.output and "Traceback" not in res.output
+
+
+def test_summary_reads_every_committed_format_at_once():
+    """All readable committed fixtures (11 formats) in one `summary` call: ids made unique, warnings shown."""
+    formats = ROOT / "tests" / "data" / "formats"
+    refused = ("edge_sft", "tfevents.1739394275")
+    paths = sorted(str(p) for p in formats.rglob("*") if p.is_file() and not any(r in p.name for r in refused))
+    assert len(paths) == 26
+    res = runner.invoke(app, ["summary", *paths])
+    assert res.exit_code == 0, res.output
+    assert "30 run(s), 701 points" in res.output  # sum of the per-file counts in tests/test_io.py::COMMITTED
+    out = " ".join(res.output.split())
+    assert "warning:" in out and "already used; renamed to" in out and "assumed logging_steps=1" in out
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [("edge_sft", "not a GRPO run (SFT or other Trainer?)"), ("tfevents.1739394275", "no scalar summaries in the TensorBoard event file(s)")],
+)
+def test_refused_fixtures_give_one_line_errors(key, reason):
+    path = next(p for p in (ROOT / "tests" / "data" / "formats").rglob("*") if key in p.name)
+    res = runner.invoke(app, ["summary", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    out = " ".join(res.output.split())
+    assert reason in out and path.name in out

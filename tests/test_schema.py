@@ -84,3 +84,27 @@ def test_truncate():
     t = rs.truncate(fraction=0.5)
     assert list(t.run("a")["step"]) == [1, 2] and list(t.run("b")["step"]) == [10, 20]
     assert list(rs.truncate(until_step=3).run("a")["step"]) == [1, 2, 3]
+
+
+def test_real_runs_round_trip_normalise_and_truncate():
+    """The six committed real runs (tests/data/grpo_small): ragged steps, NaN columns, string metadata."""
+    from pathlib import Path
+
+    small = Path(__file__).resolve().parent / "data" / "grpo_small"
+    df, meta = pd.read_csv(small / "runs.csv"), pd.read_csv(small / "meta.csv")
+    rs = RunSet.from_frames(df, meta, source=str(small / "runs.csv"))
+    assert len(rs) == 6 and len(rs.data) == 297
+    assert (rs.meta["n_points"] == rs.data.groupby("run_id").size().reindex(rs.meta.index)).all()
+    ds = rs.to_xarray()
+    assert dict(ds.sizes) == {"run": 6, "step": 232}  # union of the runs' steps
+    back = RunSet.from_xarray(ds)
+    pd.testing.assert_frame_equal(back.data[rs.data.columns], rs.data)
+    assert back.meta.loc["colab__Qwen3__4B_-GRPO__07a98ee", "model"] == "unsloth/Qwen3-4B-Base"
+    assert np.isnan(back.meta.loc["Hetero-RL__GEPO_online__276368f", "group_size"])
+    z, norm = rs.normalize()
+    np.testing.assert_allclose(z.denormalize(norm).data["reward"], rs.data["reward"], rtol=0, atol=1e-12)
+    g = z.data.groupby("run_id")["reward"]
+    np.testing.assert_allclose(g.quantile(0.95) - g.quantile(0.05), 1.0)
+    t = rs.truncate(fraction=0.5)
+    assert [len(t.run(r)) for r in t.run_ids] == [25, 25, 23, 25, 26, 25]
+    assert t.run("colab__Qwen3__4B_-GRPO__07a98ee")["step"].iloc[-1] == 23

@@ -53,7 +53,12 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def read_metrics_csv(path: Path):
-    """Per-step metrics CSV (any columns; CRLF and quoting handled; empty cells -> NaN)."""
+    """Per-step metrics CSV (any columns; CRLF and quoting handled; empty cells -> NaN).
+
+    A last line cut off while it was written (run killed, or the file read while the run is still
+    writing it: no line break at the end of the file and fewer fields than the header) is dropped
+    with a DataWarning; a short row elsewhere raises.
+    """
     path = Path(path)
     text = read_text(path)
     delim = "\t" if path.suffix.lower() == ".tsv" else ","
@@ -62,9 +67,17 @@ def read_metrics_csv(path: Path):
         raise fmt_error(path, "line 1", "empty file; expected a header line of metric names")
     header = [h.strip() for h in rows[0]]
     sk = _step_key(header, path, "line 1")
+    cut_off = len(rows) > 1 and not text.endswith(("\n", "\r")) and len(rows[-1]) < len(header)
     recs = []
     for i, row in enumerate(rows[1:], start=2):
         if not row or all(not c.strip() for c in row):
+            continue
+        if cut_off and i == len(rows):
+            warnings.warn(
+                f"{path}, line {i}: incomplete last line ({len(row)} of {len(header)} fields, no line break; run cut off?); dropped it",
+                DataWarning,
+                stacklevel=3,
+            )
             continue
         if len(row) != len(header):
             raise fmt_error(path, f"line {i}", f"{len(row)} fields, expected {len(header)} (one per header column)")

@@ -1,5 +1,7 @@
 """Forecast contract with mocked sampling, definitions, save/load, errors; one real recovery test."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -122,3 +124,52 @@ def test_recovers_plateau_and_timescale_from_simulated_run():
     tau = fit.paths("sim").tau
     true_tau = (1 - mu) / a  # overdamped-limit timescale c/k = 50 steps
     assert np.quantile(tau, 0.05) <= true_tau <= np.quantile(tau, 0.95)
+
+
+def test_forecast_and_budget_agree_on_the_stop_step(mock_sampler):
+    """The no-cost budget recommendation IS the forecast's stop_q50 (one definition, same draws), in
+    the over- and the underdamped regime."""
+    from bayesgrpo.decisions import recommend_stop
+    from bayesgrpo.physics.dynamics import is_underdamped
+
+    for tau, mu in ((60.0, 0.9), (3.0, 0.9)):  # a = 0.0017 (overdamped), a = 0.033 (underdamped, rings)
+        mock_sampler["params"].update(tau=tau, mu=mu)
+        mock_sampler["spread"] = 0.0
+        fit = Forecaster(sampler=SMALL).fit(_runs(n_steps=5))
+        row = fit.table().iloc[0]
+        draws = fit.paths("r1")
+        assert is_underdamped(draws.a, draws.mu).all() == (tau == 3.0)
+        rec = recommend_stop(draws)
+        assert rec.step == row.stop_q50 and rec.rule.startswith("stop step")
+
+
+def test_saved_forecast_of_format_1_still_loads():
+    """A forecast saved by bayesgrpo 0.1 (tests/data/artefacts/forecast_v1.nc, no schema attribute)
+    loads; its posterior, configuration and final-reward forecast are what was saved then (the
+    table saved beside it), up to the Monte-Carlo error of re-drawing the paths."""
+    data = Path(__file__).parent / "data" / "artefacts"
+    fit = FittedForecast.load(data / "forecast_v1.nc")
+    old = pd.read_csv(data / "forecast_v1_table.csv").iloc[0]
+    assert fit.forecast_ids == ["old-run"] and fit.config.model == "oscillator"
+    assert fit.posterior["r_star"].shape == (2, 50, 1)
+    row = fit.table().iloc[0]
+    assert row.plateau_q50 == pytest.approx(old.plateau_q50, rel=1e-12)  # posterior draws: exactly as saved
+    for q in ("final_q10", "final_q50", "final_q90"):
+        assert row[q] == pytest.approx(old[q], abs=0.15 * (old.final_q95 - old.final_q05))
+
+
+def test_unknown_artefact_format_is_refused(tmp_path, mock_sampler):
+    import xarray as xr
+
+    from bayesgrpo.errors import ArtefactError
+
+    fit = Forecaster(sampler=SMALL).fit(_runs())
+    dt = fit.to_datatree()
+    dt.attrs["bayesgrpo_schema"] = "bayesgrpo.forecast/99"
+    dt.to_netcdf(tmp_path / "future.nc", engine="h5netcdf")
+    with pytest.raises(ArtefactError, match="format 'bayesgrpo.forecast/99'.*cannot read"):
+        FittedForecast.load(tmp_path / "future.nc")
+    xr.Dataset({"x": ("t", np.arange(3.0))}).to_netcdf(tmp_path / "other.nc", engine="h5netcdf")
+    with pytest.raises(ArtefactError, match="not a saved bayesgrpo forecast"):
+        FittedForecast.load(tmp_path / "other.nc")
+    assert fit.to_datatree().attrs["population_prior"] == fit.config.prior.identity

@@ -94,23 +94,22 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     return compiled
 
 
-def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: int, **extra):
+def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: int, required=("y", "mask"), **extra):
     """Swap ``data`` into the compiled model (by ``pm.Data`` name) and run NUTS.
 
-    Raises ``RuntimeError`` when ``data`` names a variable the compiled model does not have (a run
-    would silently be sampled with another run's data otherwise). ``extra`` is forwarded to
-    ``nutpie.sample`` (e.g. ``maxdepth``).
+    Data variables the graph does not use are pruned by the compiler and skipped here; the
+    ``required`` ones must exist (``RuntimeError`` otherwise: a run would silently be sampled with
+    another run's data). ``extra`` is forwarded to ``nutpie.sample`` (e.g. ``maxdepth``).
     """
     import nutpie
 
     cm = compiled
     if data:
-        known = {v.name for v in getattr(compiled, "shared_var_keys", ())} if hasattr(compiled, "shared_var_keys") else None
-        if known is not None:
-            missing = sorted(set(data) - known)
-            if missing:
-                raise RuntimeError(f"compiled model has no data variable(s) {missing} (has {sorted(known)})")
-        cm = compiled.with_data(**data)
+        known = {v.name for v in compiled.shared_var_keys} if hasattr(compiled, "shared_var_keys") else set(data)
+        missing = sorted(set(required) & set(data) - known)
+        if missing:
+            raise RuntimeError(f"compiled model has no data variable(s) {missing} (has {sorted(known)})")
+        cm = compiled.with_data(**{k: v for k, v in data.items() if k in known})
     kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     kw.update(extra)
     return nutpie.sample(

@@ -173,3 +173,63 @@ def test_unknown_artefact_format_is_refused(tmp_path, mock_sampler):
     with pytest.raises(ArtefactError, match="not a saved bayesgrpo forecast"):
         FittedForecast.load(tmp_path / "other.nc")
     assert fit.to_datatree().attrs["population_prior"] == fit.config.prior.identity
+
+
+def test_load_file_without_refresh_data(mock_sampler, tmp_path):
+    """Files written before the refresh Op stored a lag one-hot, not ``refresh``: K comes from the run info."""
+    runs = _runs()
+    runs.meta["refresh_interval"] = 8
+    fit = Forecaster(sampler=SMALL).fit(runs)
+    assert list(fit.arrays.refresh) == [8]
+    dt = fit.to_datatree()
+    const = dt["constant_data"].to_dataset().drop_vars("refresh")
+    dt["constant_data"] = xr.DataTree(const)
+    path = tmp_path / "old.nc"
+    dt.to_netcdf(str(path), engine="h5netcdf")
+    back = FittedForecast.load(path)
+    assert list(back.arrays.refresh) == [8] and back.arrays.refresh.dtype == np.int64
+    pd.testing.assert_frame_equal(fit.table(), back.table())
+
+
+def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
+    """One compiled model serves runs of every K: the batch's ``refresh`` reaches with_data."""
+    import types
+
+    import nutpie
+
+    from bayesgrpo.inference import sampling
+    from bayesgrpo.models.arrays import prepare_arrays
+
+    runs = _runs()
+    runs.meta["refresh_interval"] = 32
+    arr = prepare_arrays(runs)[0]
+    seen = {}
+
+    class FakeCompiled:
+        shared_var_keys = [types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")]
+
+        def with_data(self, **kw):
+            seen.update(kw)
+            return self
+
+    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled")
+    req = ("y", "mask", "refresh")
+    assert sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req) == "sampled"
+    np.testing.assert_array_equal(seen["refresh"], arr.refresh)
+    assert seen["refresh"][0] == 32 and set(seen) == {"y", "mask", "refresh", "span", "noise", "r0_obs"}
+    FakeCompiled.shared_var_keys = FakeCompiled.shared_var_keys[:2]  # a model without the refresh data
+    with pytest.raises(RuntimeError, match="refresh"):
+        sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req)
+
+
+def test_unstable_share_equals_spectral_radius_per_draw():
+    """The vectorised instability flag of lagged draws equals dynamics.spectral_radius draw by draw."""
+    from bayesgrpo.physics.dynamics import is_stable, spectral_radius
+
+    rng = np.random.default_rng(4)
+    for K in (2, 7, 32, 128):
+        a_star = (1 - 0.9) / K  # first-order threshold: draws on both sides of the exact one
+        a, mu = a_star * rng.uniform(0.2, 4.0, 300), rng.uniform(0.8, 0.95, 300)
+        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu)])
+        assert 0 < ref.mean() < 1
+        np.testing.assert_array_equal(~is_stable(a, mu, refresh_interval=K), ref)

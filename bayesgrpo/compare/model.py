@@ -283,7 +283,7 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         log_q = q_fam[fidx] - b * arr.log_g + s_q * z_q
         sigma_p = pm.Deterministic("sigma_p", pt.exp(0.5 * log_q), dims="run")
         sigma_m = C.measurement_noise(arr.noise, prior.log_noise_sd)
-        C.reward_likelihood(y, mask, lag_onehot=None, lagged=False, r0=r0, r_star=r_star, a=a, mu=mu,
+        C.reward_likelihood(y, mask, refresh=np.ones(R, dtype="int64"), r0=r0, r_star=r_star, a=a, mu=mu,
                             sigma_p=sigma_p, sigma_m=sigma_m)  # fmt: skip
     return model
 

@@ -119,6 +119,7 @@ def backtest(
     resume: bool = True,
     progress: Progress | None = None,
     include_single: bool = True,
+    include_bayes: bool = True,
     max_context: int = 6,
     source_col: str | None = None,
     min_points: int = 5,
@@ -142,7 +143,8 @@ def backtest(
     context : RunSet, optional
         Complete runs pooled with each forecast run ("with context", method ``bayesgrpo_ctx``): up to
         ``max_context`` *other* runs of ``context`` from the same source (never itself). With
-        ``include_single`` the single-run ``bayesgrpo`` is scored as well.
+        ``include_single`` the single-run ``bayesgrpo`` is scored as well; ``include_bayes=False``
+        scores the peers only.
     peers : names, "all" or "none"
         Peers (:mod:`bayesgrpo.evaluation.peers`; aliases ``exponential``, ``scalerl``).
     final_window : float
@@ -176,6 +178,8 @@ def backtest(
     src = sources(runs, source_col)
     ctx_src = sources(context, source_col) if context is not None else {}
     names = ([BAYES] if (context is None or include_single) else []) + ([BAYES_CTX] if context is not None else [])
+    if not include_bayes:
+        names = []
     names += [p for p in peer_names if p not in names]
     impl = {}
     for n in names:

@@ -36,8 +36,8 @@ from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
 from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.arrays import RunInfo, lag_sequence, prepare_arrays
-from bayesgrpo.models.kalman import filter_numpy, propagate_numpy
+from bayesgrpo.models.arrays import RunInfo, prepare_arrays
+from bayesgrpo.models.kalman import filter_numpy, filter_refresh_numpy, propagate_numpy, propagate_refresh_numpy
 from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
@@ -180,7 +180,7 @@ class Forecaster:
                 lambda sub=sub: kind.build(sub, prior=cfg.prior, hierarchical=hierarchical),
                 backend=self.sampler.backend,
             )
-            idata = sampling.nuts(compiled, data=sub.data(), sampler=self.sampler,
+            idata = sampling.nuts(compiled, data=sub.data(), sampler=self.sampler, required=("y", "mask", "refresh"),
                                   seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
             post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
             if "family" in post.dims:
@@ -218,8 +218,9 @@ def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
 
 
 def _padded(arr: ModelArrays) -> ModelArrays:
-    """A batch of one run gets a fully masked dummy run (it only contributes its prior): a run axis
-    of static length 1 is rejected by the scan's inner types when nutpie rebuilds the graph."""
+    """A batch of one run gets a fully masked dummy run (it only contributes its prior; the kernels
+    skip it). The old scan filter needed it; the compiled Ops do not, but dropping the pad would change
+    every forecast's sampler stream, so it stays."""
     if len(arr.run_ids) != 1:
         return arr
     fields = {}
@@ -277,22 +278,24 @@ class FittedForecast:
         T = info.last_step - info.s0 + 1
         y = self.arrays.y[:T, j]
         mask = self.arrays.mask[:T, j].astype(bool)
-        D = max(2, info.refresh_interval)
-        lag_in = lag_sequence(info, np.arange(T))
-        _, m, P = filter_numpy(
-            y[:, None], mask[:, None], r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"],
-            sigma_p=p["sigma_p"], sigma_m=p["sigma_m"], lag=lag_in, D=D,
-        )  # fmt: skip
+        pars = dict(r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], sigma_m=p["sigma_m"])
+        K = info.refresh_interval
         rng = np.random.default_rng([self.sampler.seed, j, 7])
         n_future = info.horizon - info.last_step
-        lag_out = lag_sequence(info, np.arange(T - 1, T - 1 + n_future))
         fut = info.future_steps()  # logged future steps
         keep = _thin(fut.size)
         win = info.final_steps(self.config.final_window)
         in_win = np.zeros(n_future, dtype=bool)
         in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
-        x, win_sum = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], lag=lag_out, rng=rng,
-                                     D=D, store=fut[keep] - info.last_step - 1, accumulate=in_win)  # fmt: skip
+        stream = dict(store=fut[keep] - info.last_step - 1, accumulate=in_win)
+        if K > 1:
+            # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K
+            _, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
+            x, win_sum = propagate_refresh_numpy(m, P, n_future, K=K, n_last=T - 1, a=p["a"], mu=p["mu"],
+                                                 sigma_p=p["sigma_p"], rng=rng, **stream)  # fmt: skip
+        else:
+            _, m, P = filter_numpy(y[:, None], mask[:, None], **pars)
+            x, win_sum = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng, **stream)
         fut = fut[keep]
         latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
         obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
@@ -419,7 +422,7 @@ class FittedForecast:
         const = xr.Dataset(
             {
                 "y": (("step_grid", "run"), arr.y), "mask": (("step_grid", "run"), arr.mask),
-                "lag_onehot": (("step_grid", "run", "lag"), arr.lag_onehot),
+                "refresh": ("run", arr.refresh),
                 "span": ("run", arr.span), "noise": ("run", arr.noise), "mu_mean": ("run", arr.mu_mean),
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs),
@@ -489,12 +492,17 @@ class FittedForecast:
                 refresh_interval=int(row.refresh_interval), model_name=str(row.model_name),
             )  # fmt: skip
         c = dt["constant_data"].to_dataset()
+        run_order = [str(r) for r in c["run"].to_numpy()]
+        if "refresh" in c:
+            refresh = c["refresh"].to_numpy().astype(np.int64)
+        else:  # format 1 stored a lag one-hot: K from the run info
+            refresh = np.array([infos[r].refresh_interval for r in run_order], dtype=np.int64)
         arr = ModelArrays(
-            y=c["y"].to_numpy(), mask=c["mask"].to_numpy(), lag_onehot=c["lag_onehot"].to_numpy(),
+            y=c["y"].to_numpy(), mask=c["mask"].to_numpy(), refresh=refresh,
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            run_ids=tuple(str(r) for r in c["run"].to_numpy()), families=tuple(json.loads(dt.attrs["families"])),
+            run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()
         health = {str(r): {"r_hat_max": float(v.r_hat_max), "ess_min": float(v.ess_min), "divergences": int(v.divergences)} for r, v in hd.iterrows()}

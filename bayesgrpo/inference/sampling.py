@@ -39,8 +39,8 @@ class SamplerConfig(BaseModel):
         Target acceptance rate of the step-size adaptation.
     low_rank_mass_matrix : bool
         Adapt a low-rank mass matrix (captures the plateau-timescale correlation).
-    backend : {"numba", "jax"}
-        What nutpie compiles the model to.
+    backend : {"numba"}
+        What nutpie compiles the model to (the likelihood Ops have no JAX implementation).
     seed : int
     """
 
@@ -51,7 +51,8 @@ class SamplerConfig(BaseModel):
     chains: int = Field(2, ge=1, le=64)
     target_accept: float = Field(0.95, gt=0.5, lt=1.0)
     low_rank_mass_matrix: bool = Field(True, description="adapt a low-rank mass matrix")
-    backend: str = Field("numba", pattern="^(jax|numba)$", description="backend nutpie compiles the model to")
+    backend: str = Field("numba", pattern="^numba$",
+                         description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)")
     seed: int = 0
 
 

@@ -75,20 +75,16 @@ def process_noise(wander, a, mu, *, dims: str = "run"):
     return pm.Deterministic("sigma_p", wander / pt.sqrt(factor), dims=dims)
 
 
-def reward_likelihood(y, mask, *, lag_onehot, lagged: bool, r0, r_star, a, mu, sigma_p, sigma_m):
+def reward_likelihood(y, mask, *, refresh, r0, r_star, a, mu, sigma_p, sigma_m):
     """Add the exact Kalman log-likelihood of the logged rewards as ``Potential("reward")``.
 
-    Lag-free runs use the compiled Op (:func:`~bayesgrpo.models.kalman_op.kalman_ar2_loglik`);
-    runs with a refresh interval the general filter. Returns the per-run log-likelihood tensor.
+    The compiled Op :func:`~bayesgrpo.models.kalman_op.kalman_refresh_loglik` (refresh interval K per
+    run; K = 1 is the lag-free recursion). Returns the per-run log-likelihood tensor.
     """
     import pymc as pm
 
-    from bayesgrpo.models.kalman import filter_pytensor
-    from bayesgrpo.models.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.models.kalman_op import kalman_refresh_loglik
 
-    if lagged:
-        ll = filter_pytensor(y, mask, lag_onehot, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
-    else:
-        ll = kalman_ar2_loglik(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
+    ll = kalman_refresh_loglik(y, mask, refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
     pm.Potential("reward", ll.sum())
     return ll

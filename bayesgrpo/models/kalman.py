@@ -10,12 +10,13 @@ state-space model, so the Kalman filter gives the exact marginal likelihood in e
 (over-, under-damped, with lag), and the filtered state at the last observation is all a forecast
 needs (the future is independent of the past given it).
 
-Two implementations of one algorithm live here:
-
-* :func:`filter_numpy` — numpy, vectorised over a trailing batch axis (posterior draws or runs);
-  used for forecasting and as the reference in tests.
-* :func:`filter_pytensor` — the same filter as a PyTensor ``scan`` over steps, batched over runs,
-  used as the likelihood inside PyMC models.
+:func:`filter_numpy` is numpy, vectorised over a trailing batch axis (posterior draws or runs); it
+is the general reference (any lag sequence) in tests and the forecast filter of lag-free runs.
+For the refresh pattern ``d_n = n mod K`` the same filter with the 3-dimensional state
+``(x_n, x_{n-1}, c_n)``, ``c_n = x_{n - (n mod K)}`` the anchor of the current refresh period, is
+exact too and its cost does not grow with K (:func:`filter_refresh_numpy`,
+:func:`propagate_refresh_numpy`; forecasting of runs with K > 1). The likelihood inside PyMC models
+is this filter as compiled Ops with exact gradients (:mod:`bayesgrpo.models.kalman_op`).
 
 The time grid is every optimizer step from the run's first logged step ``s0`` to its last;
 ``mask`` marks the steps that carry an observation (runs that log every k steps only update on
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["filter_numpy", "filter_pytensor", "propagate_numpy", "row_vector"]
+__all__ = ["filter_numpy", "filter_refresh_numpy", "propagate_numpy", "propagate_refresh_numpy", "row_vector"]
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -155,69 +156,121 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2,
     return (out, sums) if streaming else out
 
 
-def filter_pytensor(y, mask, lag_onehot, *, r0, r_star, a, mu, sigma_p, sigma_m):
-    """PyTensor Kalman filter log-likelihood, batched over runs.
+def _refresh_rows(mu, a, shape):
+    """Transition matrices of the 3-state (x_n, x_{n-1}, c_n): within a period, and into a period start.
+
+    Within a period the anchor is kept; into a period start (the next grid index is a multiple of K)
+    it becomes the new state, so its row repeats the first and the process noise enters it too.
+    Returns F_keep, F_reset (shape + (3, 3)) and the noise loadings g_keep, g_reset (3,).
+    """
+    F = np.zeros(shape + (3, 3))
+    F[..., 0, 0] = 1.0 + mu
+    F[..., 0, 1] = -mu
+    F[..., 0, 2] = -a
+    F[..., 1, 0] = 1.0
+    F_keep = F.copy()
+    F_keep[..., 2, 2] = 1.0
+    F_reset = F.copy()
+    F_reset[..., 2, :] = F[..., 0, :]
+    return F_keep, F_reset, np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0, 1.0])
+
+
+def filter_refresh_numpy(y, mask, *, K: int, r0, r_star, a, mu, sigma_p, sigma_m):
+    """Kalman filter of recursion (1) with the refresh pattern d_n = n mod K, 3-dimensional state.
+
+    Same likelihood as :func:`filter_numpy` with ``lag = n mod K`` and ``D = max(2, K)`` (exact), at
+    a cost independent of K.
 
     Parameters
     ----------
-    y, mask : TensorVariable, shape (T, R)
-        Observations on the unit-step grid (any finite value where unobserved) and 0/1 mask.
-        Padding after a run's last step must have mask 0.
-    lag_onehot : TensorVariable, shape (T, R, D)
-        One-hot of the lag d used in the transition INTO step n (row 0 unused).
-    r0, r_star, a, mu, sigma_p, sigma_m : TensorVariable, shape (R,)
+    y, mask : array_like, shape (T,) or (T, ...)
+        As in :func:`filter_numpy` (grid index n = 0 is the run's first logged step).
+    K : int
+        Refresh interval (>= 1; 1 is the lag-free recursion).
+    r0, r_star, a, mu, sigma_p, sigma_m : array_like
 
     Returns
     -------
-    TensorVariable, shape (R,)
-        Log-likelihood per run.
+    loglik : ndarray
+    m, P : ndarray
+        Filtered mean (..., 3) and covariance (..., 3, 3) of ``(x_{T-1}, x_{T-2}, c_{T-1})`` at the
+        last grid step.
     """
-    import pytensor
-    import pytensor.tensor as pt
+    if int(K) < 1:
+        raise ValueError(f"refresh interval K must be >= 1, got {K}")
+    K = int(K)
+    y = np.asarray(y, dtype=float)
+    mask = np.asarray(mask, dtype=bool)
+    T = y.shape[0]
+    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m)))
+    batch = np.broadcast_shapes(r0.shape, y.shape[1:])
+    F_keep, F_reset, g_keep, g_reset = _refresh_rows(np.broadcast_to(mu, batch), np.broadcast_to(a, batch), batch)
+    Q_keep = np.outer(g_keep, g_keep)
+    Q_reset = np.outer(g_reset, g_reset)
+    q = np.broadcast_to(sp**2, batch)[..., None, None]
+    r = sm**2
+    m = np.broadcast_to((r0 - r_star)[..., None], batch + (3,)).copy()
+    P = np.zeros(batch + (3, 3))
+    ll = np.zeros(batch)
+    for n in range(T):
+        if n > 0:
+            reset = n % K == 0
+            F = F_reset if reset else F_keep
+            m = np.einsum("...ij,...j->...i", F, m)
+            P = np.einsum("...ij,...jk,...lk->...il", F, P, F) + q * (Q_reset if reset else Q_keep)
+        obs = mask[n]
+        if not np.any(obs):
+            continue
+        S = P[..., 0, 0] + r
+        v = np.where(obs, y[n] - r_star - m[..., 0], 0.0)
+        Kg = P[..., :, 0] / S[..., None]
+        ll = ll + np.where(obs, -0.5 * (LOG2PI + np.log(S) + v**2 / S), 0.0)
+        o = np.broadcast_to(obs, batch)[..., None]
+        m = m + np.where(o, Kg * v[..., None], 0.0)
+        P = P - np.where(o[..., None], Kg[..., :, None] * Kg[..., None, :] * S[..., None, None], 0.0)
+    return ll, m, P
 
-    D = lag_onehot.shape[-1]
 
-    # every parameter enters the scan as an explicit non-sequence, so that PyMC can replace random
-    # variables by their values in the outer graph (implicit closures break the scan gradient)
-    def update(y_n, mask_n, m, P, ll, r_star, r):
-        S = P[:, 0, 0] + r
-        v = (y_n - r_star - m[:, 0]) * mask_n
-        K = P[:, :, 0] / S[:, None]
-        ll = ll + mask_n * (-0.5 * (LOG2PI + pt.log(S) + v**2 / S))
-        m = m + mask_n[:, None] * K * v[:, None]
-        P = P - mask_n[:, None, None] * K[:, :, None] * K[:, None, :] * S[:, None, None]
-        return m, P, ll
+def propagate_refresh_numpy(m, P, n_steps, *, K: int, n_last: int, a, mu, sigma_p, rng, store=None, accumulate=None):
+    """Draw latent paths forward from a filtered 3-state (:func:`filter_refresh_numpy`).
 
-    def step(y_n, mask_n, oh_n, m, P, ll, base, a, q, r_star, r):
-        f = base - a[:, None] * oh_n  # (R, D)
-        m0 = pt.sum(f * m, axis=1)
-        m_new = pt.concatenate([m0[:, None], m[:, :-1]], axis=1)
-        fP = pt.sum(f[:, :, None] * P, axis=1)  # (R, D)
-        p00 = pt.sum(fP * f, axis=1) + q
-        top = pt.concatenate([p00[:, None], fP[:, :-1]], axis=1)  # (R, D)
-        lower = pt.concatenate([fP[:, :-1, None], P[:, :-1, :-1]], axis=2)  # (R, D-1, D)
-        P_new = pt.concatenate([top[:, None, :], lower], axis=1)
-        return update(y_n, mask_n, m_new, P_new, ll, r_star, r)
-
-    zero_run = pt.zeros_like(y[0])
-    r0, r_star, a, mu, sigma_p, sigma_m = (v + zero_run for v in (r0, r_star, a, mu, sigma_p, sigma_m))
-    q = sigma_p**2
-    r = sigma_m**2
-    base = pt.zeros_like(lag_onehot[0])  # (R, D)
-    base = pt.set_subtensor(base[:, 0], 1.0 + mu)
-    base = pt.inc_subtensor(base[:, 1], -mu)
-    R = y.shape[1]
-    m0 = pt.repeat((r0 - r_star)[:, None], D, axis=1)
-    P0 = pt.zeros((R, D, D))
-    ll0 = pt.zeros((R,))
-    m1, P1, ll1 = update(y[0], mask[0], m0, P0, ll0, r_star, r)
-    (_, _, lls) = pytensor.scan(
-        step,
-        sequences=[y[1:], mask[1:], lag_onehot[1:]],
-        outputs_info=[m1, P1, ll1],
-        non_sequences=[base, a, q, r_star, r],
-        strict=True,
-        return_updates=False,
-    )
-    return lls[-1]
-
+    ``n_last`` is the grid index of the filtered state (the phase of the refresh pattern). Returns an
+    array ``(n_steps, *batch)`` of x at grid steps ``n_last + 1, ..., n_last + n_steps``, or with
+    ``store``/``accumulate`` the memory-bounded form of :func:`propagate_numpy`.
+    """
+    K = int(K)
+    m = np.asarray(m, dtype=float)
+    P = np.asarray(P, dtype=float)
+    batch = m.shape[:-1]
+    w, V = np.linalg.eigh(P)
+    w = np.clip(w, 0.0, None)
+    z = rng.standard_normal(batch + (3,))
+    s = m + np.einsum("...ij,...j->...i", V, np.sqrt(w) * z)
+    f0 = np.broadcast_to(1.0 + np.asarray(mu, dtype=float), batch)
+    f1 = np.broadcast_to(-np.asarray(mu, dtype=float), batch)
+    f2 = np.broadcast_to(-np.asarray(a, dtype=float), batch)
+    sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
+    streaming = store is not None or accumulate is not None
+    if streaming:
+        store = np.asarray([] if store is None else store, dtype=int)
+        slot = np.full(n_steps, -1)
+        slot[store] = np.arange(store.size)
+        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
+        out = np.empty((store.size,) + batch)
+        sums = np.zeros(batch)
+    else:
+        out = np.empty((n_steps,) + batch)
+    x, xp, c = s[..., 0], s[..., 1], s[..., 2]
+    for k in range(n_steps):
+        x_next = f0 * x + f1 * xp + f2 * c + sp * rng.standard_normal(batch)
+        if (n_last + k + 1) % K == 0:
+            c = x_next
+        x, xp = x_next, x
+        if not streaming:
+            out[k] = x_next
+            continue
+        if slot[k] >= 0:
+            out[slot[k]] = x_next
+        if acc[k]:
+            sums += x_next
+    return (out, sums) if streaming else out

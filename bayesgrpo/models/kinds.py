@@ -2,7 +2,9 @@
 
 All kinds work in per-run normalised units (:mod:`bayesgrpo.models.arrays`) and share the building
 blocks of :mod:`bayesgrpo.models.components` and one likelihood: the exact Kalman filter of
-recursion (1) (physics.md section 2).
+recursion (1) (physics.md section 2) with each run's refresh-interval lag pattern, a compiled Op with
+an exact gradient whose cost does not grow with K; the refresh interval is data, so one compiled
+model serves every run.
 
 ``oscillator``
     The mean-field damped oscillator: per run a plateau ``r_star``, an initial reward ``r0``, a
@@ -29,15 +31,15 @@ import numpy as np
 __all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
-DATA_VARS = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
+DATA_VARS = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
 
 
 @dataclass(frozen=True)
 class ModelArrays:
     """Arrays the PyMC graph is built from (all in normalised units).
 
-    ``y``, ``mask`` are (T, R) on the unit-step grid; ``lag_onehot`` (T, R, D); per-run vectors are
-    (R,): ``span`` (horizon - first step, in steps), ``noise`` (robust measurement-noise estimate),
+    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first step, in steps), ``noise`` (robust measurement-noise estimate),
     ``mu_mean`` (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``,
     ``log_size`` (log params_b relative to the reference size, 0 where unknown), ``r0_obs`` (mean of the
     first observed points).
@@ -45,7 +47,7 @@ class ModelArrays:
 
     y: np.ndarray
     mask: np.ndarray
-    lag_onehot: np.ndarray
+    refresh: np.ndarray
     span: np.ndarray
     noise: np.ndarray
     mu_mean: np.ndarray
@@ -55,11 +57,6 @@ class ModelArrays:
     r0_obs: np.ndarray
     run_ids: tuple[str, ...]
     families: tuple[str, ...]
-
-    @property
-    def lagged(self) -> bool:
-        """True when any run has a refresh interval K > 1 (the general filter is needed)."""
-        return self.lag_onehot.shape[-1] > 2 or bool(self.lag_onehot[:, :, 1].any())
 
     def data(self) -> dict:
         """Values of the ``pm.Data`` variables (:data:`DATA_VARS`)."""
@@ -98,7 +95,7 @@ class ModelKind:
 
     def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
         """Everything the graph's structure depends on besides the swappable data."""
-        key = (self.name, prior.sha256, hierarchical, arr.lagged, arr.lag_onehot.shape[-1])
+        key = (self.name, prior.sha256, hierarchical)
         if hierarchical:
             key += (arr.y.shape[1], len(arr.families))
         return key
@@ -115,7 +112,7 @@ class ModelKind:
         with pm.Model(coords=coords) as model:
             y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
-            lag = pm.Data("lag_onehot", arr.lag_onehot, shape=(None, None, None))
+            refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
             span = pm.Data("span", arr.span, dims="run", shape=(None,))
             noise = pm.Data("noise", arr.noise, dims="run", shape=(None,))
             r0_obs = pm.Data("r0_obs", arr.r0_obs, dims="run", shape=(None,))
@@ -150,8 +147,8 @@ class ModelKind:
             sigma_m = C.measurement_noise(noise, prior.log_noise_sd)
             wander = pm.Deterministic("wander", sigma_m * pt.exp(C.run_effect("wander", w_mu, w_sd)), dims="run")
             sigma_p = C.process_noise(wander, a, mu)
-            C.reward_likelihood(y, mask, lag_onehot=lag, lagged=arr.lagged, r0=r0, r_star=r_star, a=a, mu=mu,
-                                sigma_p=sigma_p, sigma_m=sigma_m)  # fmt: skip
+            C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
+                                sigma_m=sigma_m)  # fmt: skip
         return model
 
 

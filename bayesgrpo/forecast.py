@@ -67,7 +67,10 @@ class SamplerConfig(BaseModel):
     low_rank_mass_matrix: bool = Field(
         True, description="adapt a low-rank mass matrix (captures the plateau-timescale correlation)"
     )
-    backend: str = Field("numba", pattern="^(jax|numba)$", description="backend nutpie compiles the model to")
+    backend: str = Field(
+        "numba", pattern="^(jax|numba)$",
+        description="backend nutpie compiles the model to; only numba runs the compiled Kalman likelihood Op",
+    )  # fmt: skip
     seed: int = 0
 
 
@@ -204,7 +207,7 @@ def _subset(arr: ModelArrays, idx) -> ModelArrays:
     idx = np.asarray(idx)
     T = int(max(np.nonzero(arr.mask[:, j])[0].max() for j in idx)) + 1
     fields = dict(
-        y=arr.y[:T, idx], mask=arr.mask[:T, idx], lag_onehot=arr.lag_onehot[:T, idx],
+        y=arr.y[:T, idx], mask=arr.mask[:T, idx], refresh=arr.refresh[idx],
         span=arr.span[idx], noise=arr.noise[idx], mu_mean=arr.mu_mean[idx], mu_known=arr.mu_known[idx],
         family_idx=arr.family_idx[idx], log_size=arr.log_size[idx], r0_obs=arr.r0_obs[idx],
         run_ids=tuple(arr.run_ids[j] for j in idx), families=arr.families,
@@ -228,39 +231,26 @@ _COMPILED: dict = {}
 def _compiled_model(arr: ModelArrays, *, kind, prior, hierarchical, backend):
     """nutpie-compiled model for this graph structure, compiled once per process and reused.
 
-    The graph depends on the model kind, the prior constants, whether the lag-free kernel applies,
-    and (hierarchical only) the numbers of runs and families; data enter as ``pm.Data`` and are
-    swapped with ``with_data``. Calling nutpie directly (not ``pm.sample``) is what makes this reuse
-    possible: ``pm.sample`` compiles anew on every call (15-25 s here).
+    The graph depends on the model kind, the prior constants and (hierarchical only) the numbers of
+    runs and families; data, the refresh interval of each run included, enter as ``pm.Data`` and are
+    swapped with ``with_data``, so lag-free and lagged runs share one compiled model (the likelihood
+    is the compiled refresh-interval Kalman Op, :mod:`bayesgrpo.kalman_op`). Calling nutpie directly
+    (not ``pm.sample``) is what makes this reuse possible: ``pm.sample`` compiles anew on every call
+    (15-25 s here).
     """
     import nutpie
 
-    import importlib.util
-
-    lagged = arr.lag_onehot.shape[-1] > 2 or bool(arr.lag_onehot[:, :, 1].any())
-    # The lagged likelihood is a PyTensor scan (no compiled Op yet): numba needs minutes to compile
-    # its gradient, JAX seconds. nutpie's JAX models fold the data into the graph, so such a model
-    # serves one batch only (its key holds the run ids).
-    use_jax = lagged and importlib.util.find_spec("jax") is not None
-    key = (kind, prior.model_dump_json(), hierarchical, lagged, arr.lag_onehot.shape[-1])
+    if backend != "numba":
+        raise ValueError(
+            f"backend={backend!r}: the Kalman likelihood is a numba-compiled Op with no JAX implementation; use backend='numba'"
+        )
+    key = (kind, prior.model_dump_json(), hierarchical)
     if hierarchical:
         key += (arr.y.shape[1], len(arr.families))
-    if use_jax:
-        key += (arr.run_ids,)
     if key not in _COMPILED:
         model = build_model(arr, kind=kind, prior=prior, hierarchical=hierarchical)
-        kw = {}
-        if use_jax:
-            backend, kw = "jax", {"gradient_backend": "jax"}
-        elif lagged:
-            warnings.warn(
-                "runs with a refresh interval > 1 use the lagged Kalman filter, whose numba compile takes "
-                "several minutes; `pip install jax` makes it take seconds",
-                SamplerWarning,
-                stacklevel=3,
-            )
         log.info("compiling the %s model (%s backend)", kind, backend)
-        _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend, **kw)
+        _COMPILED[key] = nutpie.compile_pymc_model(model, backend=backend)
     return _COMPILED[key]
 
 
@@ -268,17 +258,12 @@ def _nuts(compiled, arr: ModelArrays, sampler: SamplerConfig, seed: int):
     """Swap the batch's data into the compiled model and run NUTS; return the posterior DataTree."""
     import nutpie
 
-    names = ("y", "mask", "lag_onehot", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
-    # nutpie's numba models key their shared data by random ids and match ``with_data`` by variable
-    # name; its JAX models key them by name
-    if hasattr(compiled, "shared_var_keys"):
-        known = {v.name for v in compiled.shared_var_keys}
-        if not {"y", "mask"} <= known:  # never sample a run with another run's data
-            raise RuntimeError(f"compiled model lacks the data variables y/mask (has {sorted(known)})")
-        cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
-    else:
-        # a JAX model (data folded in): compiled for exactly this batch (its cache key holds the run ids)
-        cm = compiled
+    names = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
+    # nutpie's numba models key their shared data by random ids and match ``with_data`` by variable name
+    known = {v.name for v in getattr(compiled, "shared_var_keys", ())}
+    if not {"y", "mask", "refresh"} <= known:  # never sample a run with another run's data or lag pattern
+        raise RuntimeError(f"compiled model lacks the data variables y/mask/refresh (has {sorted(known)})")
+    cm = compiled.with_data(**{n: getattr(arr, n) for n in names if n in known})
     extra = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     return nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
@@ -513,7 +498,7 @@ class FittedForecast:
         const = xr.Dataset(
             {
                 "y": (("step_grid", "run"), arr.y), "mask": (("step_grid", "run"), arr.mask),
-                "lag_onehot": (("step_grid", "run", "lag"), arr.lag_onehot),
+                "refresh": ("run", arr.refresh),
                 "span": ("run", arr.span), "noise": ("run", arr.noise), "mu_mean": ("run", arr.mu_mean),
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs),
@@ -561,12 +546,17 @@ class FittedForecast:
                 refresh_interval=int(row.refresh_interval), model_name=str(row.model_name),
             )  # fmt: skip
         c = dt["constant_data"].to_dataset()
+        run_order = [str(r) for r in c["run"].to_numpy()]
+        if "refresh" in c:
+            refresh = c["refresh"].to_numpy().astype(np.int64)
+        else:  # files written before the refresh Op stored a lag one-hot instead: K from the run info
+            refresh = np.array([infos[r].refresh_interval for r in run_order], dtype=np.int64)
         arr = ModelArrays(
-            y=c["y"].to_numpy(), mask=c["mask"].to_numpy(), lag_onehot=c["lag_onehot"].to_numpy(),
+            y=c["y"].to_numpy(), mask=c["mask"].to_numpy(), refresh=refresh,
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            run_ids=tuple(str(r) for r in c["run"].to_numpy()), families=tuple(json.loads(dt.attrs["families"])),
+            run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()
         health = {str(r): {"r_hat_max": float(v.r_hat_max), "ess_min": float(v.ess_min), "divergences": int(v.divergences)} for r, v in hd.iterrows()}

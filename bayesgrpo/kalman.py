@@ -10,12 +10,10 @@ state-space model, so the Kalman filter gives the exact marginal likelihood in e
 (over-, under-damped, with lag), and the filtered state at the last observation is all a forecast
 needs (the future is independent of the past given it).
 
-Two implementations of one algorithm live here:
-
-* :func:`filter_numpy` — numpy, vectorised over a trailing batch axis (posterior draws or runs);
-  used for forecasting and as the reference in tests.
-* :func:`filter_pytensor` — the same filter as a PyTensor ``scan`` over steps, batched over runs,
-  used as the likelihood inside PyMC models.
+:func:`filter_numpy` is numpy, vectorised over a trailing batch axis (posterior draws or runs); it
+is used for forecasting and as the reference in tests. The likelihood inside PyMC models is the same
+filter as compiled Ops with exact gradients (:mod:`bayesgrpo.kalman_op`; for the refresh pattern a
+3-dimensional state replaces the D-dimensional one used here).
 
 The time grid is every optimizer step from the run's first logged step ``s0`` to its last;
 ``mask`` marks the steps that carry an observation (runs that log every k steps only update on
@@ -26,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["filter_numpy", "filter_pytensor", "propagate_numpy", "row_vector"]
+__all__ = ["filter_numpy", "propagate_numpy", "row_vector"]
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -133,71 +131,3 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2)
         s = np.concatenate([x_next[..., None], s[..., :-1]], axis=-1)
         out[k] = x_next
     return out
-
-
-def filter_pytensor(y, mask, lag_onehot, *, r0, r_star, a, mu, sigma_p, sigma_m):
-    """PyTensor Kalman filter log-likelihood, batched over runs.
-
-    Parameters
-    ----------
-    y, mask : TensorVariable, shape (T, R)
-        Observations on the unit-step grid (any finite value where unobserved) and 0/1 mask.
-        Padding after a run's last step must have mask 0.
-    lag_onehot : TensorVariable, shape (T, R, D)
-        One-hot of the lag d used in the transition INTO step n (row 0 unused).
-    r0, r_star, a, mu, sigma_p, sigma_m : TensorVariable, shape (R,)
-
-    Returns
-    -------
-    TensorVariable, shape (R,)
-        Log-likelihood per run.
-    """
-    import pytensor
-    import pytensor.tensor as pt
-
-    D = lag_onehot.shape[-1]
-
-    # every parameter enters the scan as an explicit non-sequence, so that PyMC can replace random
-    # variables by their values in the outer graph (implicit closures break the scan gradient)
-    def update(y_n, mask_n, m, P, ll, r_star, r):
-        S = P[:, 0, 0] + r
-        v = (y_n - r_star - m[:, 0]) * mask_n
-        K = P[:, :, 0] / S[:, None]
-        ll = ll + mask_n * (-0.5 * (LOG2PI + pt.log(S) + v**2 / S))
-        m = m + mask_n[:, None] * K * v[:, None]
-        P = P - mask_n[:, None, None] * K[:, :, None] * K[:, None, :] * S[:, None, None]
-        return m, P, ll
-
-    def step(y_n, mask_n, oh_n, m, P, ll, base, a, q, r_star, r):
-        f = base - a[:, None] * oh_n  # (R, D)
-        m0 = pt.sum(f * m, axis=1)
-        m_new = pt.concatenate([m0[:, None], m[:, :-1]], axis=1)
-        fP = pt.sum(f[:, :, None] * P, axis=1)  # (R, D)
-        p00 = pt.sum(fP * f, axis=1) + q
-        top = pt.concatenate([p00[:, None], fP[:, :-1]], axis=1)  # (R, D)
-        lower = pt.concatenate([fP[:, :-1, None], P[:, :-1, :-1]], axis=2)  # (R, D-1, D)
-        P_new = pt.concatenate([top[:, None, :], lower], axis=1)
-        return update(y_n, mask_n, m_new, P_new, ll, r_star, r)
-
-    zero_run = pt.zeros_like(y[0])
-    r0, r_star, a, mu, sigma_p, sigma_m = (v + zero_run for v in (r0, r_star, a, mu, sigma_p, sigma_m))
-    q = sigma_p**2
-    r = sigma_m**2
-    base = pt.zeros_like(lag_onehot[0])  # (R, D)
-    base = pt.set_subtensor(base[:, 0], 1.0 + mu)
-    base = pt.inc_subtensor(base[:, 1], -mu)
-    R = y.shape[1]
-    m0 = pt.repeat((r0 - r_star)[:, None], D, axis=1)
-    P0 = pt.zeros((R, D, D))
-    ll0 = pt.zeros((R,))
-    m1, P1, ll1 = update(y[0], mask[0], m0, P0, ll0, r_star, r)
-    (_, _, lls) = pytensor.scan(
-        step,
-        sequences=[y[1:], mask[1:], lag_onehot[1:]],
-        outputs_info=[m1, P1, ll1],
-        non_sequences=[base, a, q, r_star, r],
-        strict=True,
-        return_updates=False,
-    )
-    return lls[-1]
-

@@ -1,7 +1,9 @@
 """PyMC models of GRPO reward curves (the backend: PyMC graphs built from prepared arrays).
 
 All models work in per-run normalised units (see :mod:`bayesgrpo.prepare`) and share one
-likelihood: the exact Kalman filter of recursion (1) (:func:`bayesgrpo.kalman.filter_pytensor`).
+likelihood: the exact Kalman filter of recursion (1) with each run's refresh-interval lag pattern
+(:func:`bayesgrpo.kalman_op.kalman_refresh_loglik`, a compiled Op with an exact gradient; K = 1 is
+the lag-free case). The refresh interval is data, so one compiled model serves every run.
 
 ``oscillator``
     The mean-field damped oscillator of physics.md section 2: per run a plateau ``r_star``, an initial
@@ -34,8 +36,8 @@ MODEL_KINDS = ("oscillator", "saturation", "scaling")
 class ModelArrays:
     """Arrays the PyMC graph is built from (all in normalised units).
 
-    ``y``, ``mask`` are (T, R) on the unit-step grid; ``lag_onehot`` (T, R, D); per-run vectors are
-    (R,): ``span`` (horizon - first step, in steps), ``noise`` (robust measurement-noise estimate),
+    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first step, in steps), ``noise`` (robust measurement-noise estimate),
     ``mu_mean`` (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``,
     ``log_size`` (log params_b relative to the reference size, 0 where unknown), ``r0_obs`` (mean of the
     first observed points).
@@ -43,7 +45,7 @@ class ModelArrays:
 
     y: np.ndarray
     mask: np.ndarray
-    lag_onehot: np.ndarray
+    refresh: np.ndarray
     span: np.ndarray
     noise: np.ndarray
     mu_mean: np.ndarray
@@ -76,8 +78,7 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     import pymc as pm
     import pytensor.tensor as pt
 
-    from bayesgrpo.kalman import filter_pytensor
-    from bayesgrpo.kalman_op import kalman_ar2_loglik
+    from bayesgrpo.kalman_op import kalman_refresh_loglik
     from bayesgrpo.population import PopulationPrior
 
     if kind not in MODEL_KINDS:
@@ -88,7 +89,7 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     with pm.Model(coords=coords) as model:
         y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
         mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
-        lag = pm.Data("lag_onehot", arr.lag_onehot, shape=(None, None, None))
+        refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
         span = pm.Data("span", arr.span, dims="run", shape=(None,))
         noise = pm.Data("noise", arr.noise, dims="run", shape=(None,))
         r0_obs = pm.Data("r0_obs", arr.r0_obs, dims="run", shape=(None,))
@@ -135,9 +136,6 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
         # stationary latent variance of the exact AR(2), d = 0 (physics.md section 5), inverted:
         stat_factor = (1.0 + mu) / ((1.0 - mu) * a * (2.0 * (1.0 + mu) - a))
         sigma_p = pm.Deterministic("sigma_p", wander / pt.sqrt(stat_factor), dims="run")
-        if arr.lag_onehot.shape[-1] == 2 and not arr.lag_onehot[:, :, 1].any():
-            ll = kalman_ar2_loglik(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
-        else:
-            ll = filter_pytensor(y, mask, lag, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
+        ll = kalman_refresh_loglik(y, mask, refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
         pm.Potential("reward", ll.sum())
     return model

@@ -10,7 +10,8 @@ Conventions (one place for all of them):
   A constant observed curve gets a unit-free fallback scale and a :class:`DataWarning`.
 * **Noise estimate.** Robust measurement sd from first differences: ``1.4826 * MAD(diff) / sqrt(2)``.
 * **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
-* **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K; else d = 0.
+* **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K (n = grid index
+  from ``s0``; :func:`lag_sequence`); else d = 0. The model arrays carry K per run (``refresh``).
 """
 
 from __future__ import annotations
@@ -189,16 +190,11 @@ def prepare_arrays(
         fam_names.append(_family(meta))
     T = max(int(ms[-1]) + 1 for ms in masks_steps)
     R = len(infos)
-    D = max(2, max(i.refresh_interval for i in infos))
     y = np.zeros((T, R))
     mask = np.zeros((T, R))
-    lag_oh = np.zeros((T, R, D))
-    for j, (z, ms, info) in enumerate(zip(zs, masks_steps, infos)):
+    for j, (z, ms) in enumerate(zip(zs, masks_steps)):
         y[ms, j] = z
         mask[ms, j] = 1.0
-        n = np.arange(T)
-        # the transition INTO grid step n uses the lag of step n-1 (row 0 is never used)
-        lag_oh[n, j, lag_sequence(info, np.maximum(n - 1, 0))] = 1.0
     fam_order = families or list(dict.fromkeys(fam_names))
     fam_idx = np.array([fam_order.index(f) if f in fam_order else 0 for f in fam_names], dtype=np.int64)
     beta1 = np.array([_num(runs.meta.loc[i.run_id], "beta1") for i in infos])
@@ -209,7 +205,7 @@ def prepare_arrays(
     arrays = ModelArrays(
         y=y,
         mask=mask,
-        lag_onehot=lag_oh,
+        refresh=np.array([i.refresh_interval for i in infos], dtype=np.int64),  # lag pattern: lag_sequence
         span=np.array([float(i.horizon - i.s0) for i in infos]),
         noise=np.array(noises),
         mu_mean=mu_mean,

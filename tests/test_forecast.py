@@ -109,6 +109,52 @@ def test_save_load_roundtrip_identical(mock_sampler, tmp_path):
     assert back.config == fit.config and back.sampler == fit.sampler
 
 
+def test_load_file_without_refresh_data(mock_sampler, tmp_path):
+    """Files written before the refresh Op stored a lag one-hot, not ``refresh``: K comes from the run info."""
+    runs = _runs()
+    runs.meta["refresh_interval"] = 8
+    fit = Forecaster(sampler=SMALL).fit(runs)
+    assert list(fit.arrays.refresh) == [8]
+    dt = fit.to_datatree()
+    const = dt["constant_data"].to_dataset().drop_vars("refresh")
+    dt["constant_data"] = xr.DataTree(const)
+    path = tmp_path / "old.nc"
+    dt.to_netcdf(str(path), engine="h5netcdf")
+    back = FittedForecast.load(path)
+    assert list(back.arrays.refresh) == [8] and back.arrays.refresh.dtype == np.int64
+    pd.testing.assert_frame_equal(fit.table(), back.table())
+
+
+def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
+    """One compiled model serves runs of every K: _nuts must pass each batch's ``refresh`` to with_data."""
+    import types
+
+    import nutpie
+
+    import bayesgrpo.forecast as fc
+    from bayesgrpo.prepare import prepare_arrays
+
+    runs = _runs()
+    runs.meta["refresh_interval"] = 32
+    arr = fc._subset(prepare_arrays(runs)[0], [0])
+    seen = {}
+
+    class FakeCompiled:
+        shared_var_keys = [types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")]
+
+        def with_data(self, **kw):
+            seen.update(kw)
+            return self
+
+    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled")
+    assert fc._nuts(FakeCompiled(), arr, SMALL, seed=0) == "sampled"
+    np.testing.assert_array_equal(seen["refresh"], arr.refresh)
+    assert seen["refresh"][0] == 32 and set(seen) == {"y", "mask", "refresh", "span", "noise", "r0_obs"}
+    FakeCompiled.shared_var_keys = FakeCompiled.shared_var_keys[:2]  # a model without the refresh data
+    with pytest.raises(RuntimeError, match="refresh"):
+        fc._nuts(FakeCompiled(), arr, SMALL, seed=0)
+
+
 def test_errors_name_the_run():
     few = RunSet.from_frames(pd.DataFrame({"run_id": "tiny", "step": [1, 2, 3], "reward": [0.1, 0.2, 0.1]}))
     with pytest.raises(ForecastError, match="'tiny'.*3 logged reward point"):

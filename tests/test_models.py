@@ -26,7 +26,7 @@ def runset(n_runs=3, K=None):
         steps = np.arange(1, 61 + 10 * j)
         r = 0.2 + 0.5 * (1 - np.exp(-steps / 30)) + 0.05 * rng.standard_normal(len(steps))
         rows.append(pd.DataFrame({"run_id": f"r{j}", "step": steps, "reward": r}))
-        meta.append({"run_id": f"r{j}", "family": "A" if j % 2 == 0 else "B", "params_b": 3.0 * (j + 1), "group_size": 4 * (j + 1), "max_steps": 200, "refresh_interval": K})
+        meta.append({"run_id": f"r{j}", "family": "A" if j % 2 == 0 else "B", "params_b": 3.0 * (j + 1), "group_size": 4 * (j + 1), "max_steps": 200, "refresh_interval": K[j] if isinstance(K, list) else K})
     return RunSet.from_frames(pd.concat(rows), pd.DataFrame(meta))
 
 
@@ -54,19 +54,35 @@ def test_structure_and_finite_logp(kind, hierarchical):
 
 
 def test_lagged_model_uses_general_filter_and_matches_numpy():
-    """With a refresh interval the likelihood is the general (scan) filter; its value equals numpy's."""
+    """With refresh intervals the likelihood is the compiled refresh Op (K per run, as data); the model's
+    log-density term equals the numpy filter's with each run's lag pattern d_n = n mod K."""
     from bayesgrpo.kalman import filter_numpy
+    from bayesgrpo.kalman_op import KalmanRefresh
     from bayesgrpo.prepare import lag_sequence
+    from pytensor.graph.traversal import ancestors
 
-    rs = runset(n_runs=1, K=4)
+    rs = runset(n_runs=3, K=[4, 1, 32])  # lag-free and lagged runs in one graph
     arr, infos = prepare_arrays(rs)
-    assert arr.lag_onehot.shape[-1] == 4
+    np.testing.assert_array_equal(arr.refresh, [4, 1, 32])
+    assert arr.refresh.dtype == np.int64
     model = build_model(arr)
+    nodes = list(ancestors([model["reward"]]))
+    assert any(isinstance(getattr(v.owner, "op", None), KalmanRefresh) for v in nodes)
+    assert not any(type(getattr(v.owner, "op", None)).__name__ == "Scan" for v in nodes)
     ip = model.initial_point()
+    ip["z_tau"] = np.array([-1.0, 0.5, 1.5])  # distinct per-run parameters
     r0, rs_, a, mu, sp, sm, ll = evaluate(model, ["r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "reward"], ip)
-    T = infos[0].last_step - infos[0].s0 + 1
-    ref = filter_numpy(arr.y[:T, 0], arr.mask[:T, 0].astype(bool), r0=r0[0], r_star=rs_[0], a=a[0], mu=mu[0], sigma_p=sp[0], sigma_m=sm[0], lag=lag_sequence(infos[0], np.arange(T)), D=4)[0]
+    ref = 0.0
+    for j, info in enumerate(infos):
+        T = info.last_step - info.s0 + 1
+        ref += filter_numpy(
+            arr.y[:T, j], arr.mask[:T, j].astype(bool), r0=r0[j], r_star=rs_[j], a=a[j], mu=mu[j], sigma_p=sp[j],
+            sigma_m=sm[j], lag=lag_sequence(info, np.arange(T)), D=max(2, info.refresh_interval),
+        )[0]  # fmt: skip
     assert float(ll) == pytest.approx(float(ref), rel=1e-9)
+    # the gradient goes through the Op's pullback
+    grad = model.compile_dlogp(mode=FAST)(ip)
+    assert np.all(np.isfinite(grad))
 
 
 def test_prepare_normalises_and_reports_back():

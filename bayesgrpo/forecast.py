@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bayesgrpo.decisions import PathDraws
 from bayesgrpo.errors import ForecastError, SamplerWarning
-from bayesgrpo.kalman import filter_numpy, propagate_numpy
+from bayesgrpo.kalman import filter_numpy, filter_refresh_numpy, propagate_numpy, propagate_refresh_numpy
 from bayesgrpo.models import MODEL_KINDS, ModelArrays, build_model
 from bayesgrpo.population import PopulationPrior
 from bayesgrpo.prepare import RunInfo, prepare_arrays
@@ -336,18 +336,18 @@ class FittedForecast:
         T = info.last_step - info.s0 + 1
         y = self.arrays.y[:T, j]
         mask = self.arrays.mask[:T, j].astype(bool)
-        D = max(2, info.refresh_interval)
-        from bayesgrpo.prepare import lag_sequence
-
-        lag_in = lag_sequence(info, np.arange(T))
-        ll, m, P = filter_numpy(
-            y[:, None], mask[:, None], r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"],
-            sigma_p=p["sigma_p"], sigma_m=p["sigma_m"], lag=lag_in, D=D,
-        )  # fmt: skip
+        pars = dict(r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], sigma_m=p["sigma_m"])
         rng = np.random.default_rng([self.sampler.seed, j, 7])
         n_future = info.horizon - info.last_step
-        lag_out = lag_sequence(info, np.arange(T - 1, T - 1 + n_future))
-        x = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], lag=lag_out, rng=rng, D=D)
+        K = info.refresh_interval
+        if K > 1:
+            # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K (the
+            # K-dimensional state of filter_numpy took minutes for K = 128 and 2000 draws)
+            ll, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
+            x = propagate_refresh_numpy(m, P, n_future, K=K, n_last=T - 1, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng)
+        else:
+            ll, m, P = filter_numpy(y[:, None], mask[:, None], **pars)
+            x = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng)
         fut = info.future_steps()
         idx = fut - info.last_step - 1
         latent_z = x[idx].T + p["r_star"][:, None]  # (draws, n_future_logged)

@@ -11,9 +11,12 @@ state-space model, so the Kalman filter gives the exact marginal likelihood in e
 needs (the future is independent of the past given it).
 
 :func:`filter_numpy` is numpy, vectorised over a trailing batch axis (posterior draws or runs); it
-is used for forecasting and as the reference in tests. The likelihood inside PyMC models is the same
-filter as compiled Ops with exact gradients (:mod:`bayesgrpo.kalman_op`; for the refresh pattern a
-3-dimensional state replaces the D-dimensional one used here).
+is the general reference (any lag sequence) in tests and the forecast filter of lag-free runs.
+For the refresh pattern ``d_n = n mod K`` the same filter with the 3-dimensional state
+``(x_n, x_{n-1}, c_n)``, ``c_n = x_{n - (n mod K)}`` the anchor of the current refresh period, is
+exact too and its cost does not grow with K (:func:`filter_refresh_numpy`,
+:func:`propagate_refresh_numpy`; forecasting of runs with K > 1). The likelihood inside PyMC models
+is this filter as compiled Ops with exact gradients (:mod:`bayesgrpo.kalman_op`).
 
 The time grid is every optimizer step from the run's first logged step ``s0`` to its last;
 ``mask`` marks the steps that carry an observation (runs that log every k steps only update on
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["filter_numpy", "propagate_numpy", "row_vector"]
+__all__ = ["filter_numpy", "filter_refresh_numpy", "propagate_numpy", "propagate_refresh_numpy", "row_vector"]
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -129,5 +132,109 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2)
         f = row_vector(mu, a, lag[k], D)
         x_next = np.einsum("...i,...i->...", f, s) + sp * rng.standard_normal(batch)
         s = np.concatenate([x_next[..., None], s[..., :-1]], axis=-1)
+        out[k] = x_next
+    return out
+
+
+def _refresh_rows(mu, a, shape):
+    """Transition matrices of the 3-state (x_n, x_{n-1}, c_n): within a period, and into a period start.
+
+    Within a period the anchor is kept; into a period start (the next grid index is a multiple of K)
+    it becomes the new state, so its row repeats the first and the process noise enters it too.
+    Returns F_keep, F_reset (shape + (3, 3)) and the noise loadings g_keep, g_reset (3,).
+    """
+    F = np.zeros(shape + (3, 3))
+    F[..., 0, 0] = 1.0 + mu
+    F[..., 0, 1] = -mu
+    F[..., 0, 2] = -a
+    F[..., 1, 0] = 1.0
+    F_keep = F.copy()
+    F_keep[..., 2, 2] = 1.0
+    F_reset = F.copy()
+    F_reset[..., 2, :] = F[..., 0, :]
+    return F_keep, F_reset, np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0, 1.0])
+
+
+def filter_refresh_numpy(y, mask, *, K: int, r0, r_star, a, mu, sigma_p, sigma_m):
+    """Kalman filter of recursion (1) with the refresh pattern d_n = n mod K, 3-dimensional state.
+
+    Same likelihood as :func:`filter_numpy` with ``lag = n mod K`` and ``D = max(2, K)`` (exact), at
+    a cost independent of K.
+
+    Parameters
+    ----------
+    y, mask : array_like, shape (T,) or (T, ...)
+        As in :func:`filter_numpy` (grid index n = 0 is the run's first logged step).
+    K : int
+        Refresh interval (>= 1; 1 is the lag-free recursion).
+    r0, r_star, a, mu, sigma_p, sigma_m : array_like
+
+    Returns
+    -------
+    loglik : ndarray
+    m, P : ndarray
+        Filtered mean (..., 3) and covariance (..., 3, 3) of ``(x_{T-1}, x_{T-2}, c_{T-1})`` at the
+        last grid step.
+    """
+    if int(K) < 1:
+        raise ValueError(f"refresh interval K must be >= 1, got {K}")
+    K = int(K)
+    y = np.asarray(y, dtype=float)
+    mask = np.asarray(mask, dtype=bool)
+    T = y.shape[0]
+    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m)))
+    batch = np.broadcast_shapes(r0.shape, y.shape[1:])
+    F_keep, F_reset, g_keep, g_reset = _refresh_rows(np.broadcast_to(mu, batch), np.broadcast_to(a, batch), batch)
+    Q_keep = np.outer(g_keep, g_keep)
+    Q_reset = np.outer(g_reset, g_reset)
+    q = np.broadcast_to(sp**2, batch)[..., None, None]
+    r = sm**2
+    m = np.broadcast_to((r0 - r_star)[..., None], batch + (3,)).copy()
+    P = np.zeros(batch + (3, 3))
+    ll = np.zeros(batch)
+    for n in range(T):
+        if n > 0:
+            reset = n % K == 0
+            F = F_reset if reset else F_keep
+            m = np.einsum("...ij,...j->...i", F, m)
+            P = np.einsum("...ij,...jk,...lk->...il", F, P, F) + q * (Q_reset if reset else Q_keep)
+        obs = mask[n]
+        if not np.any(obs):
+            continue
+        S = P[..., 0, 0] + r
+        v = np.where(obs, y[n] - r_star - m[..., 0], 0.0)
+        Kg = P[..., :, 0] / S[..., None]
+        ll = ll + np.where(obs, -0.5 * (LOG2PI + np.log(S) + v**2 / S), 0.0)
+        o = np.broadcast_to(obs, batch)[..., None]
+        m = m + np.where(o, Kg * v[..., None], 0.0)
+        P = P - np.where(o[..., None], Kg[..., :, None] * Kg[..., None, :] * S[..., None, None], 0.0)
+    return ll, m, P
+
+
+def propagate_refresh_numpy(m, P, n_steps, *, K: int, n_last: int, a, mu, sigma_p, rng):
+    """Draw latent paths forward from a filtered 3-state (:func:`filter_refresh_numpy`).
+
+    ``n_last`` is the grid index of the filtered state (the phase of the refresh pattern). Returns an
+    array ``(n_steps, *batch)`` of x at grid steps ``n_last + 1, ..., n_last + n_steps``.
+    """
+    K = int(K)
+    m = np.asarray(m, dtype=float)
+    P = np.asarray(P, dtype=float)
+    batch = m.shape[:-1]
+    w, V = np.linalg.eigh(P)
+    w = np.clip(w, 0.0, None)
+    z = rng.standard_normal(batch + (3,))
+    s = m + np.einsum("...ij,...j->...i", V, np.sqrt(w) * z)
+    f0 = np.broadcast_to(1.0 + np.asarray(mu, dtype=float), batch)
+    f1 = np.broadcast_to(-np.asarray(mu, dtype=float), batch)
+    f2 = np.broadcast_to(-np.asarray(a, dtype=float), batch)
+    sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
+    out = np.empty((n_steps,) + batch)
+    x, xp, c = s[..., 0], s[..., 1], s[..., 2]
+    for k in range(n_steps):
+        x_next = f0 * x + f1 * xp + f2 * c + sp * rng.standard_normal(batch)
+        if (n_last + k + 1) % K == 0:
+            c = x_next
+        x, xp = x_next, x
         out[k] = x_next
     return out

@@ -277,3 +277,53 @@ def test_K_must_be_an_integer_vector():
     kw = {k: pt.dvector(k) for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")}
     with pytest.raises(TypeError, match="integer vector"):
         kalman_refresh_loglik(pt.dmatrix(), pt.dmatrix(), pt.dvector(), **kw)
+
+
+# ----------------------------------------------------------------- numpy 3-state filter (forecasting)
+@pytest.mark.parametrize("K", KS)
+def test_numpy_refresh_filter_equals_general_filter_state_and_likelihood(K):
+    """The 3-state numpy filter (forecasts of runs with K > 1) gives the likelihood and the filtered
+    state of the K-dimensional filter: x_n, x_{n-1} and the anchor x_{n - n mod K}, means and covariances."""
+    from bayesgrpo.kalman import filter_refresh_numpy
+
+    rng = np.random.default_rng(200 + K)
+    T = T_EXACT
+    p = regime("underdamped", K)
+    draws = {k: v * (1.0 + 0.1 * rng.standard_normal(5)) for k, v in p.items()}  # a batch of 5 "draws"
+    draws["r0"] = p["r0"] + 0.1 * rng.standard_normal(5)
+    y = p["r_star"] + 0.3 * rng.standard_normal(T)
+    obs = make_mask("gaps", T, rng)
+    ll3, m3, P3 = filter_refresh_numpy(y[:, None], obs[:, None], K=K, **draws)
+    llD, mD, PD = filter_numpy(y[:, None], obs[:, None], lag=np.mod(np.arange(T), K), D=max(2, K), **draws)
+    np.testing.assert_allclose(ll3, llD, rtol=1e-10)
+    d = (T - 1) % K  # the anchor of the last step is x_{T-1-d}, slot d of the K-dimensional state
+    idx = [0, 1, d]
+    np.testing.assert_allclose(m3, mD[:, idx], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(P3, PD[:, idx][:, :, idx], rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("K", [2, 7, 32])
+def test_numpy_refresh_propagation_matches_general_propagation(K):
+    """Noise-free paths are identical; with noise the spread after many steps matches (same law)."""
+    from bayesgrpo.kalman import filter_refresh_numpy, propagate_numpy, propagate_refresh_numpy
+
+    rng = np.random.default_rng(300 + K)
+    T, n_future = 75, 3 * K + 11
+    p = dict(regime("underdamped", K), sigma_p=0.0)
+    y = p["r_star"] + 0.3 * rng.standard_normal(T)
+    obs = np.ones(T, bool)
+    _, m3, P3 = filter_refresh_numpy(y, obs, K=K, **p)
+    _, mD, PD = filter_numpy(y, obs, lag=np.mod(np.arange(T), K), D=max(2, K), **p)
+    # sigma_p = 0: the filtered state is exact (P = 0) and the paths deterministic
+    kw = dict(a=np.array([p["a"]]), mu=np.array([p["mu"]]), sigma_p=np.array([0.0]))
+    x3 = propagate_refresh_numpy(m3[None], np.zeros((1, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(0), **kw)
+    lag_out = np.mod(np.arange(T - 1, T - 1 + n_future), K)
+    xD = propagate_numpy(mD[None], np.zeros((1,) + PD.shape), n_future, lag=lag_out, D=max(2, K), rng=np.random.default_rng(0), **kw)
+    np.testing.assert_allclose(x3, xD, rtol=1e-10, atol=1e-12)
+    # with process noise: the variance of the end point over 4000 independent paths
+    n = 4000
+    kw = dict(a=np.full(n, p["a"]), mu=np.full(n, p["mu"]), sigma_p=np.full(n, 0.05))
+    v3 = propagate_refresh_numpy(np.tile(m3, (n, 1)), np.zeros((n, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(1), **kw)[-1].var()
+    vD = propagate_numpy(np.tile(mD, (n, 1)), np.zeros((n,) + PD.shape), n_future, lag=lag_out, D=max(2, K), rng=np.random.default_rng(2), **kw)[-1].var()
+    # two independent sample variances of 4000 draws: relative sd of their ratio ~ sqrt(4/n) ~ 3%
+    assert v3 == pytest.approx(vD, rel=0.12)

@@ -574,9 +574,17 @@ def _unstable(pd_: PathDraws) -> np.ndarray:
     if not pd_.refresh_interval or pd_.refresh_interval <= 1:
         # AR(2) with d = 0 is stable iff |mu| < 1 and 0 < a < 2 (1 + mu)
         return ~((np.abs(pd_.mu) < 1) & (pd_.a > 0) & (pd_.a < 2 * (1 + pd_.mu)))
-    from bayesgrpo.dynamics import spectral_radius
-
-    return np.array(
-        [spectral_radius(a=float(a), momentum=float(m), refresh_interval=pd_.refresh_interval) >= 1 for a, m in zip(pd_.a, pd_.mu)]
-    )
+    # the reduced one-period map of :func:`bayesgrpo.dynamics.monodromy_matrix` (same arithmetic), for
+    # all draws at once: a per-draw call took ~2 s for 2000 draws at K = 128
+    a = np.asarray(pd_.a, dtype=float)[:, None]
+    mu = np.asarray(pd_.mu, dtype=float)[:, None]
+    cur = np.zeros((a.shape[0], 2))
+    cur[:, 0] = 1.0
+    prev = np.zeros_like(cur)
+    prev[:, 1] = 1.0
+    anchor = cur.copy()
+    for _ in range(int(pd_.refresh_interval)):
+        cur, prev = (1.0 + mu) * cur - mu * prev - a * anchor, cur
+    rho = np.abs(np.linalg.eigvals(np.stack([cur, prev], axis=1))).max(axis=-1)
+    return rho >= 1
 

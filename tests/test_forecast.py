@@ -198,3 +198,19 @@ def test_recovers_plateau_and_timescale_from_simulated_run():
     tau = fit.paths("sim").tau
     true_tau = (1 - mu) / a  # overdamped-limit timescale c/k = 50 steps
     assert np.quantile(tau, 0.05) <= true_tau <= np.quantile(tau, 0.95)
+
+
+def test_unstable_share_equals_spectral_radius_per_draw():
+    """The vectorised instability flag of lagged runs equals dynamics.spectral_radius draw by draw."""
+    import types
+
+    from bayesgrpo.dynamics import spectral_radius
+    from bayesgrpo.forecast import _unstable
+
+    rng = np.random.default_rng(4)
+    for K in (2, 7, 32, 128):
+        a_star = (1 - 0.9) / K  # first-order threshold: draws on both sides of the exact one
+        pd_ = types.SimpleNamespace(a=a_star * rng.uniform(0.2, 4.0, 300), mu=rng.uniform(0.8, 0.95, 300), refresh_interval=K)
+        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(pd_.a, pd_.mu)])
+        assert 0 < ref.mean() < 1
+        np.testing.assert_array_equal(_unstable(pd_), ref)

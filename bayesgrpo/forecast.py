@@ -213,9 +213,10 @@ def _subset(arr: ModelArrays, idx) -> ModelArrays:
         run_ids=tuple(arr.run_ids[j] for j in idx), families=arr.families,
     )  # fmt: skip
     if len(idx) == 1:
-        # A batch of one run would give the run axis a static length of 1, which the scan's
-        # inner types reject when nutpie rebuilds the graph; pad with a fully masked dummy run
-        # (it only contributes its prior).
+        # Pad a batch of one run with a fully masked dummy run (it only contributes its prior; the
+        # kernels skip it). The scan filter needed this (a static run axis of length 1 broke its
+        # inner types); the compiled Ops do not (a one-run model compiled and sampled in a check),
+        # but dropping the pad changes every forecast's sampler stream, so it stays for now.
         pad = {k: np.concatenate([v, v[..., :1] if v.ndim == 1 else v[:, :1]], axis=1 if v.ndim > 1 else 0)
                for k, v in fields.items() if isinstance(v, np.ndarray)}  # fmt: skip
         pad["mask"][:, 1] = 0.0

@@ -95,10 +95,18 @@ def test_errors_name_the_run():
 def test_constant_curve_warns(mock_sampler):
     from bayesgrpo.errors import DataWarning
 
-    df = pd.DataFrame({"run_id": "flat", "step": np.arange(1, 31), "reward": 0.5})
+    df = pd.DataFrame({"run_id": "flat", "step": np.arange(1, 31), "reward": 5.0})
     runs = RunSet.from_frames(df)
-    with pytest.warns(DataWarning, match="'flat'.*constant"):
-        Forecaster(sampler=SMALL).fit(runs, horizon=100)
+    with pytest.warns(DataWarning, match="'flat'.*constant.*assumed scale of 0.5"):
+        fit = Forecaster(sampler=SMALL).fit(runs, horizon=100)
+    assert fit.infos["flat"].scale == pytest.approx(0.5) and fit.infos["flat"].bounds == ""
+    # a constant 0-1 reward: bounds [0, 1] inferred, the scale is a quarter of that range, no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        fit = Forecaster(sampler=SMALL).fit(RunSet.from_frames(df.assign(reward=0.5)), horizon=100)
+    assert fit.infos["flat"].scale == pytest.approx(0.25) and fit.infos["flat"].bounds == "inferred"
 
 
 @pytest.mark.slow

@@ -73,7 +73,8 @@ __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_mode
 
 log = logging.getLogger("bayesgrpo")
 
-COMPARE_KINDS = tuple(MODEL_KINDS)  # the registry's kinds; each maps onto the flags of the comparison graph
+# the registry's linear kinds (their flags map onto the comparison graph; the EKF kind is forecast-only)
+COMPARE_KINDS = tuple(k for k, v in MODEL_KINDS.items() if not v.degeneracy)
 CONTRAST_COLUMNS = [
     "quantity", "factor", "level_a", "level_b", "mean", "sd", "ci_low", "ci_high",
     "p_gt_0", "predicted", "covers_predicted", "model",

@@ -37,11 +37,10 @@ from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kalman import filter_numpy, filter_refresh_numpy, propagate_numpy, propagate_refresh_numpy
 from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
-from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, stop_steps
+from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
@@ -258,7 +257,7 @@ class FittedForecast:
 
     # ------------------------------------------------------------ per-run predictive draws
     def _params(self, run_id: str) -> dict:
-        return {k: _draws(self.posterior, run_id, k) for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")}
+        return {k: _draws(self.posterior, run_id, k) for k in get_kind(self.config.model).param_names}
 
     def paths(self, run_id: str) -> PathDraws:
         """Posterior predictive draws of the run's future logged steps (its own units).
@@ -278,7 +277,7 @@ class FittedForecast:
         T = info.last_step - info.s0 + 1
         y = self.arrays.y[:T, j]
         mask = self.arrays.mask[:T, j].astype(bool)
-        pars = dict(r0=p["r0"], r_star=p["r_star"], a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], sigma_m=p["sigma_m"])
+        kind = get_kind(self.config.model)
         K = info.refresh_interval
         rng = np.random.default_rng([self.sampler.seed, j, 7])
         n_future = info.horizon - info.last_step
@@ -287,15 +286,9 @@ class FittedForecast:
         win = info.final_steps(self.config.final_window)
         in_win = np.zeros(n_future, dtype=bool)
         in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
-        stream = dict(store=fut[keep] - info.last_step - 1, accumulate=in_win)
-        if K > 1:
-            # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K
-            _, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
-            x, win_sum = propagate_refresh_numpy(m, P, n_future, K=K, n_last=T - 1, a=p["a"], mu=p["mu"],
-                                                 sigma_p=p["sigma_p"], rng=rng, **stream)  # fmt: skip
-        else:
-            _, m, P = filter_numpy(y[:, None], mask[:, None], **pars)
-            x, win_sum = propagate_numpy(m, P, n_future, a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng, **stream)
+        m, P = kind.filter_last(y, mask, p, K)
+        x, win_sum = kind.propagate(m, P, n_future, p, K=K, n_last=T - 1, rng=rng,
+                                    store=fut[keep] - info.last_step - 1, accumulate=in_win)  # fmt: skip
         fut = fut[keep]
         latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
         obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
@@ -308,8 +301,7 @@ class FittedForecast:
         )
         sc, lo = info.scale, info.loc
         n_steps = info.horizon - info.s0
-        stop, reached = stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=self.config.stop_fraction,
-                                   refresh_interval=info.refresh_interval)  # fmt: skip
+        stop, reached = kind.stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
         out = PathDraws(
             run_id=run_id, steps=fut, observed=obs_z * sc + lo, latent=latent_z * sc + lo,
             r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
@@ -425,7 +417,8 @@ class FittedForecast:
                 "refresh": ("run", arr.refresh),
                 "span": ("run", arr.span), "noise": ("run", arr.noise), "mu_mean": ("run", arr.mu_mean),
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
-                "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs),
+                "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
+                "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known),
             },
             coords={"run": list(arr.run_ids)},
         )  # fmt: skip
@@ -490,6 +483,10 @@ class FittedForecast:
                 run_id=str(rid), s0=int(row.s0), last_step=int(row.last_step), horizon=int(row.horizon),
                 interval=int(row["interval"]), loc=float(row["loc"]), scale=float(row["scale"]), n_obs=int(row["n_obs"]),
                 refresh_interval=int(row.refresh_interval), model_name=str(row.model_name),
+                planned=int(row["planned"]) if "planned" in row.index else int(row.horizon),
+                reward_min=float(row["reward_min"]) if "reward_min" in row.index else float("nan"),
+                reward_max=float(row["reward_max"]) if "reward_max" in row.index else float("nan"),
+                bounds=str(row["bounds"]) if "bounds" in row.index and isinstance(row["bounds"], str) else "",
             )  # fmt: skip
         c = dt["constant_data"].to_dataset()
         run_order = [str(r) for r in c["run"].to_numpy()]
@@ -502,6 +499,7 @@ class FittedForecast:
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
+            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known") if n in c},
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()

@@ -4,13 +4,28 @@ Conventions (one place for all of them):
 
 * **Grid.** Each run lives on the unit-step grid from its first logged step ``s0`` to its last logged
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
+* **Reward bounds.** ``[L, U]`` from metadata ``reward_min`` / ``reward_max`` (``--reward-range``);
+  when they are not given and every observed reward lies in [0, 1], the reward is taken to be a
+  0-1 rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix
+  lay in [0, 1] stayed there); otherwise the bounds are unknown.
 * **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
-  ``max(3, 10%)`` observed points (the start level) and ``scale`` = 5%–95% quantile range of the
-  observed rewards. Everything is reported back in the run's own units through the exact inverse.
-  A constant observed curve gets a unit-free fallback scale and a :class:`DataWarning`.
+  ``max(3, 10%)`` observed points (the start level) and ``scale`` = the robust range of the observed
+  rewards (:func:`bayesgrpo.series.robust_range`), but at least :data:`SCALE_FLOOR` of the reward's
+  range ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the
+  prefix (a run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
+  the run's own units through the exact inverse. A constant observed curve with unknown bounds gets
+  the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
   :data:`NOISE_FLOOR` (2% of the scale).
 * **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
+* **Planned length.** The timescale prior is in units of the run's planned span ``planned - s0``
+  (runs are planned to saturate: measured on the development runs, ``log(tau / span)`` is far
+  tighter across runs than ``log tau`` in steps). ``planned`` = metadata ``max_steps`` when it is after
+  the last logged step, else the horizon -- so with ``max_steps`` known, asking for a longer horizon
+  does not change the posterior of the prefix.
+* **Model size.** ``log_size = log(params_b / REFERENCE_SIZE_B)``; ``size_known = 0`` where
+  ``params_b`` is missing (the scaling kind then gives the run no size effect, with the population's
+  size spread added to its timescale prior -- never the reference size).
 * **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K (n = grid index
   from ``s0``; :func:`lag_sequence`); else d = 0. The model arrays carry K per run (``refresh``).
 """
@@ -27,12 +42,15 @@ from bayesgrpo.errors import DataWarning, ForecastError
 from bayesgrpo.models.kinds import ModelArrays
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
-from bayesgrpo.series import noise_sd
+from bayesgrpo.series import noise_sd, robust_range, start_level
 
-__all__ = ["RunInfo", "prepare_arrays", "MIN_POINTS", "REFERENCE_SIZE_B"]
+__all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR"]
 
 MIN_POINTS = 5
-REFERENCE_SIZE_B = 7.0  # reference model size (billions) of the curvature-scaling law
+REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
+LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
+SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
+CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of max(|level|, 1)
 
 
 @dataclass(frozen=True)
@@ -49,6 +67,10 @@ class RunInfo:
     n_obs: int
     refresh_interval: int
     model_name: str
+    planned: int = 0
+    reward_min: float = float("nan")
+    reward_max: float = float("nan")
+    bounds: str = ""  # "metadata", "inferred" or "" (unknown)
 
     def future_steps(self) -> np.ndarray:
         """Logged steps after the last observation, up to the horizon, at the run's interval."""
@@ -90,6 +112,20 @@ def _num(meta_row, key) -> float:
     return v
 
 
+def reward_bounds(meta_row, rewards) -> tuple[float, float, str]:
+    """``(L, U, source)`` of a run's reward: metadata, inferred [0, 1], or unknown (NaN, NaN, "")."""
+    lo, hi = _num(meta_row, "reward_min"), _num(meta_row, "reward_max")
+    if math.isfinite(lo) and math.isfinite(hi):
+        return lo, hi, "metadata"
+    r = np.asarray(rewards, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size and r.min() >= 0.0 and r.max() <= 1.0 and not (math.isfinite(lo) or math.isfinite(hi)):
+        return 0.0, 1.0, "inferred"
+    if math.isfinite(lo) or math.isfinite(hi):  # one bound only: use it as given, the other unknown
+        return lo, hi, "metadata"
+    return float("nan"), float("nan"), ""
+
+
 def prepare_arrays(
     runs: RunSet,
     *,
@@ -121,7 +157,7 @@ def prepare_arrays(
     """
     prior = prior or PopulationPrior.default()
     infos: list[RunInfo] = []
-    zs, masks_steps, noises, r0s = [], [], [], []
+    zs, masks_steps, noises, r0s, floors = [], [], [], [], []
     fam_names = []
     for rid in runs.run_ids:
         g = runs.data.loc[runs.data[RUN] == rid]
@@ -151,23 +187,29 @@ def prepare_arrays(
                 "Pass a larger --horizon."
             )
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
-        k = max(3, int(math.ceil(0.1 * len(rn))))
-        loc = float(np.mean(rn[:k]))
-        q05, q95 = np.quantile(rn, [0.05, 0.95])
-        scale = float(q95 - q05)
-        if scale <= 1e-9 * max(1.0, abs(loc)):
+        lo_b, hi_b, bsrc = reward_bounds(meta, rn)
+        loc = start_level(rn)
+        scale = robust_range(rn) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
+        width = hi_b - lo_b if math.isfinite(hi_b) and math.isfinite(lo_b) else float("nan")
+        if math.isfinite(width):
+            scale = max(scale, SCALE_FLOOR * width)
+        elif scale <= 0.0:
+            scale = CONSTANT_SCALE * max(abs(loc), 1.0)
             warnings.warn(
-                f"{where}: the observed reward is constant ({loc:g}); the forecast uses a unit scale "
-                f"of {max(abs(loc), 1.0):g} and will be wide.",
+                f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
+                f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
+                "for an honest one)",
                 DataWarning,
                 stacklevel=2,
             )
-            scale = max(abs(loc), 1.0)
         z = (r - loc) / scale
         zn = z if normalize_with is None else (rn - loc) / scale  # the rows the normalisation comes from
         noises.append(_noise_estimate(zn))
-        r0s.append(float(np.mean(zn[:k])))  # the start level, in normalised units
+        r0s.append(float(start_level(zn)))  # the start level, in normalised units
+        floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
+        ms_ = _num(meta, "max_steps")
+        planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
         K = _num(meta, "refresh_interval")
         K = int(K) if not math.isnan(K) and K >= 1 else 1
         infos.append(
@@ -182,6 +224,10 @@ def prepare_arrays(
                 n_obs=len(s),
                 refresh_interval=K,
                 model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "",
+                planned=planned,
+                reward_min=lo_b,
+                reward_max=hi_b,
+                bounds=bsrc,
             )
         )
         zs.append(z)
@@ -200,18 +246,23 @@ def prepare_arrays(
     mu_known = (~np.isnan(beta1)).astype(float)
     mu_mean = np.where(np.isnan(beta1), prior.mu_default, np.clip(beta1, 0.01, 0.99))
     size = np.array([_num(runs.meta.loc[i.run_id], "params_b") for i in infos])
-    log_size = np.where(np.isnan(size) | (size <= 0), 0.0, np.log(np.where(size > 0, size, 1.0) / REFERENCE_SIZE_B))
+    size_known = (np.isfinite(size) & (size > 0)).astype(float)
+    log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
+    floor = np.array(floors, dtype=float)
     arrays = ModelArrays(
         y=y,
         mask=mask,
         refresh=np.array([i.refresh_interval for i in infos], dtype=np.int64),  # lag pattern: lag_sequence
-        span=np.array([float(i.horizon - i.s0) for i in infos]),
+        span=np.array([float(i.planned - i.s0) for i in infos]),
         noise=np.array(noises),
         mu_mean=mu_mean,
         mu_known=mu_known,
         family_idx=fam_idx,
         log_size=log_size,
+        size_known=size_known,
         r0_obs=np.array(r0s),
+        floor=np.where(np.isfinite(floor), floor, 0.0),
+        floor_known=np.isfinite(floor).astype(float),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),
     )

@@ -14,7 +14,7 @@ per-run variables have ``dims="run"``; every per-run effect is non-centred (``me
 from __future__ import annotations
 
 __all__ = ["run_effect", "start_level", "momentum", "measurement_noise", "process_noise", "stiffness",
-           "reward_likelihood"]  # fmt: skip
+           "reward_likelihood", "reward_floor", "degenerate_likelihood"]  # fmt: skip
 
 
 def run_effect(name: str, mean, sd, *, dims: str = "run"):
@@ -86,5 +86,29 @@ def reward_likelihood(y, mask, *, refresh, r0, r_star, a, mu, sigma_p, sigma_m):
     from bayesgrpo.models.kalman_op import kalman_refresh_loglik
 
     ll = kalman_refresh_loglik(y, mask, refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
+    pm.Potential("reward", ll.sum())
+    return ll
+
+
+def reward_floor(floor, floor_known, r0, prior, *, dims: str = "run"):
+    """The reward's floor ``L`` (normalised): the known lower bound, else ``r0 - delta`` with
+    ``log delta ~ N(prior.log_delta_mu, prior.log_delta_sd)`` (how far below its start a run can fall
+    before every group is all-zero)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    delta = pt.exp(run_effect("delta", prior.log_delta_mu, prior.log_delta_sd, dims=dims))
+    return pm.Deterministic("L", pt.switch(pt.gt(floor_known, 0), floor, r0 - delta), dims=dims)
+
+
+def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L):
+    """The EKF log-likelihood of the degeneracy-aware recursion as ``Potential("reward")``."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayesgrpo.models.degeneracy import KAPPA, kalman_ekf_loglik
+
+    kappa = pt.ones_like(r0) * KAPPA
+    ll = kalman_ekf_loglik(y, mask, kappa=kappa, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L)
     pm.Potential("reward", ll.sum())
     return ll

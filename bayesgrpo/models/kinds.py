@@ -17,6 +17,9 @@ model serves every run.
 ``scaling``
     The oscillator with the timescale's curvature-scaling exponent over model size,
     ``log tau += alpha log(N / N_ref)`` (runs of unknown size get no size effect).
+``degeneracy``
+    The oscillator with advantage degeneracy: the stiffness vanishes as the reward approaches its
+    floor (:mod:`bayesgrpo.models.degeneracy`; extended Kalman filter). Slow starts and S-curves.
 
 Adding a kind is one edit: a :class:`ModelKind` entry in :data:`MODEL_KINDS` (with its graph in
 :meth:`ModelKind.build` or a subclass); the forecaster, the CLI choices and the docs read the registry.
@@ -31,7 +34,8 @@ import numpy as np
 __all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
-DATA_VARS = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "mu_mean", "mu_known")
+DATA_VARS = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "size_known", "mu_mean",
+             "mu_known", "floor", "floor_known")
 
 
 @dataclass(frozen=True)
@@ -39,10 +43,11 @@ class ModelArrays:
     """Arrays the PyMC graph is built from (all in normalised units).
 
     ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
-    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first step, in steps), ``noise`` (robust measurement-noise estimate),
-    ``mu_mean`` (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``,
-    ``log_size`` (log params_b relative to the reference size, 0 where unknown), ``r0_obs`` (mean of the
-    first observed points).
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (planned
+    length - first step, in steps), ``noise`` (robust measurement-noise estimate), ``mu_mean``
+    (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
+    (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
+    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
     """
 
     y: np.ndarray
@@ -57,6 +62,15 @@ class ModelArrays:
     r0_obs: np.ndarray
     run_ids: tuple[str, ...]
     families: tuple[str, ...]
+    size_known: np.ndarray = None
+    floor: np.ndarray = None
+    floor_known: np.ndarray = None
+
+    def __post_init__(self):
+        R = len(self.r0_obs)
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0)):
+            if getattr(self, name) is None:  # arrays saved before these fields existed
+                object.__setattr__(self, name, np.full(R, default))
 
     def data(self) -> dict:
         """Values of the ``pm.Data`` variables (:data:`DATA_VARS`)."""
@@ -75,7 +89,7 @@ class ModelArrays:
 
 @dataclass(frozen=True)
 class ModelKind:
-    """One model kind of the registry.
+    """One model kind of the registry: its PyMC graph and the numpy side of a forecast.
 
     Attributes
     ----------
@@ -86,12 +100,21 @@ class ModelKind:
         ``mu`` has a Beta prior (else 0: the overdamped limit).
     size_scaling : bool
         The timescale scales with model size (``alpha``).
+    degeneracy : bool
+        State-dependent stiffness near the reward floor (:mod:`bayesgrpo.models.degeneracy`).
     """
 
     name: str
     summary: str
     free_momentum: bool = True
     size_scaling: bool = False
+    degeneracy: bool = False
+
+    #: per-run parameters a forecast needs from the posterior
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        base = ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")
+        return base + (("L",) if self.degeneracy else ())
 
     def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
         """Everything the graph's structure depends on besides the swappable data."""
@@ -106,6 +129,7 @@ class ModelKind:
         import pytensor.tensor as pt
 
         from bayesgrpo.models import components as C
+        from bayesgrpo.models.arrays import LOG_SIZE_SD
 
         T, R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
@@ -113,13 +137,10 @@ class ModelKind:
             y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
             refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
-            span = pm.Data("span", arr.span, dims="run", shape=(None,))
-            noise = pm.Data("noise", arr.noise, dims="run", shape=(None,))
-            r0_obs = pm.Data("r0_obs", arr.r0_obs, dims="run", shape=(None,))
+            vec = {n: pm.Data(n, getattr(arr, n), dims="run", shape=(None,))
+                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor", "floor_known")}  # fmt: skip
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
-            log_size = pm.Data("log_size", arr.log_size, dims="run", shape=(None,))
-            mu_mean = pm.Data("mu_mean", arr.mu_mean, dims="run", shape=(None,))
-            mu_known = pm.Data("mu_known", arr.mu_known, dims="run", shape=(None,))
+            span = vec["span"]
 
             if hierarchical:
                 gain_mu = pm.Normal("gain_mu", prior.gain_mu, prior.gain_sd / 2, dims="family")
@@ -137,19 +158,67 @@ class ModelKind:
                 w_mu, w_sd = prior.log_wander_mu, prior.log_wander_sd
             if self.size_scaling:
                 alpha = pm.Normal("alpha", prior.alpha_mu, prior.alpha_sd)  # curvature-scaling exponent
-                t_mu = t_mu + alpha * log_size
+                # runs of unknown size: no size effect, the population's size spread added to the prior
+                t_mu = t_mu + alpha * vec["log_size"] * vec["size_known"]
+                t_sd = pt.sqrt(t_sd**2 + (1.0 - vec["size_known"]) * (alpha * LOG_SIZE_SD) ** 2)
 
-            r0 = C.start_level(r0_obs, prior.r0_sd)
+            r0 = C.start_level(vec["r0_obs"], prior.r0_sd)
             r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
             tau = pm.Deterministic("tau", 1.0 + span * pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
-            mu = C.momentum(mu_mean, mu_known, prior, free=self.free_momentum, like=span)
+            mu = C.momentum(vec["mu_mean"], vec["mu_known"], prior, free=self.free_momentum, like=span)
             a = C.stiffness(mu, tau)
-            sigma_m = C.measurement_noise(noise, prior.log_noise_sd)
+            sigma_m = C.measurement_noise(vec["noise"], prior.log_noise_sd)
             wander = pm.Deterministic("wander", sigma_m * pt.exp(C.run_effect("wander", w_mu, w_sd)), dims="run")
             sigma_p = C.process_noise(wander, a, mu)
-            C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
-                                sigma_m=sigma_m)  # fmt: skip
+            if self.degeneracy:
+                L = C.reward_floor(vec["floor"], vec["floor_known"], r0, prior)
+                C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L)
+            else:
+                C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
+                                    sigma_m=sigma_m)  # fmt: skip
         return model
+
+    # ------------------------------------------------------------------ numpy side of a forecast
+    def filter_last(self, y, mask, p: dict, K: int):
+        """Filtered state ``(m, P)`` at the last grid step, per posterior draw (normalised units)."""
+        from bayesgrpo.models.kalman import filter_numpy, filter_refresh_numpy
+
+        pars = {k: p[k] for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")}
+        if self.degeneracy:
+            from bayesgrpo.models.degeneracy import ekf_filter_numpy
+
+            _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], **pars)
+        elif K > 1:
+            # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K
+            _, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
+        else:
+            _, m, P = filter_numpy(y[:, None], mask[:, None], **pars)
+        return m, P
+
+    def propagate(self, m, P, n_steps: int, p: dict, *, K: int, n_last: int, rng, store, accumulate):
+        """Latent paths forward from the filtered state: ``(stored x, sums of x over accumulate)``."""
+        from bayesgrpo.models.kalman import propagate_numpy, propagate_refresh_numpy
+
+        kw = dict(a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng, store=store, accumulate=accumulate)
+        if self.degeneracy:
+            from bayesgrpo.models.degeneracy import propagate_degenerate_numpy
+
+            return propagate_degenerate_numpy(m, P, n_steps, r_star=p["r_star"], L=p["L"], **kw)
+        if K > 1:
+            return propagate_refresh_numpy(m, P, n_steps, K=K, n_last=n_last, **kw)
+        return propagate_numpy(m, P, n_steps, **kw)
+
+    def stop(self, p: dict, *, n_steps: int, fraction: float, K: int):
+        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag."""
+        from bayesgrpo.physics.stopping import settling_index, stop_steps
+
+        if self.degeneracy:
+            from bayesgrpo.models.degeneracy import degenerate_deviation_paths
+
+            x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"])
+            idx, reached = settling_index(x, fraction=fraction)
+            return np.minimum(idx, n_steps), reached
+        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K)
 
 
 #: the registry: kind name -> :class:`ModelKind`
@@ -157,6 +226,8 @@ MODEL_KINDS: dict[str, ModelKind] = {
     k.name: k
     for k in (
         ModelKind("oscillator", "damped oscillator of recursion (1): inertia from momentum, plateau, timescale"),
+        ModelKind("degeneracy", "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): "
+                                "slow starts, S-curves", degeneracy=True),  # fmt: skip
         ModelKind("saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False),
         ModelKind("scaling", "oscillator whose timescale scales with model size, tau ~ N^alpha", size_scaling=True),
     )

@@ -63,6 +63,8 @@ class PopulationPrior(BaseModel):
     mu_default: float = Field(0.9, gt=0, lt=1, description="momentum prior mean when beta1 is not logged (Adam's default)")
     mu_conc: float = Field(10.0, gt=0, description="Beta concentration of the momentum prior when beta1 is unknown")
     mu_conc_known: float = Field(200.0, gt=0, description="Beta concentration when beta1 is logged")
+    log_delta_mu: float = Field(-0.7, description="mean log distance (normalised) of the reward floor below the start, when the floor is unknown")
+    log_delta_sd: float = Field(1.0, gt=0)
     alpha_mu: float = Field(0.3, description="curvature-scaling exponent prior mean (paper B: ~0.3)")
     alpha_sd: float = Field(0.3, gt=0)
     name: str = Field("custom", description="short name recorded in every artefact fitted with this prior")

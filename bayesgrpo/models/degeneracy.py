@@ -1,0 +1,365 @@
+"""Advantage degeneracy: recursion (1) with a state-dependent stiffness, filtered by an extended Kalman filter.
+
+Physics (physics.md section 9)
+------------------------------
+A group whose G rewards are all equal carries zero advantage. For one prompt with success
+probability p the expected update of the policy logit is ~ eta (G-1)/G p(1-p) (Dr.GRPO) or
+~ eta sqrt(p(1-p)) (1 - p^G - (1-p)^G) (std-normalised GRPO), so dp/dt ~ [p(1-p)]^kappa with
+kappa ~ 2 or ~ 1.5: near the reward floor the drift vanishes and the start is slow for a time that
+grows like 1/p0 -- not the ~10 steps of inertia. Averaged over prompts the population reward follows
+a generalised logistic between the floor ``L`` and the plateau ``R*``; near the plateau it linearises
+to recursion (1). In state-space form (``x = R - R*``, ``D = R* - L``, ``u = 1 + x / D`` = share of
+the way from the floor to the plateau)::
+
+    x_{n+1} = (1 + mu) x_n - mu x_{n-1} - a g(x_n) + eps_n,     g(x) = h(x) x,
+    h(x) = clip(u, H_MIN, 1)^kappa                                   (h = 1 at and above the plateau)
+
+so the stiffness is ``a h``: ``a`` near the plateau (the oscillator's), vanishing at the floor.
+``g'(0) = 1``: the Jacobian is continuous at the plateau. A falling run (``x > 0``) is the linear
+oscillator. ``kappa`` is the kind's constant (:data:`KAPPA`, checked against the testbed in
+``bench/physics_validation.py``).
+
+Filtering: the transition is nonlinear, so the likelihood is an **extended Kalman filter**
+(linearised at the predicted mean; the observation stays linear, ``y = R* + x + e``). The compiled
+kernel :func:`ekf_loglik_grad` carries forward-mode sensitivities w.r.t. the seven per-run parameters
+``(r0, r_star, a, mu, q = sigma_p^2, r = sigma_m^2, L)`` exactly as the linear kernels do, so NUTS
+gets the EKF log-likelihood and its exact gradient in one pass. :func:`ekf_filter_numpy` is the
+numpy reference (vectorised over draws); :func:`propagate_degenerate_numpy` simulates the
+nonlinear recursion forward (no linearisation) for forecasts. Lag-free runs only (``K = 1``).
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytensor.tensor as pt
+from pytensor.gradient import grad_not_implemented
+from pytensor.graph.basic import Apply
+from pytensor.graph.op import Op
+
+__all__ = ["KAPPA", "H_MIN", "D_MIN", "ekf_loglik_grad", "ekf_filter_numpy", "propagate_degenerate_numpy",
+           "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate", "h_and_derivs"]  # fmt: skip
+
+#: exponent of the degeneracy law dp/dt ~ [p(1 - p)]^kappa near the floor (std-normalised GRPO: 1.5)
+KAPPA = 1.5
+#: floor of u in h (a state below the reward floor keeps a tiny stiffness, so the filter stays regular)
+H_MIN = 1e-3
+#: smallest floor-to-plateau distance D (normalised units)
+D_MIN = 1e-3
+_LOG2PI = math.log(2.0 * math.pi)
+N_PAR = 7  # r0, r_star, a, mu, q, r, L
+_CACHE_SALT = zlib.crc32(Path(__file__).read_bytes()) & 0x7FFFFFFF
+
+
+@numba.njit(cache=True)
+def h_and_derivs(x, D, kappa):  # pragma: no cover - compiled
+    """g = h x and its partials (g_x, g_D, g_xx, g_xD) at state x for floor distance D."""
+    u = 1.0 + x / D
+    if u >= 1.0:
+        return x, 1.0, 0.0, 0.0, 0.0
+    if u <= H_MIN:
+        h = H_MIN**kappa
+        return h * x, h, 0.0, 0.0, 0.0
+    h = u**kappa
+    hu = kappa * u ** (kappa - 1.0)
+    huu = kappa * (kappa - 1.0) * u ** (kappa - 2.0)
+    hx = hu / D
+    hD = -hu * x / (D * D)
+    hxx = huu / (D * D)
+    hxD = -huu * x / (D * D * D) - hu / (D * D)
+    g = h * x
+    gx = h + x * hx
+    gD = x * hD
+    gxx = 2.0 * hx + x * hxx
+    gxD = hD + x * hxD
+    return g, gx, gD, gxx, gxD
+
+
+@numba.njit(cache=True, fastmath=False)
+def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, gj):  # pragma: no cover - compiled
+    n_end = 0
+    for n in range(mask.shape[0] - 1, -1, -1):
+        if mask[n, j] > 0.0:
+            n_end = n + 1
+            break
+    dm0 = np.zeros(N_PAR)
+    dm1 = np.zeros(N_PAR)
+    dp00 = np.zeros(N_PAR)
+    dp01 = np.zeros(N_PAR)
+    dp11 = np.zeros(N_PAR)
+    dn0 = np.zeros(N_PAR)
+    dfp0 = np.zeros(N_PAR)
+    dfp1 = np.zeros(N_PAR)
+    df0 = np.zeros(N_PAR)
+    dD = np.zeros(N_PAR)
+    D = r_star - L
+    if D < D_MIN:
+        D = D_MIN
+    else:
+        dD[1] = 1.0
+        dD[6] = -1.0
+    x0 = r0 - r_star
+    m0 = x0
+    m1 = x0
+    p00 = 0.0
+    p01 = 0.0
+    p11 = 0.0
+    dm0[0] = 1.0
+    dm0[1] = -1.0
+    dm1[0] = 1.0
+    dm1[1] = -1.0
+    llj = 0.0
+    for n in range(n_end):
+        if n > 0:
+            g, gx, gD, gxx, gxD = h_and_derivs(m0, D, kappa)
+            f0 = 1.0 + mu - a * gx
+            f1 = -mu
+            n0 = (1.0 + mu) * m0 - mu * m1 - a * g
+            for k in range(N_PAR):
+                dg = gx * dm0[k] + gD * dD[k]
+                dgx = gxx * dm0[k] + gxD * dD[k]
+                dn0[k] = (1.0 + mu) * dm0[k] - mu * dm1[k] - a * dg
+                df0[k] = -a * dgx
+            dn0[3] += m0 - m1
+            dn0[2] += -g
+            df0[3] += 1.0
+            df0[2] += -gx
+            # df1 = -1 for mu only
+            fp0 = f0 * p00 + f1 * p01
+            fp1 = f0 * p01 + f1 * p11
+            for k in range(N_PAR):
+                df1k = -1.0 if k == 3 else 0.0
+                dfp0[k] = df0[k] * p00 + f0 * dp00[k] + df1k * p01 + f1 * dp01[k]
+                dfp1[k] = df0[k] * p01 + f0 * dp01[k] + df1k * p11 + f1 * dp11[k]
+            n00 = fp0 * f0 + fp1 * f1 + q
+            for k in range(N_PAR):
+                df1k = -1.0 if k == 3 else 0.0
+                dn00 = dfp0[k] * f0 + fp0 * df0[k] + dfp1[k] * f1 + fp1 * df1k + (1.0 if k == 4 else 0.0)
+                dp11[k] = dp00[k]
+                dm1[k] = dm0[k]
+                dm0[k] = dn0[k]
+                dp01[k] = dfp0[k]
+                dp00[k] = dn00
+            p11 = p00
+            m1 = m0
+            m0 = n0
+            p01 = fp0
+            p00 = n00
+        if mask[n, j] > 0.0:
+            S = p00 + r
+            v = y[n, j] - r_star - m0
+            invS = 1.0 / S
+            llj += -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
+            k0 = p00 * invS
+            k1 = p01 * invS
+            for k in range(N_PAR):
+                dS = dp00[k] + (1.0 if k == 5 else 0.0)
+                dv = -dm0[k] - (1.0 if k == 1 else 0.0)
+                gj[k] += -0.5 * (dS * invS + 2.0 * v * dv * invS - v * v * dS * invS * invS)
+                dk0 = (dp00[k] - k0 * dS) * invS
+                dk1 = (dp01[k] - k1 * dS) * invS
+                dm0[k] = dm0[k] + dk0 * v + k0 * dv
+                dm1[k] = dm1[k] + dk1 * v + k1 * dv
+                d00 = dp00[k] - (2.0 * p00 * dp00[k] - p00 * p00 * dS * invS) * invS
+                d01 = dp01[k] - (dp00[k] * p01 + p00 * dp01[k] - p00 * p01 * dS * invS) * invS
+                d11 = dp11[k] - (2.0 * p01 * dp01[k] - p01 * p01 * dS * invS) * invS
+                dp00[k] = d00
+                dp01[k] = d01
+                dp11[k] = d11
+            m0 = m0 + k0 * v
+            m1 = m1 + k1 * v
+            p11 = p11 - p01 * p01 * invS
+            p01 = p01 - p00 * p01 * invS
+            p00 = p00 - p00 * p00 * invS
+    return llj
+
+
+@numba.njit(cache=True)
+def ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L):  # pragma: no cover - compiled
+    """EKF log-likelihood per run (R,) and its exact gradient (R, 7) w.r.t. (r0, r_star, a, mu, q, r, L)."""
+    T, R = y.shape
+    ll = np.zeros(R)
+    g = np.zeros((R, N_PAR))
+    for j in range(R):
+        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], g[j])
+    return ll, g
+
+
+# ----------------------------------------------------------------------------- numpy side
+def _h_np(x, D, kappa):
+    u = 1.0 + x / D
+    h = np.where(u >= 1.0, 1.0, np.clip(u, H_MIN, 1.0) ** kappa)
+    hu = np.where((u < 1.0) & (u > H_MIN), kappa * np.clip(u, H_MIN, 1.0) ** (kappa - 1.0), 0.0)
+    return h, hu / D
+
+
+def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, kappa=KAPPA):
+    """The EKF of the module docstring in numpy, vectorised over a trailing batch (posterior draws).
+
+    Returns ``(loglik, m, P)``: the log-likelihood and the filtered mean ``(x_T, x_{T-1})`` and
+    covariance at the last grid step (as :func:`bayesgrpo.models.kalman.filter_numpy`).
+    """
+    y = np.asarray(y, dtype=float)
+    mask = np.asarray(mask, dtype=bool)
+    r0, r_star, a, mu, sp, sm, L = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L)))
+    batch = np.broadcast_shapes(r0.shape, y.shape[1:])
+    D = np.maximum(r_star - L, D_MIN)
+    m0 = np.broadcast_to(r0 - r_star, batch).copy()
+    m1 = m0.copy()
+    p00 = np.zeros(batch)
+    p01 = np.zeros(batch)
+    p11 = np.zeros(batch)
+    ll = np.zeros(batch)
+    q, r = sp**2, sm**2
+    for n in range(y.shape[0]):
+        if n > 0:
+            h, hx = _h_np(m0, D, kappa)
+            gx = h + m0 * hx
+            f0 = 1.0 + mu - a * gx
+            f1 = -mu
+            n0 = (1.0 + mu) * m0 - mu * m1 - a * h * m0
+            fp0 = f0 * p00 + f1 * p01
+            fp1 = f0 * p01 + f1 * p11
+            p11, p01, p00 = p00, fp0, fp0 * f0 + fp1 * f1 + q
+            m1, m0 = m0, n0
+        obs = mask[n]
+        if not np.any(obs):
+            continue
+        S = p00 + r
+        v = np.where(obs, y[n] - r_star - m0, 0.0)
+        k0, k1 = p00 / S, p01 / S
+        ll = ll + np.where(obs, -0.5 * (_LOG2PI + np.log(S) + v**2 / S), 0.0)
+        o = np.broadcast_to(obs, batch)
+        m0, m1 = np.where(o, m0 + k0 * v, m0), np.where(o, m1 + k1 * v, m1)
+        p11, p01, p00 = (np.where(o, p11 - p01 * p01 / S, p11), np.where(o, p01 - p00 * p01 / S, p01),
+                         np.where(o, p00 - p00 * p00 / S, p00))  # fmt: skip
+    m = np.stack([m0, m1], axis=-1)
+    P = np.stack([np.stack([p00, p01], axis=-1), np.stack([p01, p11], axis=-1)], axis=-2)
+    return ll, m, P
+
+
+def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng, kappa=KAPPA, store=None,
+                               accumulate=None):  # fmt: skip
+    """Simulate the nonlinear recursion forward from the filtered state (sampled from N(m, P)).
+
+    Same return convention as :func:`bayesgrpo.models.kalman.propagate_numpy` (x = R - R*).
+    """
+    m = np.asarray(m, dtype=float)
+    P = np.asarray(P, dtype=float)
+    batch = m.shape[:-1]
+    w, V = np.linalg.eigh(P)
+    z = rng.standard_normal(batch + (2,))
+    s = m + np.einsum("...ij,...j->...i", V, np.sqrt(np.clip(w, 0.0, None)) * z)
+    x, xp = s[..., 0], s[..., 1]
+    a = np.broadcast_to(np.asarray(a, dtype=float), batch)
+    mu = np.broadcast_to(np.asarray(mu, dtype=float), batch)
+    sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
+    D = np.broadcast_to(np.maximum(np.asarray(r_star, dtype=float) - np.asarray(L, dtype=float), D_MIN), batch)
+    streaming = store is not None or accumulate is not None
+    if streaming:
+        store = np.asarray([] if store is None else store, dtype=int)
+        slot = np.full(n_steps, -1)
+        slot[store] = np.arange(store.size)
+        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
+        out = np.empty((store.size,) + batch)
+        sums = np.zeros(batch)
+    else:
+        out = np.empty((n_steps,) + batch)
+    for k in range(n_steps):
+        h, _ = _h_np(x, D, kappa)
+        x_next = (1.0 + mu) * x - mu * xp - a * h * x + sp * rng.standard_normal(batch)
+        xp, x = x, x_next
+        if not streaming:
+            out[k] = x_next
+            continue
+        if slot[k] >= 0:
+            out[slot[k]] = x_next
+        if acc[k]:
+            sums += x_next
+    return (out, sums) if streaming else out
+
+
+def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, kappa=KAPPA):
+    """Deterministic recursion from ``x_0 = x_{-1} = r0 - r_star``, normalised by ``x_0`` (batched).
+
+    The mean trajectory whose settling step is the stop step (:mod:`bayesgrpo.physics.stopping`).
+    """
+    a, mu, r0, r_star, L = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, mu, r0, r_star, L)))
+    D = np.maximum(r_star - L, D_MIN)
+    x0 = r0 - r_star
+    x = x0.copy()
+    xp = x0.copy()
+    out = np.empty(a.shape + (n_steps + 1,))
+    safe = np.where(np.abs(x0) > 0, x0, 1.0)
+    out[..., 0] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for n in range(n_steps):
+            h, _ = _h_np(x, D, kappa)
+            x, xp = (1.0 + mu) * x - mu * xp - a * h * x, x
+            out[..., n + 1] = np.where(np.abs(x0) > 0, x / safe, 0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------- PyTensor Op
+class EKFDegenerate(Op):
+    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L); outputs (log-likelihood per run, its (R, 7) gradient)."""
+
+    __props__ = ()
+
+    def make_node(self, y, mask, kappa, r0, r_star, a, mu, q, r, L):
+        ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, kappa, r0, r_star, a, mu, q, r, L)]
+        return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
+
+    def perform(self, node, inputs, output_storage):
+        ll, g = ekf_loglik_grad(*(np.ascontiguousarray(v) for v in inputs))
+        output_storage[0][0] = ll
+        output_storage[1][0] = g
+
+    def infer_shape(self, node, shapes):
+        R = shapes[0][1]
+        return [(R,), (R, N_PAR)]
+
+    def pullback(self, inputs, outputs, output_grads):
+        from pytensor.gradient import DisconnectedType
+
+        _, g = outputs
+        gll = output_grads[0]
+        if not isinstance(output_grads[1].type, DisconnectedType):
+            raise NotImplementedError("second derivatives of the EKF likelihood are not implemented")
+        if isinstance(gll.type, DisconnectedType):
+            gll = pt.zeros_like(outputs[0])
+        return [
+            grad_not_implemented(self, 0, inputs[0], "the EKF Op is not differentiable w.r.t. the data"),
+            grad_not_implemented(self, 1, inputs[1], "the EKF Op is not differentiable w.r.t. the mask"),
+            grad_not_implemented(self, 2, inputs[2], "kappa is a constant of the model kind"),
+            *[gll * g[:, k] for k in range(N_PAR)],
+        ]
+
+    def connection_pattern(self, node):
+        return [[True, False]] * 3 + [[True, False]] * N_PAR
+
+
+def _register_numba():
+    from pytensor.link.numba.dispatch.basic import register_funcify_default_op_cache_key
+
+    @register_funcify_default_op_cache_key(EKFDegenerate)
+    def _funcify(op, node=None, **kwargs):
+        @numba.njit
+        def ekf(y, mask, kappa, r0, r_star, a, mu, q, r, L):
+            return ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L)
+
+        return ekf, _CACHE_SALT
+
+
+_register_numba()
+_OP = EKFDegenerate()
+
+
+def kalman_ekf_loglik(y, mask, *, kappa, r0, r_star, a, mu, sigma_p, sigma_m, L):
+    """EKF log-likelihood per run of the degeneracy-aware recursion (PyTensor, exact gradient)."""
+    ll, _ = _OP(y, mask, kappa, r0, r_star, a, mu, sigma_p**2, sigma_m**2, L)
+    return ll

@@ -30,7 +30,7 @@ def runset(n_runs=3, K=None):
     return RunSet.from_frames(pd.concat(rows), pd.DataFrame(meta))
 
 
-@pytest.mark.parametrize("kind", ["oscillator", "saturation", "scaling"])
+@pytest.mark.parametrize("kind", ["oscillator", "saturation", "scaling", "degeneracy"])
 @pytest.mark.parametrize("hierarchical", [False, True])
 def test_structure_and_finite_logp(kind, hierarchical):
     arr, infos = prepare_arrays(runset())
@@ -40,8 +40,10 @@ def test_structure_and_finite_logp(kind, hierarchical):
     for v in ("r0", "r_star", "tau", "a"):
         assert model.named_vars_to_dims[v] == ("run",)
     if hierarchical:
-        assert model.named_vars_to_dims["gain_mu"] == ("family",)
+        assert model.named_vars_to_dims["z_gain_family"] == ("family",)
         assert list(model.coords["family"]) == ["A", "B"]
+    # the population prior enters as per-run data (one compile serves every prior and observed fraction)
+    assert {f"prior_{k}" for k in ("gain_mu", "gain_sd", "log_tau_mu", "r0_sd")} <= names
     if kind == "scaling":
         assert "alpha" in names
     ip = model.initial_point()

@@ -279,7 +279,8 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         r0 = C.start_level(arr.r0_obs, prior.r0_sd)
         r_star = pm.Deterministic("r_star", r_fam[fidx] + r_eff + gamma * r0c + s_r * z_r, dims="run")
         tau = pm.Deterministic("tau", 1.0 + pt.exp(log_tau), dims="run")
-        mu = C.momentum(arr.mu_mean, arr.mu_known, prior, free=spec.free_momentum, like=pt.zeros(R))
+        mu = C.momentum(arr.mu_mean, arr.mu_known, free=spec.free_momentum, like=pt.zeros(R),
+                        conc_unknown=prior.mu_conc, conc_known=prior.mu_conc_known)  # fmt: skip
         a = C.stiffness(mu, tau)
         log_q = q_fam[fidx] - b * arr.log_g + s_q * z_q
         sigma_p = pm.Deterministic("sigma_p", pt.exp(0.5 * log_q), dims="run")

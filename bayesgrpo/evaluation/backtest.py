@@ -129,6 +129,7 @@ def backtest(
     example_runs: Iterable[str] | None = None,
     make_figures: bool = True,
     peer_kwargs: dict | None = None,
+    save_draws: int = 0,
 ) -> BacktestResult:
     """Backtest bayesgrpo (and peers) on complete runs truncated at each cutoff.
 
@@ -165,6 +166,9 @@ def backtest(
         Runs whose fan data are stored for the examples figure (default: up to 6 spread over sources).
     peer_kwargs : dict, optional
         ``{peer name: {setting: value}}`` for :func:`~bayesgrpo.evaluation.methods.get_method`.
+    save_draws : int
+        Also keep up to this many final-reward draws per case in ``out_dir/draws.npz`` (for fitting
+        and checking calibration layers offline); 0 keeps none.
 
     Returns
     -------
@@ -196,9 +200,18 @@ def backtest(
         rows = pd.read_csv(out / "cases.csv").to_dict("records")
     done = {(str(r["run_id"]), round(float(r["cutoff"]), 6), str(r["method"])) for r in rows}
 
+    kept: dict = {}
+    if save_draws and out is not None and (out / "draws.npz").exists() and resume:
+        with np.load(out / "draws.npz") as z:
+            kept.update({k: z[k] for k in z.files})
+
     def flush():
         if out is None:
             return
+        if save_draws and kept:
+            tmpz = out / "draws.tmp.npz"
+            np.savez_compressed(tmpz, **kept)
+            tmpz.replace(out / "draws.npz")
         df = pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS)
         tmp = out / "cases.csv.tmp"
         df.to_csv(tmp, index=False)
@@ -231,6 +244,10 @@ def backtest(
                 for case, res in zip(cases, results):
                     row = _row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs)
                     rows.append(row)
+                    if save_draws and out is not None and res.ok:
+                        x = np.sort(np.asarray(res.final_draws, dtype=float))
+                        idx = np.linspace(0, x.size - 1, min(save_draws, x.size)).round().astype(int)
+                        kept[f"{case.run_id}|{c:g}|{name}"] = x[idx].astype(np.float32)
                     if ex_dir is not None and case.run_id in example_runs and res.ok:
                         _save_example(ex_dir, case.run_id, c, name, res)
                 flush()
@@ -276,7 +293,7 @@ def _row(case: Case, c, name, f, source, res, msgs) -> dict:
                stop_true=f["stop_true"], plateau_true=f["plateau_true"], seconds=float(res.seconds),
                warnings=msgs[:_MAX_WARNINGS_CHARS] if msgs else "")  # fmt: skip
     info = res.info or {}
-    for k in ("r_hat_max", "ess_min", "divergences", "p_stop_before_horizon", "n_context"):
+    for k in ("r_hat_max", "ess_min", "divergences", "p_stop_before_horizon", "n_context", "scale", "level"):
         if k in info:
             row[k] = info[k]
     if not res.ok:

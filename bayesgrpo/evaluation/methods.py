@@ -136,6 +136,9 @@ class BayesGRPOMethod:
                                                    "stop_q50") if k in t.index}  # fmt: skip
                 info["n_context"] = 0 if context is None else len(context)
                 info["fit"] = fit
+                if hasattr(fit, "infos") and c.run_id in getattr(fit, "infos", {}):
+                    info["scale"] = float(fit.infos[c.run_id].scale)
+                    info["level"] = float(np.median(fit.paths(c.run_id).latent_now))
                 out.append(PeerForecast(name=self.name, final_draws=draws, seconds=wall, ok=True, info=info))
             except Exception as exc:  # noqa: BLE001 - one bad run is an error row
                 out.append(PeerForecast(name=self.name, final_draws=np.empty(0), seconds=wall, ok=False,

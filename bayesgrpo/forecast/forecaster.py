@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
@@ -61,7 +61,6 @@ TABLE_COLUMNS = [
     "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
 ]  # fmt: skip
 HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
-PAD_RUN = "__pad__"
 
 
 class ForecastConfig(BaseModel):
@@ -73,7 +72,14 @@ class ForecastConfig(BaseModel):
     final_window: float = Field(DEFAULT_FINAL_WINDOW, gt=0.0, le=1.0)
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
-    prior: PopulationPrior = Field(default_factory=PopulationPrior.default)
+    prior: PopulationPrior = Field(description="the population prior (default: the packaged prior of the kind)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_prior(cls, data):
+        if isinstance(data, dict) and data.get("prior") is None:
+            data = {**data, "prior": PopulationPrior.default(data.get("model", "oscillator"))}
+        return data
 
     @field_validator("model")
     @classmethod
@@ -166,31 +172,35 @@ class Forecaster:
             else:
                 hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
         arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior)
+        if kind.degeneracy:
+            lagged = [i.run_id for i in infos if i.refresh_interval > 1]
+            if lagged:
+                raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
+                                    "runs only (use --model oscillator for it)")  # fmt: skip
         log.info("population prior %s; model %s", cfg.prior.identity, cfg.model)
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
         # population prior), all through one compiled model whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
         posts, health, seconds = [], {}, {}
         for done, b in enumerate(batches, start=1):
-            sub = _padded(arrays.subset(b))
+            sub = arrays.subset(b)
             t0 = time.perf_counter()
             compiled = sampling.compile_model(
                 kind.graph_key(sub, cfg.prior, hierarchical),
                 lambda sub=sub: kind.build(sub, prior=cfg.prior, hierarchical=hierarchical),
                 backend=self.sampler.backend,
             )
-            idata = sampling.nuts(compiled, data=sub.data(), sampler=self.sampler, required=("y", "mask", "refresh"),
+            idata = sampling.nuts(compiled, data=sub.data(cfg.prior), sampler=self.sampler, required=kind.required_data,
                                   seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
             post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
             if "family" in post.dims:
                 post = post.assign_coords(family=list(sub.families))
             h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
             dt = time.perf_counter() - t0
-            posts.append(post.drop_sel(run=PAD_RUN) if PAD_RUN in sub.run_ids else post)
+            posts.append(post)
             for rid in sub.run_ids:
-                if rid != PAD_RUN:
-                    health[rid] = h[rid]
-                    seconds[rid] = dt / len(b)
+                health[rid] = h[rid]
+                seconds[rid] = dt / len(b)
             if progress is not None:
                 progress(done, len(batches))
         import xarray as xr
@@ -214,21 +224,6 @@ def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
     if n <= limit:
         return np.arange(n)
     return np.unique(np.round(np.linspace(0, n - 1, limit)).astype(int))
-
-
-def _padded(arr: ModelArrays) -> ModelArrays:
-    """A batch of one run gets a fully masked dummy run (it only contributes its prior; the kernels
-    skip it). The old scan filter needed it; the compiled Ops do not, but dropping the pad would change
-    every forecast's sampler stream, so it stays."""
-    if len(arr.run_ids) != 1:
-        return arr
-    fields = {}
-    for n, v in arr.data().items():
-        axis = 1 if v.ndim > 1 else 0
-        fields[n] = np.concatenate([v, np.take(v, [0], axis=axis)], axis=axis)
-    fields["mask"][:, 1] = 0.0
-    fields["y"][:, 1] = 0.0
-    return ModelArrays(**fields, run_ids=arr.run_ids + (PAD_RUN,), families=arr.families)
 
 
 def _draws(post, rid: str, name: str) -> np.ndarray:

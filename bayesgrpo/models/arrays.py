@@ -263,6 +263,7 @@ def prepare_arrays(
         r0_obs=np.array(r0s),
         floor=np.where(np.isfinite(floor), floor, 0.0),
         floor_known=np.isfinite(floor).astype(float),
+        fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),
     )

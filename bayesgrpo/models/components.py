@@ -32,18 +32,18 @@ def start_level(r0_obs, sd, *, dims: str = "run"):
     return pm.Deterministic("r0", run_effect("r0", r0_obs, sd, dims=dims), dims=dims)
 
 
-def momentum(mu_mean, mu_known, prior, *, free: bool = True, like=None, dims: str = "run"):
+def momentum(mu_mean, mu_known, *, conc_unknown, conc_known, free: bool = True, like=None, dims: str = "run"):
     """Momentum ``mu``: Beta(mean, concentration) per run, or exactly 0 (``free=False``).
 
-    The concentration is ``prior.mu_conc_known`` where ``beta1`` was logged (``mu_known > 0``),
-    else ``prior.mu_conc`` (Adam's default 0.9 is only a prior guess).
+    The concentration is ``conc_known`` where ``beta1`` was logged (``mu_known > 0``), else
+    ``conc_unknown`` (Adam's default 0.9 is only a prior guess).
     """
     import pymc as pm
     import pytensor.tensor as pt
 
     if not free:
         return pm.Deterministic("mu", pt.zeros_like(like if like is not None else mu_mean), dims=dims)
-    conc = pt.switch(pt.gt(mu_known, 0), prior.mu_conc_known, prior.mu_conc)
+    conc = pt.switch(pt.gt(mu_known, 0), conc_known, conc_unknown)
     return pm.Beta("mu", alpha=mu_mean * conc, beta=(1.0 - mu_mean) * conc, dims=dims)
 
 
@@ -90,14 +90,14 @@ def reward_likelihood(y, mask, *, refresh, r0, r_star, a, mu, sigma_p, sigma_m):
     return ll
 
 
-def reward_floor(floor, floor_known, r0, prior, *, dims: str = "run"):
+def reward_floor(floor, floor_known, r0, log_delta_mu, log_delta_sd, *, dims: str = "run"):
     """The reward's floor ``L`` (normalised): the known lower bound, else ``r0 - delta`` with
-    ``log delta ~ N(prior.log_delta_mu, prior.log_delta_sd)`` (how far below its start a run can fall
-    before every group is all-zero)."""
+    ``log delta ~ N(log_delta_mu, log_delta_sd)`` (how far below its start the floor lies, where every
+    group is all-zero)."""
     import pymc as pm
     import pytensor.tensor as pt
 
-    delta = pt.exp(run_effect("delta", prior.log_delta_mu, prior.log_delta_sd, dims=dims))
+    delta = pt.exp(run_effect("delta", log_delta_mu, log_delta_sd, dims=dims))
     return pm.Deterministic("L", pt.switch(pt.gt(floor_known, 0), floor, r0 - delta), dims=dims)
 
 

@@ -35,7 +35,7 @@ __all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind",
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
 DATA_VARS = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "size_known", "mu_mean",
-             "mu_known", "floor", "floor_known")
+             "mu_known", "floor", "floor_known", "fraction")
 
 
 @dataclass(frozen=True)
@@ -65,16 +65,21 @@ class ModelArrays:
     size_known: np.ndarray = None
     floor: np.ndarray = None
     floor_known: np.ndarray = None
+    fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
 
     def __post_init__(self):
         R = len(self.r0_obs)
-        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0)):
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
             if getattr(self, name) is None:  # arrays saved before these fields existed
                 object.__setattr__(self, name, np.full(R, default))
 
-    def data(self) -> dict:
-        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`)."""
-        return {n: getattr(self, n) for n in DATA_VARS}
+    def data(self, prior=None) -> dict:
+        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
+        hyperparameters ``prior_<name>`` of ``prior`` at each run's observed fraction when given."""
+        out = {n: getattr(self, n) for n in DATA_VARS}
+        if prior is not None:
+            out.update({f"prior_{k}": v for k, v in prior.values_at(self.fraction).items()})
+        return out
 
     def subset(self, idx) -> ModelArrays:
         """The arrays of runs ``idx`` (grid cut to their longest run)."""
@@ -116,11 +121,19 @@ class ModelKind:
         base = ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")
         return base + (("L",) if self.degeneracy else ())
 
+    @property
+    def required_data(self) -> tuple[str, ...]:
+        """Data variables a compiled graph of this kind must have (a batch's data must really be swapped)."""
+        return ("y", "mask") if self.degeneracy else ("y", "mask", "refresh")
+
     def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
-        """Everything the graph's structure depends on besides the swappable data."""
-        key = (self.name, prior.sha256, hierarchical)
+        """Everything the graph's structure depends on besides the swappable data (the prior's per-run
+        hyperparameters are data; its scalar constants, e.g. alpha's, are structure)."""
+        key = (self.name, hierarchical)
+        if self.size_scaling:
+            key += (prior.alpha_mu, prior.alpha_sd)
         if hierarchical:
-            key += (arr.y.shape[1], len(arr.families))
+            key += (arr.y.shape[1], len(arr.families), prior.gain_sd, prior.log_tau_sd, prior.log_wander_sd)
         return key
 
     def build(self, arr: ModelArrays, *, prior, hierarchical: bool = False):
@@ -141,37 +154,37 @@ class ModelKind:
                    for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor", "floor_known")}  # fmt: skip
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
             span = vec["span"]
+            # the population prior enters as per-run data: one compile serves every prior and fraction
+            hp = {k: pm.Data(f"prior_{k}", v, dims="run", shape=(None,)) for k, v in prior.values_at(arr.fraction).items()}
 
+            g_mu, g_sd = hp["gain_mu"], hp["gain_sd"]
+            t_mu, t_sd = hp["log_tau_mu"], hp["log_tau_sd"]
+            w_mu, w_sd = hp["log_wander_mu"], hp["log_wander_sd"]
             if hierarchical:
-                gain_mu = pm.Normal("gain_mu", prior.gain_mu, prior.gain_sd / 2, dims="family")
-                gain_sd = pm.HalfNormal("gain_sd", prior.gain_sd)
-                log_tau_mu = pm.Normal("log_tau_mu", prior.log_tau_mu, prior.log_tau_sd / 2, dims="family")
-                log_tau_sd = pm.HalfNormal("log_tau_sd", prior.log_tau_sd)
-                wander_mu = pm.Normal("log_wander_mu", prior.log_wander_mu, prior.log_wander_sd / 2, dims="family")
-                wander_sd = pm.HalfNormal("log_wander_sd", prior.log_wander_sd)
-                g_mu, g_sd = gain_mu[fam], gain_sd
-                t_mu, t_sd = log_tau_mu[fam], log_tau_sd
-                w_mu, w_sd = wander_mu[fam], wander_sd
-            else:
-                g_mu, g_sd = prior.gain_mu, prior.gain_sd
-                t_mu, t_sd = prior.log_tau_mu, prior.log_tau_sd
-                w_mu, w_sd = prior.log_wander_mu, prior.log_wander_sd
+                # family offsets of the population means, and learned scatter around them (partial pooling)
+                g_mu = g_mu + (prior.gain_sd / 2) * pm.Normal("z_gain_family", 0.0, 1.0, dims="family")[fam]
+                t_mu = t_mu + (prior.log_tau_sd / 2) * pm.Normal("z_log_tau_family", 0.0, 1.0, dims="family")[fam]
+                w_mu = w_mu + (prior.log_wander_sd / 2) * pm.Normal("z_log_wander_family", 0.0, 1.0, dims="family")[fam]
+                g_sd = g_sd * pm.LogNormal("gain_sd_ratio", 0.0, 0.5)
+                t_sd = t_sd * pm.LogNormal("log_tau_sd_ratio", 0.0, 0.5)
+                w_sd = w_sd * pm.LogNormal("log_wander_sd_ratio", 0.0, 0.5)
             if self.size_scaling:
                 alpha = pm.Normal("alpha", prior.alpha_mu, prior.alpha_sd)  # curvature-scaling exponent
                 # runs of unknown size: no size effect, the population's size spread added to the prior
                 t_mu = t_mu + alpha * vec["log_size"] * vec["size_known"]
                 t_sd = pt.sqrt(t_sd**2 + (1.0 - vec["size_known"]) * (alpha * LOG_SIZE_SD) ** 2)
 
-            r0 = C.start_level(vec["r0_obs"], prior.r0_sd)
+            r0 = C.start_level(vec["r0_obs"], hp["r0_sd"])
             r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
             tau = pm.Deterministic("tau", 1.0 + span * pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
-            mu = C.momentum(vec["mu_mean"], vec["mu_known"], prior, free=self.free_momentum, like=span)
+            mu = C.momentum(vec["mu_mean"], vec["mu_known"], free=self.free_momentum, like=span,
+                            conc_unknown=hp["mu_conc"], conc_known=hp["mu_conc_known"])  # fmt: skip
             a = C.stiffness(mu, tau)
-            sigma_m = C.measurement_noise(vec["noise"], prior.log_noise_sd)
+            sigma_m = C.measurement_noise(vec["noise"], hp["log_noise_sd"])
             wander = pm.Deterministic("wander", sigma_m * pt.exp(C.run_effect("wander", w_mu, w_sd)), dims="run")
             sigma_p = C.process_noise(wander, a, mu)
             if self.degeneracy:
-                L = C.reward_floor(vec["floor"], vec["floor_known"], r0, prior)
+                L = C.reward_floor(vec["floor"], vec["floor_known"], r0, hp["log_delta_mu"], hp["log_delta_sd"])
                 C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L)
             else:
                 C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
@@ -263,4 +276,4 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     """
     from bayesgrpo.models.prior import PopulationPrior
 
-    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(), hierarchical=hierarchical)
+    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical)

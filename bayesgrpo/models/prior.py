@@ -20,18 +20,24 @@ import json
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bayesgrpo.errors import PriorError
 
-__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "default_prior_path"]
+__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_path"]
+
+#: hyperparameters that enter the compiled graph as per-run data (so one compile serves every prior,
+#: e.g. the leave-one-source-out priors of a benchmark, and every observed fraction)
+VECTOR_FIELDS = ("gain_mu", "gain_sd", "log_tau_mu", "log_tau_sd", "log_wander_mu", "log_wander_sd", "r0_sd",
+                 "log_noise_sd", "mu_conc", "mu_conc_known", "log_delta_mu", "log_delta_sd")
 
 #: file name of the packaged population prior inside ``bayesgrpo/resources``
 PRIOR_RESOURCE = "population_prior.json"
 
 
-def default_prior_path():
-    """``$BAYESGRPO_PRIOR`` if set, else the packaged ``bayesgrpo/resources/population_prior.json``.
+def default_prior_path(kind: str = "oscillator"):
+    """``$BAYESGRPO_PRIOR`` if set, else the packaged prior of ``kind`` in ``bayesgrpo/resources``.
 
     Returns a :class:`pathlib.Path` or an :mod:`importlib.resources` traversable.
     """
@@ -40,7 +46,9 @@ def default_prior_path():
         return Path(env)
     from importlib.resources import files
 
-    return files("bayesgrpo.resources").joinpath(PRIOR_RESOURCE)
+    res = files("bayesgrpo.resources")
+    own = res.joinpath(f"population_prior_{kind}.json")
+    return own if own.is_file() else res.joinpath(PRIOR_RESOURCE)
 
 
 class PopulationPrior(BaseModel):
@@ -67,8 +75,39 @@ class PopulationPrior(BaseModel):
     log_delta_sd: float = Field(1.0, gt=0)
     alpha_mu: float = Field(0.3, description="curvature-scaling exponent prior mean (paper B: ~0.3)")
     alpha_sd: float = Field(0.3, gt=0)
+    fraction_grid: tuple[float, ...] = Field((), description="observed fractions at which by_fraction gives values")
+    by_fraction: dict[str, tuple[float, ...]] = Field(
+        default_factory=dict,
+        description="per-field values at fraction_grid (a run observed to fraction f gets them interpolated in f)",
+    )
     name: str = Field("custom", description="short name recorded in every artefact fitted with this prior")
     provenance: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_tables(self):
+        for k, v in self.by_fraction.items():
+            if k not in VECTOR_FIELDS:
+                raise ValueError(f"by_fraction: {k!r} is not a per-run hyperparameter ({', '.join(VECTOR_FIELDS)})")
+            if len(v) != len(self.fraction_grid):
+                raise ValueError(f"by_fraction[{k!r}] has {len(v)} values for {len(self.fraction_grid)} fractions")
+        if list(self.fraction_grid) != sorted(self.fraction_grid):
+            raise ValueError("fraction_grid must be increasing")
+        return self
+
+    def values_at(self, fraction) -> dict:
+        """Per-run hyperparameters (:data:`VECTOR_FIELDS`) for runs observed to ``fraction`` (array).
+
+        Fields with a ``by_fraction`` table are interpolated linearly in the fraction (constant beyond
+        the grid); the others are the scalar fields.
+        """
+        f = np.atleast_1d(np.asarray(fraction, dtype=float))
+        out = {}
+        for k in VECTOR_FIELDS:
+            if k in self.by_fraction and self.fraction_grid:
+                out[k] = np.interp(f, self.fraction_grid, self.by_fraction[k])
+            else:
+                out[k] = np.full(f.shape, float(getattr(self, k)))
+        return out
 
     # ------------------------------------------------------------------ identity
     @property
@@ -84,9 +123,13 @@ class PopulationPrior(BaseModel):
 
     # ------------------------------------------------------------------ io
     @classmethod
-    def default(cls) -> PopulationPrior:
-        """The packaged prior (or ``$BAYESGRPO_PRIOR``); raises :class:`PriorError` if unreadable."""
-        return cls.load(default_prior_path())
+    def default(cls, kind: str = "oscillator") -> PopulationPrior:
+        """The packaged prior of a model kind (or ``$BAYESGRPO_PRIOR``); :class:`PriorError` if unreadable.
+
+        Kinds with their own fitted prior ship ``population_prior_<kind>.json``; the others (the
+        linear kinds) share ``population_prior.json``.
+        """
+        return cls.load(default_prior_path(kind))
 
     @classmethod
     def load(cls, path) -> PopulationPrior:
@@ -107,3 +150,75 @@ class PopulationPrior(BaseModel):
 
     def save(self, path) -> None:
         Path(path).write_text(self.model_dump_json(indent=2) + "\n")
+
+
+# ----------------------------------------------------------------------------- fitting
+#: columns of the per-run fit table that :func:`fit_population` aggregates -> prior fields
+FIT_COLUMNS = {"gain": "gain", "log_tau": "log_tau", "log_wander": "log_wander", "log_delta": "log_delta"}
+_SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3}
+
+
+def _wstats(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    ok = np.isfinite(x)
+    if not ok.any():
+        return float("nan"), float("nan")
+    x, w = x[ok], w[ok]
+    mu = float(np.sum(w * x) / np.sum(w))
+    return mu, float(np.sqrt(np.sum(w * (x - mu) ** 2) / np.sum(w)))
+
+
+def fit_population(rows, *, exclude_source: str | None = None, name: str = "population", provenance=None,
+                   base: PopulationPrior | None = None) -> PopulationPrior:
+    """The population prior from per-run fits of complete runs, every source weighing the same.
+
+    Parameters
+    ----------
+    rows : DataFrame
+        One row per run x observed fraction: ``run_id, source, cutoff`` and the per-run posterior
+        medians ``gain, log_tau, log_wander`` (``log_delta`` where the floor was unknown),
+        ``r0_dev, log_noise_dev`` -- each in the units a forecast from the run's prefix at that
+        fraction uses (``bench/fit_population_prior.py`` writes it).
+    exclude_source : str, optional
+        Leave this source out (leave-one-source-out priors for honest benchmarks).
+    base : PopulationPrior, optional
+        Where the non-fitted fields (optimizer facts, alpha) come from.
+
+    Returns
+    -------
+    PopulationPrior
+        Means and sds per observed fraction (``by_fraction``) and their fraction-pooled values as the
+        scalar fields. Each source's runs share a total weight of 1 per fraction.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    if exclude_source is not None:
+        df = df[df["source"] != exclude_source]
+    if df.empty:
+        raise PriorError("fit_population: no per-run fits left to fit a prior to")
+    grid = tuple(sorted(float(c) for c in df["cutoff"].unique()))
+    kw, tables = {}, {}
+    w_all = 1.0 / df.groupby(["source", "cutoff"])["run_id"].transform("count").to_numpy()
+    for col in FIT_COLUMNS:
+        mu, sd = _wstats(df[col].to_numpy(dtype=float), w_all) if col in df else (float("nan"), float("nan"))
+        if not np.isfinite(mu):
+            continue
+        kw[f"{col}_mu"] = round(mu, 4)
+        kw[f"{col}_sd"] = round(max(sd, _SD_FLOORS[col]), 4)
+        mus, sds = [], []
+        for c in grid:
+            g = df[df["cutoff"] == c]
+            w = 1.0 / g.groupby("source")["run_id"].transform("count").to_numpy()
+            m_, s_ = _wstats(g[col].to_numpy(dtype=float), w)
+            mus.append(round(m_ if np.isfinite(m_) else mu, 4))
+            sds.append(round(max(s_ if np.isfinite(s_) else sd, _SD_FLOORS[col]), 4))
+        tables[f"{col}_mu"], tables[f"{col}_sd"] = tuple(mus), tuple(sds)
+    _, r0_sd = _wstats(df["r0_dev"].to_numpy(dtype=float), w_all)
+    _, n_sd = _wstats(df["log_noise_dev"].to_numpy(dtype=float), w_all)
+    kw["r0_sd"] = round(max(2 * r0_sd, 0.1), 4)
+    kw["log_noise_sd"] = round(max(2 * n_sd, 0.2), 4)
+    fixed = {} if base is None else {k: getattr(base, k) for k in ("mu_default", "mu_conc", "mu_conc_known", "alpha_mu", "alpha_sd")}
+    prov = dict(provenance or {})
+    prov.update(runs=int(df["run_id"].nunique()), sources=int(df["source"].nunique()), fits=int(len(df)),
+                excluded_source=exclude_source, weighting="each source weighs the same at each observed fraction")  # fmt: skip
+    return PopulationPrior(**kw, **fixed, fraction_grid=grid, by_fraction=tables, name=name, provenance=prov)

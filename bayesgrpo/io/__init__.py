@@ -51,16 +51,18 @@ FORMATS: tuple[str, ...] = (
     "metrics_csv",  # generic per-step metrics CSV of from-scratch GRPO loops
     "metrics_jsonl",  # generic per-step metrics JSONL of from-scratch GRPO loops
     "minimind_log",  # MiniMind-style text lines "Epoch:[e/E](i/N), Reward: x, ..."
+    "openrlhf_console",  # OpenRLHF trainer lines "Global step N: {'reward': ..., ...}"
 )
 
 _SNIFF_BYTES = 256 * 1024
 _VERL_LINE = re.compile(r"step:\d+ - [^\s:]+:")
 _TRL_DICT = re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:")
 _MINIMIND = re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)")
+_OPENRLHF = re.compile(r"Global step \d+: \{")
 
 
 def _reader(fmt: str):
-    from bayesgrpo.io import long, scratch, tensorboard, trl, verl, wandb
+    from bayesgrpo.io import long, openrlhf, scratch, tensorboard, trl, verl, wandb
 
     return {
         "long": long.read_long,
@@ -74,6 +76,7 @@ def _reader(fmt: str):
         "metrics_csv": scratch.read_metrics_csv,
         "metrics_jsonl": scratch.read_metrics_jsonl,
         "minimind_log": scratch.read_minimind_log,
+        "openrlhf_console": openrlhf.read_openrlhf_console,
     }[fmt]
 
 
@@ -106,9 +109,9 @@ def detect_format(path) -> str:
     ``{"step": ..., "data": {...}}`` -> ``verl_jsonl``, other ``.jsonl`` -> ``metrics_jsonl``;
     ``.csv``/``.tsv`` with columns ``run_id, step, reward`` -> ``long``, with a
     ``"<run> - <metric>"`` column -> ``wandb_csv``, otherwise ``metrics_csv``; any other text
-    file is sniffed (first 256 KB, then the whole file): ``step:N - key:value`` lines ->
-    ``verl_console``, printed dicts ``{'loss': ...`` -> ``trl_console``,
-    ``Epoch:[e/E](i/N)`` lines -> ``minimind_log``.
+    file is sniffed (first 256 KB, then the whole file): ``Global step N: {...}`` lines ->
+    ``openrlhf_console``, ``step:N - key:value`` lines -> ``verl_console``, printed dicts
+    ``{'loss': ...`` -> ``trl_console``, ``Epoch:[e/E](i/N)`` lines -> ``minimind_log``.
 
     Raises
     ------
@@ -166,6 +169,8 @@ def detect_format(path) -> str:
             if p.stat().st_size <= _SNIFF_BYTES:
                 break
             text = _head(p, 1 << 31)
+        if _OPENRLHF.search(text):
+            return "openrlhf_console"
         if _VERL_LINE.search(text):
             return "verl_console"
         if _TRL_DICT.search(text):

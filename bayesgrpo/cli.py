@@ -361,6 +361,7 @@ def _mount() -> None:
     app.add_typer(testbed_app, name="testbed")
     app.command("backtest", help="Truncate complete runs at cutoffs, forecast, and score against what happened (vs peers).")(backtest_cmd)
     app.command("compare", help="Compare model families and group sizes with a hierarchical fit; PSIS-LOO model comparison.")(compare_cmd)
+    __import__("bayesgrpo.integrations.cli", fromlist=["mount"]).mount(app)  # `bayesgrpo watch` (bayesgrpo/integrations/cli.py)
 
 
 _mount()

@@ -81,14 +81,16 @@ def _lib():
 def _light():
     """The light part of the adapter, safe to import in the training process (no PyMC).
 
-    ``ALIASES`` / ``canonical_name`` of the importers' key mapping and the error types.
+    ``ALIASES`` / ``canonical_name`` of the importers' key mapping, the schema's ``META_FIELDS`` and
+    the error types.
     """
     import types
 
     import bayesgrpo.errors as errors
     from bayesgrpo.io._common import ALIASES, canonical_name
+    from bayesgrpo.schema import META_FIELDS
 
-    return types.SimpleNamespace(ALIASES=ALIASES, canonical_name=canonical_name, errors=errors)
+    return types.SimpleNamespace(ALIASES=ALIASES, canonical_name=canonical_name, errors=errors, META_FIELDS=META_FIELDS)
 
 
 def reward_keys() -> frozenset:
@@ -641,15 +643,18 @@ class ForecastWorker:
             proc = self._proc
             self._cv.notify_all()
         if proc is not None and proc.poll() is None:
+            with self._cv:
+                busy = self._inflight is not None
             try:
                 _send(proc.stdin, {"kind": "shutdown"})
                 proc.stdin.close()
             except (OSError, ValueError) as e:
                 log.debug("bayesgrpo: worker stdin already closed (%s)", e)
             try:
-                proc.wait(timeout=timeout)
+                # a fit in flight cannot be interrupted gracefully: do not wait for it
+                proc.wait(timeout=0.2 if busy else timeout)
             except subprocess.TimeoutExpired:
-                log.info("bayesgrpo: forecasting worker pid %d still busy after %.0f s; terminating it", proc.pid, timeout)
+                log.info("bayesgrpo: forecasting worker pid %d still busy; terminating it", proc.pid)
                 proc.terminate()
                 try:
                     proc.wait(timeout=3)

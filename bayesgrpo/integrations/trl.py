@@ -283,6 +283,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         The latest forecast (worker result).
     overhead_seconds : float
         Time spent inside ``on_train_begin`` and ``on_log`` in the training process (the cost per step).
+    max_log_seconds : float
+        The longest single ``on_log`` call (a fit never runs inside it).
     end_seconds : float
         Time ``on_train_end`` spent (mostly waiting for the last forecast; bounded by
         ``final_wait`` + ``max_wait``).
@@ -364,6 +366,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._every = self.every or 5
         self._reward_keys = frozenset()
         self.overhead_seconds = 0.0
+        self.max_log_seconds = 0.0
         self.hook_calls = 0
         self.end_seconds = 0.0
 
@@ -426,7 +429,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                 self._safe_submit({"kind": "warmup", "model": self.model, "sampler": self.sampler,
                                    "meta": {k: v for k, v in self._meta.items() if k in ("beta1", "refresh_interval")}})  # fmt: skip
             log.info("bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id)
-        self._tick(t0)
+        self._tick(t0, on_log=False)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self._dispatching:
@@ -493,9 +496,12 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self.end_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ internals
-    def _tick(self, t0: float) -> None:
-        self.overhead_seconds += time.perf_counter() - t0
+    def _tick(self, t0: float, *, on_log: bool = True) -> None:
+        dt = time.perf_counter() - t0
+        self.overhead_seconds += dt
         self.hook_calls += 1
+        if on_log:
+            self.max_log_seconds = max(self.max_log_seconds, dt)
 
     def _record(self, logs: dict, step: int) -> None:
         if "train_runtime" in logs:  # the end-of-training summary

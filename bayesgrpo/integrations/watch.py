@@ -115,7 +115,8 @@ class LogSource:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                rs = read_runs(t, format=self.fmt)
+                # a folder's run keeps one id whichever checkpoint is newest
+                rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path.is_dir() else None)
         except errs.BayesGRPOError as e:
             # a file caught mid-write (truncated JSON, half a line) or not yet holding a reward
             log.debug("bayesgrpo watch: %s not readable yet (%s)", t, e)
@@ -239,6 +240,7 @@ def watch(
     on_status: Callable[[str], None] | None = None,
     max_updates: int | None = None,
     idle_timeout: float | None = None,
+    final_wait: float = 120.0,
     stop_event: threading.Event | None = None,
     worker: ForecastWorker | None = None,
     wandb_api=None,
@@ -279,7 +281,10 @@ def watch(
     max_updates : int, optional
         Return after this many forecasts.
     idle_timeout : float, optional
-        Return when the source has not changed for this many seconds and no fit is pending.
+        Return when the source has not changed for this many seconds and no fit is pending (after
+        one last forecast of steps not yet forecast, waiting at most ``final_wait`` seconds).
+    final_wait : float
+        Bound on that last wait (covers a first compile).
     stop_event : threading.Event, optional
         Return when set.
     worker : ForecastWorker, optional
@@ -312,8 +317,39 @@ def watch(
     changed_since = 0
     last_change = time.monotonic()
     status(f"following {path} (re-forecast every {every} new steps; first forecast after {min_points})")
+    smp = dict(sampler or {"draws": 400, "tune": 400})
+
+    def submit(n):
+        hz = horizon or src.meta.get("max_steps")
+        if hz is None or (isinstance(hz, float) and math.isnan(hz)):
+            raise _light().errors.ForecastError(f"{path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
+        req = forecast_request(
+            run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), model=model,
+            sampler=smp, target=target, utility=utility, ceiling=ceiling, plot=str(plot) if plot else None,
+        )  # fmt: skip
+        status(f"forecasting from step {src.last_step} ({n} logged rewards)")
+        return w.submit(req)
+
+    def collect() -> bool:
+        """Hand new results on; True when max_updates is reached."""
+        for res in w.poll():
+            if res.get("kind") == "warmup":
+                if not res.get("ok"):
+                    status(f"model warm-up failed: {res.get('error')}")
+                continue
+            results.append(res)
+            if history:
+                append_history(history, res, logged_at_step=src.last_step)
+                if res.get("ok"):
+                    write_latest(Path(history).with_name("latest.json"), res)
+            if on_update is not None:
+                on_update(res)
+            if max_updates is not None and len(results) >= max_updates:
+                return True
+        return False
+
     try:
-        w.submit({"kind": "warmup", "model": model, "sampler": dict(sampler or {"draws": 400, "tune": 400})})
+        w.submit({"kind": "warmup", "model": model, "sampler": smp})
         while True:
             if stop_event is not None and stop_event.is_set():
                 break
@@ -323,34 +359,19 @@ def watch(
                 last_change = time.monotonic()
             n = src.n_reward
             if n >= min_points and (submitted_n == 0 or changed_since >= every):
-                hz = horizon or src.meta.get("max_steps")
-                if hz is None or (isinstance(hz, float) and math.isnan(hz)):
-                    raise _light().errors.ForecastError(
-                        f"{path}: no horizon; pass --horizon STEPS (the log has no max_steps)"
-                    )
-                req = forecast_request(
-                    run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), model=model,
-                    sampler=dict(sampler or {"draws": 400, "tune": 400}), target=target, utility=utility,
-                    ceiling=ceiling, plot=str(plot) if plot else None,
-                )  # fmt: skip
-                w.submit(req)
-                status(f"forecasting from step {src.last_step} ({n} logged rewards)")
+                submit(n)
                 submitted_n, changed_since = n, 0
-            for res in w.poll():
-                if res.get("kind") == "warmup":
-                    if not res.get("ok"):
-                        status(f"model warm-up failed: {res.get('error')}")
-                    continue
-                results.append(res)
-                if history:
-                    append_history(history, res, logged_at_step=src.last_step)
-                    if res.get("ok"):
-                        write_latest(Path(history).with_name("latest.json"), res)
-                if on_update is not None:
-                    on_update(res)
-                if max_updates is not None and len(results) >= max_updates:
-                    return results
-            if idle_timeout is not None and time.monotonic() - last_change > idle_timeout and not w.busy and changed_since < every:
+            if collect():
+                return results
+            if idle_timeout is not None and time.monotonic() - last_change > idle_timeout and not w.busy:
+                if changed_since and src.n_reward >= min_points:
+                    # the log went quiet with steps not yet forecast: one last forecast (bounded wait)
+                    submit(src.n_reward)
+                    changed_since = 0
+                    deadline = time.monotonic() + final_wait
+                    while w.busy and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    collect()
                 status(f"no new steps for {idle_timeout:g} s; stopping")
                 break
             if stop_event is not None:

@@ -328,3 +328,18 @@ def test_wandb_rows_merges_rows_of_one_step():
         recs = wandb_rows([{"_step": 0, "train/global_step": 10, "train/reward": 0.5, "train/kl": None},
                            {"_step": 1, "train/global_step": 10, "eval/reward": 0.4}])  # fmt: skip
     assert recs == [{"reward": 0.5, "step": 10, "_step": 1, "eval/reward": 0.4}]
+
+
+def test_live_table_renders_results_and_failures():
+    from rich.console import Console
+
+    from bayesgrpo.integrations.cli import _live_table
+
+    ok = {"ok": True, "observed_until": 50, "horizon": 200, "final_q50": 0.6, "final_q10": 0.5, "final_q90": 0.7,
+          "p_target": 0.25, "stop_step_q50": 120.0, "p_plateaued": 0.05, "seconds": 0.8,
+          "flags": {"advantage_degeneracy": "critical"}}  # fmt: skip
+    con = Console(record=True, width=160)
+    con.print(_live_table([ok, {"ok": False, "error": "ForecastError: boom"}], title="watching x"))
+    text = con.export_text()
+    assert "50/200" in text and "0.6 [0.5, 0.7]" in text and "advantage_degeneracy=critical" in text
+    assert "failed: ForecastError: boom" in text

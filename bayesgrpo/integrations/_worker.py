@@ -23,6 +23,7 @@ and :func:`_light` (training-process side) change.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import os
@@ -325,23 +326,30 @@ def _handle(req: dict) -> dict:
     rid = req["run_id"]
     if req.get("frame") is not None:
         df = pd.DataFrame(req["frame"]).copy()
-        df["run_id"] = rid
     else:
         df = _frame_from_rows(req["rows"], rid)
-    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": rid}])
+    # The lagged likelihood (refresh interval > 1) is compiled by nutpie's JAX backend with the data
+    # folded in and cached by run id (bayesgrpo.forecast._compiled_model); a refit of the same run with
+    # more rows must not hit that cache, so such fits get a run id of their own.
+    fid = rid
+    if float(req.get("meta", {}).get("refresh_interval") or 1) > 1 and importlib.util.find_spec("jax") is not None:
+        fid = f"{rid}#n{len(df)}"
+    df["run_id"] = fid
+    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": fid}])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = lib.RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
-        horizon, extended = _horizon(runs, rid, req.get("horizon") or req.get("meta", {}).get("max_steps"))
+        horizon, extended = _horizon(runs, fid, req.get("horizon") or req.get("meta", {}).get("max_steps"))
         fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
         fit = fc.fit(runs, horizon=horizon)
         out = summarize_fit(
-            fit, rid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
+            fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
             ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
         )  # fmt: skip
         if req.get("plot"):
-            _plot(fit, rid, req["plot"])
+            _plot(fit, fid, req["plot"])
             out["plot"] = str(req["plot"])
+        out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
     out["horizon_extended"] = extended
@@ -485,7 +493,8 @@ class ForecastWorker:
         Cap on BLAS / OpenMP / numba threads of the worker (NUTS chains run in nutpie's own
         threads, at most 2).
     niceness : int
-        CPU priority increment of the worker (``os.nice``); training keeps priority.
+        CPU priority increment of the worker (``os.nice``; 19 = lowest): training keeps priority when
+        both compete for CPU cores.
     log_file : str or Path, optional
         Where the worker's own output (warnings, compile messages, tracebacks) goes; default: discarded.
     max_restarts : int
@@ -501,7 +510,7 @@ class ForecastWorker:
     >>> w.close()                                                             # doctest: +SKIP
     """
 
-    def __init__(self, *, threads: int = 1, niceness: int = 10, log_file=None, max_restarts: int = 2, python: str | None = None):
+    def __init__(self, *, threads: int = 1, niceness: int = 19, log_file=None, max_restarts: int = 2, python: str | None = None):
         self.threads = int(threads)
         self.niceness = int(niceness)
         self.log_file = Path(log_file) if log_file else None
@@ -733,7 +742,7 @@ def main() -> None:  # pragma: no cover - runs in the child process (exercised b
     os.dup2(2, 1)  # anything printed by libraries goes to stderr, never into the protocol
     sys.stdout = sys.stderr
     try:
-        os.nice(int(os.environ.get("BAYESGRPO_WORKER_NICE", "10")))
+        os.nice(int(os.environ.get("BAYESGRPO_WORKER_NICE", "19")))
     except (OSError, ValueError, AttributeError) as e:
         print(f"bayesgrpo worker: could not lower priority ({e})", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

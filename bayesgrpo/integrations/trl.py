@@ -226,6 +226,40 @@ def _model_meta(model) -> dict:
     return out
 
 
+class _HistoryWriter:
+    """Writes the forecast history files from a daemon thread (file I/O stays out of training steps)."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self.q: queue.Queue = queue.Queue()
+        self.t = threading.Thread(target=self._run, name="bayesgrpo-history", daemon=True)
+        self.t.start()
+
+    def put(self, item) -> None:
+        self.q.put(item)
+
+    def _run(self) -> None:
+        while True:
+            item = self.q.get()
+            try:
+                if item is None:
+                    return
+                folder, res, step = item
+                append_history(folder / "forecasts.csv", res, logged_at_step=step)
+                if res.get("ok"):
+                    write_latest(folder / "latest.json", res)
+            except OSError as e:
+                log.warning("bayesgrpo: could not write the forecast history in %s (%s)", item[0], e)
+            finally:
+                self.q.task_done()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.q.put(None)
+        self.t.join(timeout)
+
+
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -283,6 +317,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         The latest forecast (worker result).
     overhead_seconds : float
         Time spent inside ``on_train_begin`` and ``on_log`` in the training process (the cost per step).
+    log_seconds, log_calls : float, int
+        Time spent in, and number of, ``on_log`` calls.
     max_log_seconds : float
         The longest single ``on_log`` call (a fit never runs inside it).
     end_seconds : float
@@ -363,10 +399,13 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._hz = None
         self._run_id = "run"
         self._hist_dir: Path | None = None
+        self._files: _HistoryWriter | None = None
         self._every = self.every or 5
         self._reward_keys = frozenset()
         self.overhead_seconds = 0.0
         self.max_log_seconds = 0.0
+        self.log_seconds = 0.0
+        self.log_calls = 0
         self.hook_calls = 0
         self.end_seconds = 0.0
 
@@ -422,6 +461,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         if self._is_main:
             if self.history:
                 self._hist_dir = Path(self.history) if isinstance(self.history, str) else out / "bayesgrpo"
+            if self._hist_dir is not None:
+                self._files = _HistoryWriter()
             if self._worker is None:
                 self._worker = ForecastWorker(threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None)
                 self._own_worker = True
@@ -493,6 +534,9 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             if self._own_worker:
                 w.close()
                 self._worker = None
+            if self._files is not None:
+                self._files.close()
+                self._files = None
             self.end_seconds = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ internals
@@ -501,6 +545,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.overhead_seconds += dt
         self.hook_calls += 1
         if on_log:
+            self.log_seconds += dt
+            self.log_calls += 1
             self.max_log_seconds = max(self.max_log_seconds, dt)
 
     def _record(self, logs: dict, step: int) -> None:
@@ -562,12 +608,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self._n_failures += 1
             log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
         if self._hist_dir is not None:
-            try:
-                append_history(self._hist_dir / "forecasts.csv", res, logged_at_step=step)
-                if res.get("ok"):
-                    write_latest(self._hist_dir / "latest.json", res)
-            except OSError as e:
-                log.warning("bayesgrpo: could not write the forecast history in %s (%s)", self._hist_dir, e)
+            self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
 
     def _values(self, res: dict) -> dict:
         out = {}

@@ -343,3 +343,26 @@ def test_live_table_renders_results_and_failures():
     text = con.export_text()
     assert "50/200" in text and "0.6 [0.5, 0.7]" in text and "advantage_degeneracy=critical" in text
     assert "failed: ForecastError: boom" in text
+
+
+def test_worker_that_dies_answers_with_an_error_and_is_restarted(tmp_path):
+    import os
+    import signal
+
+    from bayesgrpo.integrations._worker import ForecastWorker
+
+    w = ForecastWorker(log_file=tmp_path / "worker.log", max_restarts=1)
+    try:
+        rid = w.submit({"kind": "warmup", "sampler": {"draws": 10, "tune": 10}})
+        first = w.pid
+        time.sleep(0.5)
+        os.kill(first, signal.SIGKILL)  # our own child, during its start-up
+        res = w.wait_for(rid, timeout=30)
+        assert res and res[-1]["ok"] is False and "exited" in res[-1]["error"]
+        w.submit({"kind": "warmup"})
+        assert w.pid != first and w.alive()  # restarted for the next request
+    finally:
+        t0 = time.monotonic()
+        w.close()
+        assert time.monotonic() - t0 < 5  # a busy worker is not waited for
+    assert not w.alive()

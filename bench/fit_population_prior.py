@@ -10,7 +10,7 @@ A forecast normalises a run by its *prefix* (:mod:`bayesgrpo.models.arrays`). Fo
 development run and each observed fraction c in {0.1, 0.2, 0.3, 0.5}, this script fits each model
 kind to the WHOLE run (broad priors) in the units a forecast at fraction c would use, and records
 the posterior medians of the per-run quantities the prior describes: ``gain = r_star - r0``,
-``log(tau / span)``, ``log(wander / sigma_m)``, ``log(r0 - L)`` (the floor distance, degeneracy
+``log(tau - 1)`` (steps), ``log(wander / sigma_m)``, ``log(r0 - L)`` (the floor distance, degeneracy
 kind, floor unknown), and the deviations of ``r0`` and ``log sigma_m`` from their data estimates.
 :func:`bayesgrpo.models.prior.fit_population` turns the table into a prior (every source weighs the
 same; by fraction); ``bench/forecast_benchmark.py`` calls it with ``exclude_source=`` for honest
@@ -50,7 +50,7 @@ from bayesgrpo.schema import RunSet  # noqa: E402
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
 KINDS = ("oscillator", "degeneracy")
 MAX_PER_SOURCE = 8  # sources weigh equally, so more runs of one source add cost, not information about others
-BROAD = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=-1.5, log_tau_sd=2.0, log_wander_mu=-1.0,
+BROAD = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
                         log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
                         name="broad")  # fmt: skip
 SAMPLER = SamplerConfig(draws=300, tune=300, seed=0)
@@ -109,11 +109,10 @@ def fit_rows(runs: RunSet, source: pd.Series, done: set) -> list[dict]:
                 p = sampling.posterior_dataset(idata).isel(run=0)
                 h = sampling.health(sampling.posterior_dataset(idata).assign_coords(run=[info.run_id]),
                                     sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))  # fmt: skip
-                span = float(sub.span[0])
                 row = dict(
                     run_id=info.run_id, source=source[info.run_id], cutoff=c, kind=kind_name,
                     gain=float((p["r_star"] - p["r0"]).median()),
-                    log_tau=float(np.log((p["tau"] - 1.0) / span).median()),
+                    log_tau=float(np.log(p["tau"] - 1.0).median()),
                     log_wander=float(np.log(p["wander"] / p["sigma_m"]).median()),
                     r0_dev=float((p["r0"] - sub.r0_obs[0]).median()),
                     log_noise_dev=float(np.log(p["sigma_m"] / sub.noise[0]).median()),

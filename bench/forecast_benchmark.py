@@ -89,8 +89,38 @@ def load_cases(name: str) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=CASE_COLUMNS)
     df = pd.concat(parts, ignore_index=True)
-    df["method"] = "bayesgrpo" if name == "main" else f"bayesgrpo[{name}]"
+    df["method"] = f"bayesgrpo[{name}]"
     return df
+
+
+def load_draws(name: str) -> dict:
+    out = {}
+    for p in sorted((WORK / name).glob("*/draws.npz")):
+        with np.load(p) as z:
+            out.update({k: z[k] for k in z.files})
+    return out
+
+
+def calibrated_cases(name: str, cases: pd.DataFrame) -> pd.DataFrame:
+    """Leave-one-source-out calibration: for each source, the layer fitted on every OTHER source's
+    backtest cases of this configuration is applied to its cases, which are then re-scored."""
+    from bayesgrpo.evaluation.scoring import score_draws
+    from bayesgrpo.forecast.calibration import fit_calibration
+
+    draws = load_draws(name)
+    b = cases[(cases["method"] == f"bayesgrpo[{name}]") & cases["ok"].astype(bool)].copy()
+    b["key"] = [f"{r}|{c:g}|bayesgrpo" for r, c in zip(b["run_id"], b["cutoff"])]
+    b = b[b["key"].isin(draws) & b["scale"].notna()]
+    rows = []
+    for s in sorted(b["source"].unique()):
+        cal = fit_calibration(b[b["source"] != s], draws, name=f"loso-{slug(s)}")
+        for r in b[b["source"] == s].itertuples():
+            x = cal.apply(draws[r.key], scale=r.scale, fraction=r.cutoff, seed=0)
+            row = {k: getattr(r, k) for k in ("run_id", "source", "cutoff", "n_obs", "observed_until", "s0", "horizon",
+                                              "truth", "range", "seconds", "r_hat_max", "ess_min", "divergences")}  # fmt: skip
+            row.update(score_draws(x, r.truth, r.range), method=f"bayesgrpo[{name}+cal]", ok=True, message="")
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def goal_lines(S: pd.DataFrame, method: str) -> tuple[list[str], dict]:
@@ -153,6 +183,8 @@ def report(configs) -> None:
     peers = pd.read_csv(WORK / "peers" / "cases.csv")
     allc = [peers] + [load_cases(n) for n in configs]
     cases = pd.concat([c for c in allc if len(c)], ignore_index=True)
+    cal = [calibrated_cases(n, cases) for n in configs if load_draws(n)]
+    cases = pd.concat([cases, *[c for c in cal if len(c)]], ignore_index=True)
     cases = cases[cases["cutoff"].round(6).isin(CUTOFFS)]
     # compare on the cases every method scored
     key = cases.groupby(["run_id", "cutoff"])["method"].nunique()
@@ -166,7 +198,9 @@ def report(configs) -> None:
           f"**Runs.** {SELECTION}: {cases['run_id'].nunique()} runs from {cases['source'].nunique()} sources, "
           f"cutoffs {', '.join(map(str, CUTOFFS))}; {len(full)} run x cutoff cases scored by every method.", "",
           "**Protocol.** " + (__doc__.split("Protocol\n--------\n")[1].split("\n\n")[0].replace("\n", " ")), "",
-          "**bayesgrpo configurations.** " + "; ".join(f"`bayesgrpo[{n}]`: {CONFIGS[n]['doc']}" for n in configs) + ". "
+          "**bayesgrpo configurations.** " + "; ".join(f"`bayesgrpo[{n}]`: {CONFIGS[n]['doc']}" for n in configs) + "; "
+          "`+cal`: with the calibration layer (`bayesgrpo.forecast.calibration`) fitted leave-one-source-out on the "
+          "other sources' backtest cases of the same configuration. "
           f"Sampler: nutpie, {DEFAULT_SAMPLER.chains} chains x {DEFAULT_SAMPLER.draws} draws / {DEFAULT_SAMPLER.tune} tune.", "",
           "**Peers** (`bayesgrpo.evaluation.peers`, identical prefix and horizon): `last_value`, `exponential`, "
           "`scalerl`, `pow3` (bounded least squares, 40 bootstrap refits), `domhan_fast` (Domhan et al.'s 11-family "
@@ -174,10 +208,7 @@ def report(configs) -> None:
           "## Per cutoff (every case counts equally)", "", markdown_table(S), "",
           "## Source-weighted (each source counts equally)", "", markdown_table(W, extra_cols=("n_sources",)), ""]  # fmt: skip
     js = {"summary": S.to_dict("records"), "summary_weighted": W.to_dict("records"), "goals": {}}
-    for n in configs:
-        m = f"bayesgrpo[{n}]"
-        if m not in set(cases["method"]):
-            continue
+    for m in sorted(x for x in set(cases["method"]) if str(x).startswith("bayesgrpo")):
         gl, gr = goal_lines(S, m)
         wl, wr = goal_lines(W, m)
         js["goals"][m] = {"per_case": gr, "source_weighted": wr}

@@ -80,10 +80,10 @@ def test_summary_reads_every_committed_format_at_once():
     formats = ROOT / "tests" / "data" / "formats"
     refused = ("edge_sft", "tfevents.1739394275")
     paths = sorted(str(p) for p in formats.rglob("*") if p.is_file() and not any(r in p.name for r in refused))
-    assert len(paths) == 26
+    assert len(paths) == 27
     res = runner.invoke(app, ["summary", *paths])
     assert res.exit_code == 0, res.output
-    assert "30 run(s), 701 points" in res.output  # sum of the per-file counts in tests/test_io.py::COMMITTED
+    assert "31 run(s), 721 points" in res.output  # sum of the per-file counts in tests/test_io.py::COMMITTED
     out = " ".join(res.output.split())
     assert "warning:" in out and "already used; renamed to" in out and "assumed logging_steps=1" in out
 

@@ -345,6 +345,7 @@ COMMITTED = [
     ("from_scratch", "minimind", "minimind_log", 1, 40, 1, 40, {1: 0.3846, 3: 0.436, 40: 0.4246}),
     ("long", "csv.gz", "long", 2, 50, 1, 246, {1: 0.0, 6: -0.09333333373069763, 246: 2.454166889190674}),
     ("long", "parquet", "long", 2, 50, 1, 246, {1: 0.0, 6: -0.09333333373069763, 246: 2.454166889190674}),
+    ("openrlhf_console", "synthetic_ansi-prefix", "openrlhf_console", 1, 20, 1, 20, {2: 0.214, 20: 0.6271}),
 ]
 # (folder, key, format, exact message after "<path>: ")
 COMMITTED_REFUSED = [
@@ -360,7 +361,7 @@ def test_committed_fixtures_cover_every_format_and_file():
     files = {p for p in CF.rglob("*") if p.is_file()}
     covered = {cf(f, k) for f, k, *_ in COMMITTED} | {cf(f, k) for f, k, *_ in COMMITTED_REFUSED}
     assert files == covered
-    assert {c[2] for c in COMMITTED} == set(FORMATS) and len(FORMATS) == 11
+    assert {c[2] for c in COMMITTED} == set(FORMATS) and len(FORMATS) == 12
 
 
 def test_committed_fixtures_stay_small():

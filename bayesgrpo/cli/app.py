@@ -57,6 +57,9 @@ def _mount() -> None:
     app.command("backtest")(backtest_cmd)
     app.command("compare")(compare_cmd)
     app.add_typer(testbed_app, name="testbed")
+    from bayesgrpo.integrations.cli import mount
+
+    mount(app)  # `bayesgrpo watch`
 
 
 _mount()

@@ -59,6 +59,8 @@ REGISTRY: dict[str, LogFormat] = {
         LogFormat("long", "long:read_long", "long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)"),
         LogFormat("trainer_state", "trl:read_trainer_state", "Hugging Face / TRL trainer_state.json (log_history)"),
         LogFormat("unsloth_notebook", "trl:read_notebook", "executed .ipynb with the Trainer's HTML progress table"),
+        LogFormat("openrlhf_console", "openrlhf:read_openrlhf_console",
+                  "OpenRLHF trainer lines 'Global step N: {'reward': ..., ...}'", re.compile(r"Global step \d+: \{")),
         LogFormat("verl_console", "verl:read_verl_console", "verl console logger lines 'step:N - key:value - ...'",
                   re.compile(r"step:\d+ - [^\s:]+:")),
         LogFormat("trl_console", "trl:read_trl_console", "TRL / HF Trainer stdout: printed dicts {'loss': ..., 'reward': ...}",
@@ -114,8 +116,8 @@ def detect_format(path) -> str:
     ``{"step": ..., "data": {...}}`` -> ``verl_jsonl``, other ``.jsonl`` -> ``metrics_jsonl``;
     ``.csv``/``.tsv`` with columns ``run_id, step, reward`` -> ``long``, with a
     ``"<run> - <metric>"`` column -> ``wandb_csv``, otherwise ``metrics_csv``; any other text
-    file is sniffed (first 256 KB, then the whole file): ``step:N - key:value`` lines ->
-    ``verl_console``, printed dicts ``{'loss': ...`` -> ``trl_console``,
+    file is sniffed (first 256 KB, then the whole file): ``Global step N: {...}`` lines ->
+    ``openrlhf_console``, ``step:N - key:value`` lines -> ``verl_console``, printed dicts ``{'loss': ...`` -> ``trl_console``,
     ``Epoch:[e/E](i/N)`` lines -> ``minimind_log``.
 
     Raises

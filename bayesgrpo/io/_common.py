@@ -77,7 +77,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
         "response_length",  # OpenRLHF
         "Avg Len",  # MiniMind
     ),
-    "frac_reward_zero_std": ("frac_reward_zero_std",),
+    "frac_reward_zero_std": ("frac_reward_zero_std", "frac_zero_reward_std"),  # 2nd: an older TRL spelling
 }
 # TRL writes the legacy key next to the new one (Unsloth); it duplicates the chosen one -> drop.
 _DROP_IF_SHADOWED = {"completion_length": ("completion_length",)}

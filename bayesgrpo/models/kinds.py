@@ -43,8 +43,8 @@ class ModelArrays:
     """Arrays the PyMC graph is built from (all in normalised units).
 
     ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
-    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (planned
-    length - first step, in steps), ``noise`` (robust measurement-noise estimate), ``mu_mean``
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first
+    step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
     (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
     (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
     observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
@@ -176,7 +176,7 @@ class ModelKind:
 
             r0 = C.start_level(vec["r0_obs"], hp["r0_sd"])
             r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
-            tau = pm.Deterministic("tau", 1.0 + span * pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
+            tau = pm.Deterministic("tau", 1.0 + pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
             mu = C.momentum(vec["mu_mean"], vec["mu_known"], free=self.free_momentum, like=span,
                             conc_unknown=hp["mu_conc"], conc_known=hp["mu_conc_known"])  # fmt: skip
             a = C.stiffness(mu, tau)

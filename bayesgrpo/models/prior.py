@@ -62,7 +62,7 @@ class PopulationPrior(BaseModel):
 
     gain_mu: float = Field(description="mean plateau gain r_star - r0 (reward-scale units)")
     gain_sd: float = Field(gt=0)
-    log_tau_mu: float = Field(description="mean log(tau / horizon span)")
+    log_tau_mu: float = Field(description="mean log(tau - 1), tau in optimizer steps")
     log_tau_sd: float = Field(gt=0)
     log_wander_mu: float = Field(description="mean log(latent stationary sd / measurement sd)")
     log_wander_sd: float = Field(gt=0)

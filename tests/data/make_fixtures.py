@@ -21,7 +21,7 @@ edits are made, each named in the fixture's file name and described in ``tests/d
 * ``stream-shortened`` - a notebook's printed (non-table) cell output keeps its first lines (and the
   notebook-level widget state, which no importer reads, is dropped).
 
-Three files are ``synthetic_`` (no real file exists for that layout): the verl file-logger JSONL and a
+Four files are ``synthetic_`` (no real file exists for that layout): the verl file-logger JSONL and a
 verl console log with NumPy-2 ``np.float64(x)`` reprs, both built from the *real* values of the
 yuzhaouoe verl log, and a GRPO ``trainer_state.json`` with evaluation and summary entries built
 from real abdo-ashraf training entries. What was invented is listed in the README.
@@ -511,7 +511,26 @@ class Builder:
         self.tensorboard()
         self.scratch()
         self.grpo_small()
+        self.openrlhf()
         self.readme()
+
+    # ------------------------------------------------------------------ OpenRLHF (synthetic)
+    def openrlhf(self) -> None:
+        """No real OpenRLHF log is among the log-formats files: the line layout is OpenRLHF's own
+        ``logger.info(f"✨ Global step {global_step}: {log_status}")`` with invented values, ray
+        actor prefixes, ANSI colour codes, progress bars between steps, NumPy-2 reprs and a None."""
+        lines = []
+        for k in range(1, 21):
+            pre = "\x1b[36m(TrainingActor pid=4242)\x1b[0m" if k % 2 else "(TrainingActor pid=4242)"
+            reward = round(0.1 + 0.6 * (1 - 0.9**k), 4)
+            rl = "np.float64(%.1f)" % (200 - 3 * k) if k % 5 == 0 else "%.1f" % (200 - 3 * k)
+            kl = "None" if k == 7 else "%.5f" % (0.001 * k)
+            lines.append(f"{pre} INFO 03-05 12:{k:02d}:00 ppo_trainer.py:150] \u2728 Global step {k}: "
+                         f"{{'policy_loss': {0.2 - 0.005 * k:.3f}, 'reward': {reward}, 'response_length': {rl}, 'kl': {kl}}}")
+            lines.append(f"(TrainingActor pid=4242) Episode [1/1]: {5 * k:3d}%|#  | {k}/20 [00:{k:02d}<00:20, 1.0it/s]")
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        self.write("openrlhf_console/synthetic_ansi-prefix_progress-bars_np-float_none_steps1-20__openrlhf-layout__train.log",
+                   data, "(synthetic: OpenRLHF's log line layout)", "20 'Global step N: {...}' lines with progress bars between")
 
     def readme(self) -> None:
         rows = []

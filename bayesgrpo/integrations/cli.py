@@ -1,0 +1,111 @@
+"""``bayesgrpo watch PATH``: the typer command around :func:`bayesgrpo.integrations.watch.watch`.
+
+Mount it with ``app.command("watch", help=WATCH_HELP)(watch_cmd)`` (or :func:`mount`). Only typer is
+imported at module level, so ``bayesgrpo --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["watch_cmd", "mount", "WATCH_HELP"]
+
+WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/JSONL log, wandb:run) and re-forecast every N new steps."
+
+
+def _live_table(results, *, title: str):
+    from rich.table import Table
+
+    t = Table(title=title, header_style="bold")
+    for c in ("step", "final reward [80%]", "P(>=target)", "stop step", "P(plateaued)", "budget stop", "flags", "fit s"):
+        t.add_column(c)
+    for r in results[-12:]:
+        if not r.get("ok"):
+            t.add_row("-", f"[red]failed: {str(r.get('error'))[:60]}[/]", "", "", "", "", "", "")
+            continue
+        flags = ",".join(f"{m}={v}" for m, v in (r.get("flags") or {}).items() if v not in ("none", "watch")) or "-"
+        t.add_row(
+            f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} [{r['final_q10']:.3g}, {r['final_q90']:.3g}]",
+            "" if r.get("p_target") is None else f"{r['p_target']:.2f}", f"{r['stop_step_q50']:.0f}",
+            f"{r['p_plateaued']:.2f}", "" if r.get("recommended_stop") is None else f"{r['recommended_stop']:.0f}",
+            flags, f"{r.get('seconds', float('nan')):.1f}",
+        )  # fmt: skip
+    return t
+
+
+def watch_cmd(
+    path: Annotated[str, typer.Argument(help="log file, HF output folder, TensorBoard folder, or wandb:entity/project/run_id")],
+    every: Annotated[int, typer.Option(help="re-forecast after this many new logged steps")] = 5,
+    interval: Annotated[float, typer.Option(help="seconds between polls of the log")] = 2.0,
+    horizon: Annotated[int | None, typer.Option(help="step to forecast to (default: the log's max_steps)")] = None,
+    target: Annotated[float | None, typer.Option(help="target reward: report P(final reward >= target)")] = None,
+    cost_per_step: Annotated[float | None, typer.Option(help="budget: cost of one more step (adds the recommended stop step)")] = None,
+    value_per_reward: Annotated[float, typer.Option(help="budget: value of one unit of final reward")] = 1.0,
+    plot: Annotated[Path | None, typer.Option(help="keep an updated fan chart PNG here")] = None,
+    history: Annotated[Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="log format (default: detected)")] = None,
+    run: Annotated[str | None, typer.Option(help="run id to follow when the log holds several")] = None,
+    ceiling: Annotated[float | None, typer.Option(help="verifiable reward ceiling for the diagnostics")] = None,
+    draws: Annotated[int, typer.Option(help="posterior draws per chain")] = 400,
+    tune: Annotated[int, typer.Option(help="tuning steps per chain")] = 400,
+    seed: int = 0,
+    max_updates: Annotated[int | None, typer.Option(help="exit after this many forecasts")] = None,
+    idle_timeout: Annotated[float | None, typer.Option(help="exit when the log has not changed for this many seconds")] = None,
+    plain: Annotated[bool, typer.Option(help="plain lines even on a terminal")] = False,
+):
+    """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
+    from rich.console import Console
+
+    from bayesgrpo.integrations._worker import _light
+    from bayesgrpo.integrations.watch import format_line, watch
+
+    con = Console(highlight=False, soft_wrap=True)
+    tty = sys.stdout.isatty() and not plain
+    utility = {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
+    results: list[dict] = []
+    live = None
+    if tty:
+        from rich.live import Live
+
+        live = Live(_live_table(results, title=f"watching {path}"), console=con, refresh_per_second=2, transient=False)
+        live.start()
+
+    def update(res):
+        results.append(res)
+        if live is not None:
+            live.update(_live_table(results, title=f"watching {path}"))
+        else:
+            typer.echo(format_line(res))
+            sys.stdout.flush()
+
+    def status(msg):
+        if live is None:
+            typer.echo(f"# {msg}", err=True)
+
+    errs = _light().errors
+    try:
+        watch(
+            path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
+            ceiling=ceiling, plot=plot, history=history, sampler={"draws": draws, "tune": tune, "seed": seed},
+            on_update=update, on_status=status, max_updates=max_updates, idle_timeout=idle_timeout,
+        )  # fmt: skip
+    except (errs.BayesGRPOError, KeyError) as e:
+        if live is not None:
+            live.stop()
+        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {e}")
+        raise typer.Exit(2) from None
+    finally:
+        if live is not None:
+            live.stop()
+    if plot is not None and results:
+        typer.echo(f"# fan chart: {plot}", err=True)
+    typer.echo(f"# {len(results)} forecast(s)", err=True)
+
+
+def mount(app: typer.Typer) -> None:
+    """Register ``watch`` on a typer app."""
+    app.command("watch", help=WATCH_HELP)(watch_cmd)

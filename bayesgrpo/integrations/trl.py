@@ -1,0 +1,638 @@
+"""Live forecasts inside a ``transformers.Trainer`` / TRL ``GRPOTrainer`` run.
+
+>>> from bayesgrpo.integrations.trl import BayesGRPOCallback          # doctest: +SKIP
+>>> trainer = GRPOTrainer(..., callbacks=[BayesGRPOCallback(target=0.8)])  # doctest: +SKIP
+
+What the callback does (details in :class:`BayesGRPOCallback`):
+
+* collects what the trainer already logs (``on_log``) and the run's configuration
+  (``on_train_begin``: ``max_steps``, ``learning_rate``, ``adam_beta1``, ``num_generations``, batch
+  sizes, refresh interval);
+* every N logged reward rows, hands the rows to ONE persistent background forecasting process
+  (:class:`~bayesgrpo.integrations._worker.ForecastWorker`) on rank 0; a step never waits for a fit;
+* logs the answer (``bayesgrpo/final_q10`` ... ) **through the trainer's own logging path**: at
+  ``on_train_begin`` it moves itself to the front of the trainer's callback list, so at the next
+  ``on_log`` it adds its numbers to the very ``logs`` dict the reporting callbacks
+  (TensorBoard, W&B, MLflow, ..., the console printer) then receive, and to the ``state.log_history``
+  entry of that step. The final forecast, which arrives after the last log, is sent through the
+  callback handler's ``on_log`` before the reporting callbacks close (``on_train_end``);
+* optionally stops training (the same decision on every rank, broadcast from rank 0).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+from transformers.trainer_callback import CallbackHandler, ExportableState, TrainerCallback
+
+from bayesgrpo.integrations._worker import (
+    SEVERITY_RANK,
+    ForecastWorker,
+    append_history,
+    forecast_request,
+    reward_keys,
+    run_config_meta,
+    write_latest,
+)
+
+__all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
+
+log = logging.getLogger("bayesgrpo")
+
+PREFIX = "bayesgrpo/"
+#: result field -> logged key (always logged when finite; the optional ones only with their option)
+LOGGED_KEYS = {
+    "final_q10": "bayesgrpo/final_q10",
+    "final_q50": "bayesgrpo/final_q50",
+    "final_q90": "bayesgrpo/final_q90",
+    "stop_step_q50": "bayesgrpo/stop_step_q50",
+    "p_plateaued": "bayesgrpo/p_plateaued",
+    "observed_until": "bayesgrpo/observed_until",
+    "r_hat_max": "bayesgrpo/r_hat_max",
+    "seconds": "bayesgrpo/fit_seconds",
+    "p_target": "bayesgrpo/p_target",
+    "p_improve": "bayesgrpo/p_improve",
+    "recommended_stop": "bayesgrpo/recommended_stop",
+}
+#: default sampler of live fits (small: a live forecast is refreshed every few dozen steps)
+LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
+
+
+# ----------------------------------------------------------------------------- stop rules
+class ImprovementStop:
+    """Stop when ``P(final reward >= best so far + delta) < epsilon`` for ``patience`` consecutive fits.
+
+    "Best so far" is the largest mean of ``window`` consecutive logged rewards (a single noisy
+    logged value would make the rule too eager).
+
+    Parameters
+    ----------
+    delta : float
+        Improvement over the best so far that would make continuing worthwhile (reward units).
+    epsilon : float
+        Probability below which the improvement is judged out of reach.
+    patience : int
+        Consecutive forecasts the condition must hold for.
+    window : int
+        Logged rows averaged for "best so far".
+    min_step : int
+        Never stop before this optimizer step.
+
+    Examples
+    --------
+    >>> rule = ImprovementStop(delta=0.02, epsilon=0.05, patience=3)
+    >>> rule.check({"p_improve": 0.01, "best": 0.61, "observed_until": 400})
+    'P(final reward >= best so far 0.61 + 0.02) = 0.010 < 0.05'
+    """
+
+    kind = "improvement"
+
+    def __init__(self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0):
+        if not 0 < epsilon < 1:
+            raise ValueError(f"epsilon must be in (0, 1); got {epsilon}")
+        if patience < 1 or window < 1:
+            raise ValueError(f"patience and window must be >= 1; got {patience}, {window}")
+        self.delta, self.epsilon, self.patience, self.window, self.min_step = float(delta), float(epsilon), int(patience), int(window), int(min_step)
+
+    def request(self) -> dict:
+        return {"improve": {"delta": self.delta, "window": self.window}}
+
+    def check(self, result: dict) -> str | None:
+        p = result.get("p_improve")
+        if p is None or not math.isfinite(p) or result.get("observed_until", 0) < self.min_step:
+            return None
+        if p < self.epsilon:
+            return f"P(final reward >= best so far {result.get('best', float('nan')):.4g} + {self.delta:g}) = {p:.3f} < {self.epsilon:g}"
+        return None
+
+    def to_dict(self) -> dict:
+        return {"rule": self.kind, "delta": self.delta, "epsilon": self.epsilon, "patience": self.patience,
+                "window": self.window, "min_step": self.min_step}  # fmt: skip
+
+
+class UtilityStop:
+    """Stop when the expected-utility rule of ``bayesgrpo budget`` says "stop now" for ``patience`` fits.
+
+    Utility of stopping at step ``s``: ``value_per_reward * R(s) - cost_per_step * (s - now)``
+    (:func:`bayesgrpo.decisions.recommend_stop`); the rule fires when its recommended step is the
+    current one.
+
+    Parameters
+    ----------
+    cost_per_step : float, optional
+        Cost of one more optimizer step (or give ``cost_per_hour`` and ``steps_per_hour``).
+    value_per_reward : float
+        Value of one unit of final reward.
+    patience : int
+        Consecutive forecasts the condition must hold for.
+    min_step : int
+        Never stop before this optimizer step.
+
+    Examples
+    --------
+    >>> UtilityStop(cost_per_step=0.001).check({"stop_now": True, "recommended_stop": 300, "observed_until": 300})
+    'expected utility is highest now: recommended stop step 300 <= current step 300 (cost 0.001/step, value 1/reward)'
+    """
+
+    kind = "utility"
+
+    def __init__(self, *, cost_per_step: float | None = None, cost_per_hour: float | None = None,
+                 steps_per_hour: float | None = None, value_per_reward: float = 1.0, patience: int = 2, min_step: int = 0):  # fmt: skip
+        if cost_per_step is None and cost_per_hour is None:
+            raise ValueError("UtilityStop needs cost_per_step (or cost_per_hour with steps_per_hour)")
+        self.cost_per_step, self.cost_per_hour, self.steps_per_hour = cost_per_step, cost_per_hour, steps_per_hour
+        self.value_per_reward, self.patience, self.min_step = float(value_per_reward), int(patience), int(min_step)
+
+    def request(self) -> dict:
+        u = {"value_per_reward": self.value_per_reward}
+        for k in ("cost_per_step", "cost_per_hour", "steps_per_hour"):
+            if getattr(self, k) is not None:
+                u[k] = float(getattr(self, k))
+        return {"utility": u}
+
+    def check(self, result: dict) -> str | None:
+        if not result.get("stop_now") or result.get("observed_until", 0) < self.min_step:
+            return None
+        cost = (f"{self.cost_per_step:g}/step" if self.cost_per_step is not None
+                else f"{self.cost_per_hour:g}/h at {self.steps_per_hour:g} steps/h")  # fmt: skip
+        return (f"expected utility is highest now: recommended stop step {result['recommended_stop']:.0f} <= current "
+                f"step {result['observed_until']} (cost {cost}, value {self.value_per_reward:g}/reward)")
+
+    def to_dict(self) -> dict:
+        return {"rule": self.kind, "cost_per_step": self.cost_per_step, "cost_per_hour": self.cost_per_hour,
+                "steps_per_hour": self.steps_per_hour, "value_per_reward": self.value_per_reward,
+                "patience": self.patience, "min_step": self.min_step}  # fmt: skip
+
+
+def _stop_rule(spec):
+    if spec is None or isinstance(spec, (ImprovementStop, UtilityStop)):
+        return spec
+    if isinstance(spec, dict):
+        kw = dict(spec)
+        kind = kw.pop("rule", "improvement")
+        if kind == "improvement":
+            return ImprovementStop(**kw)
+        if kind == "utility":
+            return UtilityStop(**kw)
+        raise ValueError(f"unknown stop rule {kind!r}; use 'improvement' or 'utility'")
+    if hasattr(spec, "check") and hasattr(spec, "request"):
+        return spec  # a user rule with the same two methods
+    raise TypeError(f"stop must be ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}")
+
+
+# ----------------------------------------------------------------------------- helpers
+def _find_handler(depth: int = 8):
+    """The ``CallbackHandler`` calling the current event (found on the call stack), or None."""
+    f = sys._getframe(2)
+    for _ in range(depth):
+        if f is None:
+            return None
+        obj = f.f_locals.get("self")
+        if isinstance(obj, CallbackHandler):
+            return obj
+        f = f.f_back
+    return None
+
+
+def _broadcast(obj):
+    """``obj`` of rank 0 on every rank (identity when not distributed)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return obj
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _model_meta(model) -> dict:
+    out = {}
+    cfg = getattr(model, "config", None)
+    name = getattr(cfg, "_name_or_path", None) or getattr(cfg, "model_type", None)
+    if isinstance(name, str) and name:
+        out["model"] = name
+    try:
+        n = sum(p.numel() for p in model.parameters())
+        if n > 0:
+            out["params_b"] = n / 1e9
+    except (AttributeError, TypeError, RuntimeError) as e:
+        log.debug("bayesgrpo: could not count the model's parameters (%s)", e)
+    return out
+
+
+class _HistoryWriter:
+    """Writes the forecast history files from a daemon thread (file I/O stays out of training steps)."""
+
+    def __init__(self):
+        import queue
+        import threading
+
+        self.q: queue.Queue = queue.Queue()
+        self.t = threading.Thread(target=self._run, name="bayesgrpo-history", daemon=True)
+        self.t.start()
+
+    def put(self, item) -> None:
+        self.q.put(item)
+
+    def _run(self) -> None:
+        while True:
+            item = self.q.get()
+            try:
+                if item is None:
+                    return
+                folder, res, step = item
+                append_history(folder / "forecasts.csv", res, logged_at_step=step)
+                if res.get("ok"):
+                    write_latest(folder / "latest.json", res)
+            except OSError as e:
+                log.warning("bayesgrpo: could not write the forecast history in %s (%s)", item[0], e)
+            finally:
+                self.q.task_done()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.q.put(None)
+        self.t.join(timeout)
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# ----------------------------------------------------------------------------- the callback
+class BayesGRPOCallback(TrainerCallback, ExportableState):
+    """Forecast the run while it trains and log ``bayesgrpo/*`` next to the reward.
+
+    ``BayesGRPOCallback()`` with no arguments forecasts to ``max_steps`` every ~50 optimizer steps
+    (every 5 logs with ``logging_steps=10``) once 6 rewards are logged, logs the forecast to every
+    reporting integration the trainer has, writes ``<output_dir>/bayesgrpo/forecasts.csv`` and
+    ``latest.json``, and never stops training.
+
+    Parameters
+    ----------
+    every : int, optional
+        Fit after every ``every`` new logged reward rows. Default: ``ceil(50 / logging_steps)``.
+    target : float, optional
+        Reward target: adds ``bayesgrpo/p_target`` = P(final reward >= target).
+    horizon : int, optional
+        Step to forecast to (default: the trainer's ``max_steps``).
+    stop : ImprovementStop, UtilityStop or dict, optional
+        Stopping rule (off by default). When it fires, ``control.should_training_stop`` is set on
+        every rank at the same step, ``bayesgrpo/stop = 1`` is logged and the reason is logged as a
+        warning.
+    model : str
+        ``Forecaster`` model kind.
+    sampler : dict, optional
+        ``SamplerConfig`` fields (default :data:`LIVE_SAMPLER`: 2 chains of 400 + 400).
+    min_points : int
+        Logged reward rows needed before the first fit.
+    ceiling : float, optional
+        Verifiable reward ceiling (e.g. 1.0 for 0/1 rewards) for the failure diagnostics.
+    diagnose : bool
+        Log failure-mode flags ``bayesgrpo/flag/<mode>`` (0 none, 1 watch, 2 warning, 3 critical).
+    history : bool or str
+        Write the forecast history (CSV, JSON, worker log) to ``<output_dir>/bayesgrpo`` (True), to
+        the given folder, or not at all (False).
+    plot : bool
+        Also keep an updated fan chart ``fan_chart.png`` in the history folder (costs the worker ~0.5 s).
+    warmup : bool
+        Compile the model in the worker as soon as training starts.
+    final_wait : float
+        Seconds ``on_train_end`` waits for the last forecast, on top of the fit in flight.
+    max_wait : float
+        Upper bound on the wait for the fit in flight at the end (covers the first compile).
+    threads : int
+        BLAS/OpenMP/numba thread cap of the worker.
+    worker : ForecastWorker, optional
+        Use this worker (not closed by the callback) instead of starting one.
+
+    Attributes
+    ----------
+    latest : dict or None
+        The latest forecast (worker result).
+    overhead_seconds : float
+        Time spent inside ``on_train_begin`` and ``on_log`` in the training process (the cost per step).
+    log_seconds, log_calls : float, int
+        Time spent in, and number of, ``on_log`` calls.
+    max_log_seconds : float
+        The longest single ``on_log`` call (a fit never runs inside it).
+    end_seconds : float
+        Time ``on_train_end`` spent (mostly waiting for the last forecast; bounded by
+        ``final_wait`` + ``max_wait``).
+
+    Examples
+    --------
+    >>> from trl import GRPOConfig, GRPOTrainer                                    # doctest: +SKIP
+    >>> from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop  # doctest: +SKIP
+    >>> cb = BayesGRPOCallback(target=0.8, stop=ImprovementStop(delta=0.01))        # doctest: +SKIP
+    >>> trainer = GRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...),
+    ...                       train_dataset=..., callbacks=[cb])                    # doctest: +SKIP
+    >>> trainer.train()                                                            # doctest: +SKIP
+    >>> cb.latest["final_q50"]                                                     # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        every: int | None = None,
+        *,
+        target: float | None = None,
+        horizon: int | None = None,
+        stop=None,
+        model: str = "oscillator",
+        sampler: dict | None = None,
+        min_points: int = 6,
+        ceiling: float | None = None,
+        diagnose: bool = True,
+        history: bool | str = True,
+        plot: bool = False,
+        warmup: bool = True,
+        final_wait: float = 10.0,
+        max_wait: float = 120.0,
+        threads: int = 1,
+        worker: ForecastWorker | None = None,
+    ):
+        if every is not None and int(every) < 1:
+            raise ValueError(f"every must be >= 1; got {every}")
+        if min_points < 5:
+            raise ValueError(f"min_points must be >= 5 (a forecast needs 5 logged points); got {min_points}")
+        self.every = None if every is None else int(every)
+        self.target = None if target is None else float(target)
+        self.horizon = None if horizon is None else int(horizon)
+        self.stop = _stop_rule(stop)
+        self.model = model
+        self.sampler = dict(LIVE_SAMPLER if sampler is None else (sampler.model_dump() if hasattr(sampler, "model_dump") else sampler))
+        self.min_points = int(min_points)
+        self.ceiling = ceiling
+        self.diagnose = bool(diagnose)
+        self.history = history
+        self.plot = bool(plot)
+        self.warmup = bool(warmup)
+        self.final_wait = float(final_wait)
+        self.max_wait = float(max_wait)
+        self.threads = int(threads)
+        self._worker = worker
+        self._own_worker = worker is None
+        # run state (restored from a checkpoint when restore_callback_states_from_checkpoint=True)
+        self._stop_count = 0
+        self._stop_reason: str | None = None
+        self._n_fits = 0
+        self._n_failures = 0
+        self.latest: dict | None = None
+        self._reset_run()
+
+    def _reset_run(self) -> None:
+        self._rows: list[dict] = []
+        self._n_reward = 0
+        self._last_submit_n = 0
+        self._last_rid = None
+        self._unlogged: dict | None = None
+        self._handler = None
+        self._is_main = True
+        self._dispatching = False
+        self._stopped = False
+        self._meta: dict = {}
+        self._hz = None
+        self._run_id = "run"
+        self._hist_dir: Path | None = None
+        self._files: _HistoryWriter | None = None
+        self._every = self.every or 5
+        self._reward_keys = frozenset()
+        self.overhead_seconds = 0.0
+        self.max_log_seconds = 0.0
+        self.log_seconds = 0.0
+        self.log_calls = 0
+        self.hook_calls = 0
+        self.end_seconds = 0.0
+
+    # ------------------------------------------------------------------ ExportableState
+    def state(self) -> dict:
+        stop = self.stop.to_dict() if hasattr(self.stop, "to_dict") else None
+        latest = None
+        if self.latest is not None:
+            latest = {k: v for k, v in self.latest.items() if k not in ("table", "traceback", "warnings")}
+        return {
+            "args": {
+                "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "model": self.model,
+                "sampler": self.sampler, "min_points": self.min_points, "ceiling": self.ceiling,
+                "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "warmup": self.warmup,
+                "final_wait": self.final_wait, "max_wait": self.max_wait, "threads": self.threads,
+            },
+            "attributes": {
+                "_stop_count": self._stop_count, "_stop_reason": self._stop_reason, "_n_fits": self._n_fits,
+                "_n_failures": self._n_failures, "latest": latest,
+            },
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ events
+    def on_train_begin(self, args, state, control, **kwargs):
+        t0 = time.perf_counter()
+        self._reset_run()
+        self._is_main = bool(state.is_world_process_zero)
+        self._reward_keys = reward_keys()
+        handler = _find_handler()
+        if handler is not None:
+            # run first: our numbers are then in the logs dict every reporting callback receives
+            handler.callbacks = [self] + [c for c in handler.callbacks if c is not self]
+            self._handler = handler
+        else:
+            log.warning(
+                "bayesgrpo: could not find the trainer's callback handler; forecasts go to the console "
+                "and state.log_history only (not to TensorBoard/W&B)"
+            )
+        ls = float(getattr(args, "logging_steps", 10) or 10)
+        if ls < 1:  # a fraction of the run
+            ls = max(1.0, ls * float(state.max_steps or 0))
+        self._every = self.every or max(1, math.ceil(50 / ls))
+        self._meta = run_config_meta(args, world_size=int(getattr(args, "world_size", 1) or 1), max_steps=state.max_steps)
+        if kwargs.get("model") is not None:
+            self._meta.update(_model_meta(kwargs["model"]))
+        self._hz = self.horizon or self._meta.get("max_steps")
+        out = Path(getattr(args, "output_dir", None) or ".")
+        self._run_id = out.name or "run"
+        # a resumed run: the trainer restored its log history from the checkpoint
+        for entry in state.log_history:
+            self._record(entry, int(entry.get("step", 0) or 0))
+        self._last_submit_n = 0 if self._n_reward < self.min_points else self._n_reward - self._every
+        if self._is_main:
+            if self.history:
+                self._hist_dir = Path(self.history) if isinstance(self.history, str) else out / "bayesgrpo"
+            if self._hist_dir is not None:
+                self._files = _HistoryWriter()
+            if self._worker is None:
+                self._worker = ForecastWorker(threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None)
+                self._own_worker = True
+            if self.warmup:
+                self._safe_submit({"kind": "warmup", "model": self.model, "sampler": self.sampler,
+                                   "meta": {k: v for k, v in self._meta.items() if k in ("beta1", "refresh_interval")}})  # fmt: skip
+            log.info("bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id)
+        self._tick(t0, on_log=False)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self._dispatching:
+            return
+        t0 = time.perf_counter()
+        logs = logs if logs is not None else {}
+        if self._is_main:
+            try:
+                self._record(logs, state.global_step)
+                self._collect(state.global_step)
+                if self._unlogged is not None:
+                    vals = self._values(self._unlogged)
+                    logs.update(vals)
+                    if state.log_history and state.log_history[-1].get("step") == state.global_step:
+                        state.log_history[-1].update(vals)
+                    self._unlogged = None
+                if self._n_reward >= self.min_points and self._n_reward - self._last_submit_n >= self._every:
+                    self._submit(state.global_step)
+            except Exception as e:  # noqa: BLE001 - the forecast must never break training
+                log.warning("bayesgrpo: live forecast bookkeeping failed at step %d (%s: %s); training goes on",
+                            state.global_step, type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
+        if self.stop is not None and not self._stopped:
+            reason = _broadcast(self._stop_reason if self._is_main else None)
+            if reason:
+                self._stopped = True
+                control.should_training_stop = True
+                logs[PREFIX + "stop"] = 1.0
+                if self._is_main and state.log_history and state.log_history[-1].get("step") == state.global_step:
+                    state.log_history[-1][PREFIX + "stop"] = 1.0
+                log.warning("bayesgrpo: stopping training at step %d: %s", state.global_step, reason)
+        self._tick(t0)
+        return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if not self._is_main or self._worker is None:
+            return
+        t0 = time.perf_counter()
+        w = self._worker
+        try:
+            self._collect(state.global_step)
+            was_busy = w.busy or self._n_fits == 0
+            rid = None
+            if self._n_reward >= self.min_points and self._n_reward > self._last_submit_n:
+                rid = self._submit(state.global_step)  # the rows logged since the last fit
+            elif w.busy:
+                rid = self._last_rid  # the fit in flight already has every row
+            if rid is not None:
+                timeout = self.final_wait + (self.max_wait if was_busy else 0.0)
+                got = w.wait_for(rid, timeout=timeout)
+                for res in got:
+                    self._handle_result(res, state.global_step)
+                if not any(r.get("id") == rid for r in got):
+                    log.warning("bayesgrpo: the final forecast did not arrive within %.0f s; the last one logged is %s",
+                                timeout, "none" if self.latest is None else f"from step {self.latest.get('observed_until')}")  # fmt: skip
+            if self._unlogged is not None:
+                self._dispatch(args, state, control, self._values(self._unlogged))
+                self._unlogged = None
+        except Exception as e:  # noqa: BLE001 - never raise into the trainer
+            log.warning("bayesgrpo: final forecast failed (%s: %s)", type(e).__name__, e)
+        finally:
+            if self._own_worker:
+                w.close()
+                self._worker = None
+            if self._files is not None:
+                self._files.close()
+                self._files = None
+            self.end_seconds = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ internals
+    def _tick(self, t0: float, *, on_log: bool = True) -> None:
+        dt = time.perf_counter() - t0
+        self.overhead_seconds += dt
+        self.hook_calls += 1
+        if on_log:
+            self.log_seconds += dt
+            self.log_calls += 1
+            self.max_log_seconds = max(self.max_log_seconds, dt)
+
+    def _record(self, logs: dict, step: int) -> None:
+        if "train_runtime" in logs:  # the end-of-training summary
+            return
+        row = {k: float(v) for k, v in logs.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.startswith(PREFIX) and k != "step"}  # fmt: skip
+        if not row:
+            return
+        row["step"] = int(step)
+        self._rows.append(row)
+        if not self._reward_keys.isdisjoint(row):
+            self._n_reward += 1
+
+    def _request(self) -> dict:
+        extra = self.stop.request() if self.stop is not None else {}
+        return forecast_request(
+            run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, model=self.model,
+            sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
+            plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None, **extra,
+        )  # fmt: skip
+
+    def _submit(self, step: int) -> int | None:
+        self._last_submit_n = self._n_reward
+        self._last_rid = self._safe_submit(self._request())
+        return self._last_rid
+
+    def _safe_submit(self, req: dict) -> int | None:
+        try:
+            return self._worker.submit(req)
+        except Exception as e:  # noqa: BLE001 - e.g. the interpreter cannot start a process
+            self._n_failures += 1
+            log.warning("bayesgrpo: could not hand a forecast to the worker (%s: %s)", type(e).__name__, e)
+            return None
+
+    def _collect(self, step: int) -> None:
+        if self._worker is None:
+            return
+        for res in self._worker.poll():
+            self._handle_result(res, step)
+
+    def _handle_result(self, res: dict, step: int) -> None:
+        if res.get("kind") == "warmup":
+            if not res.get("ok"):
+                log.warning("bayesgrpo: model warm-up failed in the worker: %s", res.get("error"))
+            return
+        if res.get("ok"):
+            self._n_fits += 1
+            self.latest = res
+            self._unlogged = res
+            if self.stop is not None:
+                why = self.stop.check(res)
+                self._stop_count = self._stop_count + 1 if why else 0
+                if why and self._stop_count >= self.stop.patience:
+                    self._stop_reason = f"{why} for {self._stop_count} consecutive forecast(s)"
+            log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
+                     res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
+        else:
+            self._n_failures += 1
+            log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
+        if self._hist_dir is not None:
+            self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
+
+    def _values(self, res: dict) -> dict:
+        out = {}
+        for src, key in LOGGED_KEYS.items():
+            v = res.get(src)
+            if _finite(v):
+                out[key] = float(v)
+        for mode, sev in (res.get("flags") or {}).items():
+            out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
+        out[PREFIX + "fit_failures"] = float(self._n_failures)
+        return out
+
+    def _dispatch(self, args, state, control, vals: dict) -> None:
+        """Send ``vals`` through the trainer's logging path after its last log (on_train_end)."""
+        last = state.log_history[-1] if state.log_history else None
+        if last is not None and last.get("step") == state.global_step and "train_runtime" not in last:
+            last.update(vals)
+        else:
+            state.log_history.append({**vals, "step": state.global_step})
+        if self._handler is None:
+            log.warning("bayesgrpo: final forecast at step %d: %s", state.global_step, vals)
+            return
+        self._dispatching = True
+        try:
+            self._handler.on_log(args, state, control, dict(vals))
+        finally:
+            self._dispatching = False

@@ -217,7 +217,7 @@ def test_cli_sweep(tmp_path):
     cfg = {"groups": [{"name": "a", "base": {**SMALL, "max_steps": 5}, "seeds": [0, 1]}]}
     p = tmp_path / "s.json"
     p.write_text(json.dumps(cfg))
-    res = CliRunner().invoke(testbed_app, ["sweep", str(p), "--out", str(tmp_path / "o")])
+    res = CliRunner().invoke(testbed_app, ["sweep", str(p), "--out-dir", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     assert "a-000-s1" in res.output
     assert (tmp_path / "o" / "runs.csv").exists() and (tmp_path / "o" / "meta.csv").exists()

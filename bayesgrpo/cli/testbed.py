@@ -13,16 +13,23 @@ testbed_app = typer.Typer(help="A small, exact, reproducible GRPO trainer (numpy
 @testbed_app.command("sweep")
 def sweep_cmd(
     config: Path = typer.Argument(..., exists=True, dir_okay=False, help="sweep JSON (e.g. models/testbed_sweep.json)"),
-    out: Path = typer.Option(Path("testbed_runs"), "--out", "-o", help="output directory"),
+    out: Path = typer.Option(Path("testbed_runs"), "--out-dir", "-o", help="folder for runs.csv + meta.csv"),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="parallel processes"),
     gzip: bool = typer.Option(False, "--gzip/--no-gzip", help="write runs.csv.gz / meta.csv.gz"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no per-run progress lines"),
 ) -> None:
     """Run every configuration of CONFIG and write runs.csv + meta.csv (schema format) to OUT."""
+    from pydantic import ValidationError
+
+    from bayesgrpo.cli.common import fail, validate_outputs
     from bayesgrpo.testbed.config import load_sweep_config
     from bayesgrpo.testbed.sweep import sweep, write_runs
 
-    cfg = load_sweep_config(config)
+    validate_outputs(out_dir=out)
+    try:
+        cfg = load_sweep_config(config)
+    except (ValidationError, ValueError) as e:
+        fail(f"{config}: not a valid sweep configuration ({str(e).splitlines()[0]})")
     n = len(cfg.expand())
     typer.echo(f"{config}: {n} runs in {len(cfg.groups)} groups, {jobs} job(s)")
     t0 = time.perf_counter()
@@ -39,7 +46,7 @@ def sweep_cmd(
 @testbed_app.command("run")
 def run_cmd(
     set_: list[str] = typer.Option([], "--set", "-s", help="config field=value (JSON value), repeatable"),
-    out: Path = typer.Option(Path("testbed_run"), "--out", "-o"),
+    out: Path = typer.Option(Path("testbed_run"), "--out-dir", "-o", help="folder for runs.csv + meta.csv"),
 ) -> None:
     """Run a single configuration (fields as --set key=value) and write runs.csv + meta.csv."""
     import json
@@ -49,14 +56,27 @@ def run_cmd(
     from bayesgrpo.testbed.config import TrainerConfig
     from bayesgrpo.testbed.sweep import run_one, write_runs
 
+    from pydantic import ValidationError
+
+    from bayesgrpo.cli.common import fail, validate_outputs
+
+    validate_outputs(out_dir=out)
     kw = {}
     for s in set_:
-        k, _, v = s.partition("=")
+        k, eq, v = s.partition("=")
+        if not eq or not k:
+            fail(f"--set {s!r}: expected field=value")
+        if k not in TrainerConfig.model_fields:
+            fail(f"--set {k}=...: no such field; fields are {', '.join(sorted(TrainerConfig.model_fields))}")
         try:
             kw[k] = json.loads(v)
         except json.JSONDecodeError:
             kw[k] = v
-    cfg = TrainerConfig(**kw)
+    try:
+        cfg = TrainerConfig(**kw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        fail(f"--set {'.'.join(map(str, err['loc']))}: {err['msg']}")
     df, meta, dt = run_one(("run", cfg, {}))
     write_runs(df, pd.DataFrame([meta]), out)
     typer.echo(f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}")

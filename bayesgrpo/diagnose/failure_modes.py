@@ -363,12 +363,14 @@ def _sustained_oscillation(step, y):
     r = v - np.polyval(np.polyfit(st, v, 1), st)
     noise = _noise_sd(v)
     sd = float(np.std(r))
-    if sd <= 0 or sd < 3.0 * noise:
+    # a flat line (or float round-off around one) never oscillates
+    if sd <= 1e-9 * max(1.0, float(np.max(np.abs(v)))) or sd < 3.0 * noise:
         return out
     m = r.size
     max_lag = m // 2
-    acf = np.array([np.corrcoef(r[:-k], r[k:])[0, 1] for k in range(1, max_lag)])
-    if acf.size < 4:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acf = np.array([np.corrcoef(r[:-k], r[k:])[0, 1] for k in range(1, max_lag)])
+    if acf.size < 4 or not np.all(np.isfinite(acf)):
         return out
     j = int(np.argmin(acf))
     if acf[j] > -ACF_OSC or j + 1 >= acf.size:

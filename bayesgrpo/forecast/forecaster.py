@@ -297,8 +297,12 @@ class FittedForecast:
         sc, lo = info.scale, info.loc
         n_steps = info.horizon - info.s0
         stop, reached = kind.stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
+        observed = obs_z * sc + lo
+        if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
+            observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
+                               info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
         out = PathDraws(
-            run_id=run_id, steps=fut, observed=obs_z * sc + lo, latent=latent_z * sc + lo,
+            run_id=run_id, steps=fut, observed=observed, latent=latent_z * sc + lo,
             r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
             horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
@@ -324,7 +328,11 @@ class FittedForecast:
         n = len(obs_in) + n_fut
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
-        return (obs_in.sum() + fut_sum) / n
+        out = (obs_in.sum() + fut_sum) / n
+        if info.bounds:  # the mean of logged rewards stays inside the reward's range
+            out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
+                          info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        return out
 
     def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""

@@ -217,6 +217,25 @@ def _load_meta(meta) -> pd.DataFrame | None:
                 raise fmt_error(mp, None, f"cannot read metadata CSV ({e})") from None
     if RUN not in m.columns and m.index.name == RUN:
         m = m.reset_index()
+    return _coerce_numeric_meta(m, meta if isinstance(meta, (str, os.PathLike)) else None)
+
+
+def _coerce_numeric_meta(m: pd.DataFrame, path) -> pd.DataFrame:
+    """Numeric metadata cells that are not numbers become missing, with a warning naming the file,
+    run, column and value (e.g. ``'5e-6 (script default; unverified)'``)."""
+    from bayesgrpo.schema import NUMERIC_META
+
+    m = m.copy()
+    for f in NUMERIC_META:
+        if f not in m.columns or m[f].dtype.kind in "fiub":
+            continue
+        conv = pd.to_numeric(m[f], errors="coerce")
+        bad = conv.isna() & m[f].notna() & (m[f].astype(str).str.strip() != "")
+        for i in m.index[bad]:
+            rid = m.loc[i, RUN] if RUN in m.columns else "(all runs)"
+            warnings.warn(f"metadata {path or '(frame)'}: run {rid!r}, column {f!r} is {m.loc[i, f]!r}, not a number; "
+                          "treated as missing", DataWarning, stacklevel=4)  # fmt: skip
+        m[f] = conv
     return m
 
 

@@ -5,10 +5,16 @@ e.g. ``train/reward``, ``train/rewards/<fn>``, ``train/kl``) and ``eval/<key>``;
 ``train/<key>`` too. The ``train/`` prefix is removed before the usual key mapping. A resumed run
 writes a new event file whose steps overlap the previous one: pass all files (a folder or a list)
 and they are read in wall-time order, so the later file wins on overlapping steps.
+
+**Several runs in one folder.** Each folder holding event files is one run -- except the folders the
+HF Trainer makes for each (re)start of one run (``runs/<Mon DD_HH-MM-SS>_<host>/``), which are parts of
+the run of their parent folder. So ``logs/a/`` and ``logs/b/`` are two runs (``logs/a``, ``logs/b``),
+while ``out/runs/Feb18_08-06-13_host/`` and ``out/runs/Feb19_09-17-34_host/`` are two parts of one.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +38,15 @@ def _event_files(path) -> list[Path]:
     if p.is_dir():
         return sorted(f for f in p.rglob("*") if f.is_file() and "tfevents" in f.name)
     return [p]
+
+
+_HF_START = re.compile(r"^[A-Z][a-z]{2}\d{2}_\d{2}-\d{2}-\d{2}_.+$")
+
+
+def _run_folder(f: Path) -> Path:
+    """The folder that names the run of event file ``f`` (see module docstring)."""
+    d = f.parent
+    return d.parent if _HF_START.match(d.name) else d
 
 
 def _tag_name(tag: str) -> str:
@@ -67,20 +82,31 @@ def read_tensorboard(path: Path | Sequence[Path]):
             "(text-only?); expected scalars such as train/reward"
         )
     parts.sort(key=lambda t: t[0])
-    frames = []
-    for _, f, s in parts:
-        s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
-        wide = s.pivot(index="step", columns="tag", values="value").sort_index()
-        wide.columns = [_tag_name(str(c)) for c in wide.columns]
-        wide = wide.reset_index().rename(columns={"step": STEP})
-        wide[SOURCE_FILE] = str(f)
-        frames.append(wide)
+    single = isinstance(path, (list, tuple)) or Path(path).is_file()
+    root = None if single else Path(path)
+    groups: dict[Path, list] = {}
+    for t in parts:
+        groups.setdefault(Path(".") if single else _run_folder(t[1]), []).append(t)
+    if root is not None and len(groups) == 1:
+        groups = {root: next(iter(groups.values()))}
+    frames, metas = [], []
+    for key, items in groups.items():
+        if single:
+            rid = default_run_id(files[0])
+        elif key == root or len(groups) == 1:
+            rid = root.name
+        else:
+            rel = key.relative_to(root) if key != root else Path(root.name)
+            rid = f"{root.name}/{rel.as_posix()}"
+        for _, f, s in items:
+            s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
+            wide = s.pivot(index="step", columns="tag", values="value").sort_index()
+            wide.columns = [_tag_name(str(c)) for c in wide.columns]
+            wide = wide.reset_index().rename(columns={"step": STEP})
+            wide[SOURCE_FILE] = str(f)
+            wide[RUN] = rid
+            frames.append(wide)
+        metas.append({RUN: rid, "n_event_files": len(items)})
     data = pd.concat(frames, ignore_index=True)
-    if isinstance(path, (list, tuple)) or Path(path).is_file():
-        rid = default_run_id(files[0])
-    else:
-        rid = Path(path).name
-    data[RUN] = rid
     data[STEP] = data[STEP].astype("int64")
-    meta = pd.DataFrame([{RUN: rid, "n_event_files": len(parts)}])
-    return data, meta
+    return data, pd.DataFrame(metas)

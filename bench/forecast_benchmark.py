@@ -79,7 +79,7 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
         ids = [r for r in runs.run_ids if src[r] == s]
         prior = loso_prior(table, cfg["model"], s)
         out = WORK / name / slug(s)
-        backtest(runs.select(ids), cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior,
+        backtest(runs.select(ids), cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior, calibration=False,
                  out_dir=out, make_figures=False, save_draws=400)  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs) done", flush=True)
 
@@ -103,23 +103,25 @@ def load_draws(name: str) -> dict:
 
 def calibrated_cases(name: str, cases: pd.DataFrame) -> pd.DataFrame:
     """Leave-one-source-out calibration: for each source, the layer fitted on every OTHER source's
-    backtest cases of this configuration is applied to its cases, which are then re-scored."""
+    backtest cases of this configuration is applied to its cases' draws, which are then re-scored."""
     from bayesgrpo.evaluation.scoring import score_draws
     from bayesgrpo.forecast.calibration import fit_calibration
 
     draws = load_draws(name)
     b = cases[(cases["method"] == f"bayesgrpo[{name}]") & cases["ok"].astype(bool)].copy()
     b["key"] = [f"{r}|{c:g}|bayesgrpo" for r, c in zip(b["run_id"], b["cutoff"])]
-    b = b[b["key"].isin(draws) & b["scale"].notna()]
-    rows = []
+    b = b[b["key"].isin(draws)]
+    rows, layers = [], {}
     for s in sorted(b["source"].unique()):
-        cal = fit_calibration(b[b["source"] != s], draws, name=f"loso-{slug(s)}")
+        cal = fit_calibration(b[b["source"] != s], name=f"loso-{slug(s)}")
+        layers[s] = cal.model_dump(exclude={"provenance"})
         for r in b[b["source"] == s].itertuples():
-            x = cal.apply(draws[r.key], scale=r.scale, fraction=r.cutoff, seed=0)
+            x = cal.apply(draws[r.key], fraction=r.cutoff)
             row = {k: getattr(r, k) for k in ("run_id", "source", "cutoff", "n_obs", "observed_until", "s0", "horizon",
                                               "truth", "range", "seconds", "r_hat_max", "ess_min", "divergences")}  # fmt: skip
             row.update(score_draws(x, r.truth, r.range), method=f"bayesgrpo[{name}+cal]", ok=True, message="")
             rows.append(row)
+    (WORK / name / "loso_calibration.json").write_text(json.dumps(layers, indent=1))
     return pd.DataFrame(rows)
 
 

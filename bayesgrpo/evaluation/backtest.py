@@ -115,6 +115,7 @@ def backtest(
     final_window: float = 0.1,
     sampler=None,
     prior=None,
+    calibration=True,
     out_dir=None,
     resume: bool = True,
     progress: Progress | None = None,
@@ -151,6 +152,9 @@ def backtest(
     final_window : float
     sampler, prior : optional
         bayesgrpo's sampler configuration and population prior (default: the packaged prior).
+    calibration : Calibration or bool
+        bayesgrpo's calibration layer (default: the packaged one; ``False`` for none -- benchmarks
+        on the development runs, which the packaged layer was fitted on, fit their own leave-source-out).
     out_dir : path, optional
         Where ``cases.csv`` (the resume ledger), summaries and figures are written.
     resume : bool
@@ -190,7 +194,8 @@ def backtest(
         if methods and n in methods:
             impl[n] = methods[n]
         elif n in (BAYES, BAYES_CTX):
-            impl[n] = get_method(n, model=model, sampler=sampler, prior=prior, final_window=final_window)
+            impl[n] = get_method(n, model=model, sampler=sampler, prior=prior, calibration=calibration,
+                                 final_window=final_window)  # fmt: skip
         else:
             impl[n] = get_method(n, **(peer_kwargs or {}).get(n, {}))
 

@@ -78,12 +78,13 @@ class BayesGRPOMethod:
         Cases per ``fit`` call without context (the compiled model is reused across calls).
     """
 
-    def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None,
+    def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None, calibration=True,
                  forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1):  # fmt: skip
         self.name = name
         self.model = model
         self.sampler = sampler
         self.prior = prior
+        self.calibration = calibration
         self.chunk = int(chunk)
         self._factory = forecaster
         self.final_window = final_window
@@ -95,7 +96,7 @@ class BayesGRPOMethod:
         from bayesgrpo.forecast import Forecaster
 
         return Forecaster(self.model, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
-                          prior=self.prior)  # fmt: skip
+                          prior=self.prior, calibration=self.calibration)  # fmt: skip
 
     def forecast_many(self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
         """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""

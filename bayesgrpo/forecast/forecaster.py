@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
+from bayesgrpo.forecast.calibration import Calibration, identity_calibration
 from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
@@ -73,12 +74,18 @@ class ForecastConfig(BaseModel):
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
     prior: PopulationPrior = Field(description="the population prior (default: the packaged prior of the kind)")
+    calibration: Calibration = Field(default_factory=identity_calibration,
+                                     description="calibration layer of the final-reward draws (default: the packaged one of the kind)")
 
     @model_validator(mode="before")
     @classmethod
     def _default_prior(cls, data):
-        if isinstance(data, dict) and data.get("prior") is None:
-            data = {**data, "prior": PopulationPrior.default(data.get("model", "oscillator"))}
+        if isinstance(data, dict):
+            kind = data.get("model", "oscillator")
+            if data.get("prior") is None:
+                data = {**data, "prior": PopulationPrior.default(kind)}
+            if data.get("calibration") is None and "calibration" in data:
+                data = {**data, "calibration": Calibration.default(kind)}
         return data
 
     @field_validator("model")
@@ -104,7 +111,10 @@ class Forecaster:
         Learn the population hyperparameters from the runs given (partial pooling by family).
         Switched on automatically when ``context`` runs are passed to :meth:`fit`.
     prior : PopulationPrior, optional
-        Population prior (default: the packaged one, ``bayesgrpo/resources/population_prior.json``).
+        Population prior (default: the packaged one of the kind, ``bayesgrpo/resources``).
+    calibration : Calibration or bool
+        The calibration layer of the final-reward distribution (:mod:`bayesgrpo.forecast.calibration`):
+        ``True`` (default) the packaged layer of the kind, ``False`` none, or a layer.
     sampler : SamplerConfig, optional
 
     Examples
@@ -124,11 +134,16 @@ class Forecaster:
         stop_fraction: float = DEFAULT_STOP_FRACTION,
         hierarchical: bool = False,
         prior: PopulationPrior | None = None,
+        calibration: Calibration | bool | None = True,
         sampler: SamplerConfig | None = None,
     ):
         kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical)
         if prior is not None:
             kw["prior"] = prior
+        if calibration is True:
+            kw["calibration"] = None  # -> the packaged layer of the kind
+        elif isinstance(calibration, Calibration):
+            kw["calibration"] = calibration
         self.config = ForecastConfig(**kw)
         self.sampler = sampler or SamplerConfig()
 
@@ -177,7 +192,7 @@ class Forecaster:
             if lagged:
                 raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
                                     "runs only (use --model oscillator for it)")  # fmt: skip
-        log.info("population prior %s; model %s", cfg.prior.identity, cfg.model)
+        log.info("population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model)
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
         # population prior), all through one compiled model whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
@@ -298,11 +313,22 @@ class FittedForecast:
         n_steps = info.horizon - info.s0
         stop, reached = kind.stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
         observed = obs_z * sc + lo
+        latent_run = latent_z * sc + lo
+        cal = self.config.calibration
+        if cal.name != "identity":
+            # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
+            frac = float(self.arrays.fraction[j])
+            tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
+            w_dn, w_up = cal.widths(frac)
+            for arr_ in (observed, latent_run):
+                med = np.median(arr_, axis=0, keepdims=True)
+                d = arr_ - med
+                arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
         if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
             observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                                info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
         out = PathDraws(
-            run_id=run_id, steps=fut, observed=observed, latent=latent_z * sc + lo,
+            run_id=run_id, steps=fut, observed=observed, latent=latent_run,
             r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
             horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
@@ -329,6 +355,7 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
+        out = self.config.calibration.apply(out, fraction=float(self.arrays.fraction[list(self.arrays.run_ids).index(run_id)]))
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -421,7 +448,7 @@ class FittedForecast:
                 "span": ("run", arr.span), "noise": ("run", arr.noise), "mu_mean": ("run", arr.mu_mean),
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
-                "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known),
+                "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known), "fraction": ("run", arr.fraction),
             },
             coords={"run": list(arr.run_ids)},
         )  # fmt: skip
@@ -439,6 +466,7 @@ class FittedForecast:
         dt.attrs["bayesgrpo_config"] = self.config.model_dump_json()
         dt.attrs["bayesgrpo_sampler"] = self.sampler.model_dump_json()
         dt.attrs["population_prior"] = self.config.prior.identity
+        dt.attrs["calibration"] = self.config.calibration.identity
         dt.attrs["families"] = json.dumps(list(arr.families))
         dt.attrs["forecast_ids"] = json.dumps(self.forecast_ids)
         from bayesgrpo import __version__
@@ -502,7 +530,7 @@ class FittedForecast:
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known") if n in c},
+            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction") if n in c},
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()

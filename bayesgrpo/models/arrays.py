@@ -9,10 +9,12 @@ Conventions (one place for all of them):
   0-1 rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix
   lay in [0, 1] stayed there); otherwise the bounds are unknown.
 * **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
-  ``max(3, 10%)`` observed points (the start level) and ``scale`` = the robust range of the observed
-  rewards (:func:`bayesgrpo.series.robust_range`), but at least :data:`SCALE_FLOOR` of the reward's
-  range ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the
-  prefix (a run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
+  ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
+  observed rewards -- the rare batches that already reach a high reward show how far the run can
+  rise before it rises (measured: the misses of a robust 5-95% range were the late rises of
+  bimodal, few-completion rewards) -- but at least :data:`SCALE_FLOOR` of the reward's range
+  ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the prefix (a
+  run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
   the run's own units through the exact inverse. A constant observed curve with unknown bounds gets
   the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
@@ -47,7 +49,7 @@ from bayesgrpo.errors import DataWarning, ForecastError
 from bayesgrpo.models.kinds import ModelArrays
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
-from bayesgrpo.series import noise_sd, robust_range, start_level
+from bayesgrpo.series import noise_sd, start_level
 
 __all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR"]
 
@@ -194,7 +196,10 @@ def prepare_arrays(
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
         lo_b, hi_b, bsrc = reward_bounds(meta, rn)
         loc = start_level(rn)
-        scale = robust_range(rn) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
+        # the full range of the prefix, not a robust one: the rare batches that already reach a high
+        # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are
+        # what shows how far the run can rise before the rise
+        scale = float(np.ptp(rn)) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
         width = hi_b - lo_b if math.isfinite(hi_b) and math.isfinite(lo_b) else float("nan")
         if math.isfinite(width):
             scale = max(scale, SCALE_FLOOR * width)

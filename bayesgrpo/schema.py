@@ -401,6 +401,16 @@ class RunSet:
             parts.append(g.loc[g[STEP] <= cut])
         return RunSet(pd.concat(parts, ignore_index=True), self.meta.copy(), self.source, True)
 
+    def with_meta_defaults(self, **values) -> RunSet:
+        """A new set whose metadata fields take ``values`` where a run has none (inputs untouched)."""
+        meta = self.meta.copy()
+        for k, v in values.items():
+            if k not in meta.columns:
+                meta[k] = v
+            else:
+                meta[k] = meta[k].where(meta[k].notna(), v)
+        return RunSet(self.data, meta, self.source, True)
+
     @property
     def metrics(self) -> list[str]:
         return [c for c in self.data.columns if c not in (RUN, STEP, *_BOOKKEEPING)]

@@ -21,6 +21,7 @@ from bayesgrpo.cli.options import (
     FormatOpt,
     MetaOpt,
     ModelOpt,
+    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
     RunOpt,
@@ -40,6 +41,7 @@ def backtest_cmd(
     exclude: ExcludeOpt = None,
     cutoffs: Annotated[str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")] = "0.1,0.2,0.3,0.5",
     model: ModelOpt = DEFAULT_MODEL,
+    reward_range: RewardRangeOpt = None,
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
     peers: Annotated[str, typer.Option("--peers", help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast')] = "all",
@@ -72,7 +74,7 @@ def backtest_cmd(
         C.fail(f"--peers: {e}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_range=C.parse_reward_range(reward_range))
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
     with C.guard(), C.progress_bar("backtest") as bar:

@@ -20,6 +20,7 @@ from bayesgrpo.cli.options import (
     HorizonOpt,
     MetaOpt,
     ModelOpt,
+    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
     RunOpt,
@@ -44,6 +45,7 @@ def budget_cmd(
     until_step: UntilStepOpt = None,
     until_fraction: UntilFractionOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
+    reward_range: RewardRangeOpt = None,
     target: Annotated[float | None, typer.Option("--target", help="target reward (the run's units)")] = None,
     cost_per_step: Annotated[float | None, typer.Option("--cost-per-step", help="cost of one more optimizer step (in units of --value-per-reward)")] = None,
     cost_per_hour: Annotated[float | None, typer.Option("--cost-per-hour", help="cost per hour of training (needs --steps-per-hour)")] = None,
@@ -85,7 +87,7 @@ def budget_cmd(
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
-                       strict=strict, title="budget", figures=False)  # fmt: skip
+                       strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
     fit = res.fit
     recs = []
     taken: set[str] = set()

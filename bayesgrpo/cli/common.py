@@ -101,9 +101,23 @@ def capture_warnings():
     return guard()
 
 
+def parse_reward_range(text: str | None):
+    """``"0,1"`` -> ``(0.0, 1.0)``; None -> None; a bad value is a one-line error naming the option."""
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        fail(f"--reward-range {text!r}: expected LO,HI, e.g. 0,1")
+    if not lo < hi:
+        fail(f"--reward-range {text!r}: LO must be below HI")
+    return lo, hi
+
+
 def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: list[str] | None = None,
-                 exclude: list[str] | None = None, option: str = "RUNS"):  # fmt: skip
-    """Read one or many logs into a RunSet and apply ``--run`` / ``--exclude`` (one-line errors)."""
+                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None):  # fmt: skip
+    """Read one or many logs into a RunSet and apply ``--run`` / ``--exclude`` / ``--reward-range``
+    (one-line errors)."""
     from bayesgrpo.io import FORMATS, read_many, read_runs
 
     if fmt is not None and fmt not in FORMATS:
@@ -128,7 +142,10 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
         ids = [r for r in ids if r not in set(exclude)]
     if not ids:
         fail("no run left to process after --run / --exclude")
-    return rs.select(ids) if ids != list(rs.run_ids) else rs
+    rs = rs.select(ids) if ids != list(rs.run_ids) else rs
+    if reward_range is not None:
+        rs = rs.with_meta_defaults(reward_min=reward_range[0], reward_max=reward_range[1])
+    return rs
 
 
 def _few(ids, n: int = 8) -> str:

@@ -25,6 +25,7 @@ from bayesgrpo.cli.options import (
     HorizonOpt,
     MetaOpt,
     ModelOpt,
+    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
     RunOpt,
@@ -66,7 +67,7 @@ def run_forecast(
     runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
-    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True,
+    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
@@ -81,9 +82,10 @@ def run_forecast(
     C.validate_window(final_window=final_window, stop_fraction=stop_fraction)
     C.validate_until(until_step=until_step, until_fraction=until_fraction, horizon=horizon)
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    bounds = C.parse_reward_range(reward_range)
     C.validate_outputs(out=out, out_dir=out_dir)
     t_start = time.perf_counter()
-    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude)
+    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
@@ -131,6 +133,7 @@ def forecast_cmd(
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
+    reward_range: RewardRangeOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
     seed: SeedOpt = 0,
@@ -146,7 +149,7 @@ def forecast_cmd(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
-        chains=chains, strict=strict,
+        chains=chains, strict=strict, reward_range=reward_range,
     )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ OutDirOpt = Annotated[Path | None, typer.Option("--out-dir", help="folder for fi
 StrictOpt = Annotated[bool, typer.Option("--strict", help="any problem with one run is fatal (default: an error row, the others go on)")]
 ContextOpt = Annotated[list[Path] | None, typer.Option("--context", help="complete runs of related models to pool with (hierarchical)")]
 ContextMetaOpt = Annotated[Path | None, typer.Option("--context-meta", help="metadata of the --context runs")]
+RewardRangeOpt = Annotated[str | None, typer.Option("--reward-range", help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate) for runs without reward_min/reward_max metadata")]
 FinalWindowOpt = Annotated[float, typer.Option("--final-window", help="final reward = mean logged reward over this last fraction of the run, in (0, 1]")]
 StopFractionOpt = Annotated[float, typer.Option("--stop-fraction", help="stop step = when the mean trajectory stays within (1 - this) of its gain, in (0, 1)")]
 

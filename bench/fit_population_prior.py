@@ -39,20 +39,15 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from devdata import SELECTION, load_dev  # noqa: E402
 
-from bayesgrpo.inference import sampling  # noqa: E402
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
-from bayesgrpo.models.arrays import prepare_arrays  # noqa: E402
-from bayesgrpo.models.kinds import get_kind  # noqa: E402
-from bayesgrpo.models.prior import PopulationPrior, fit_population  # noqa: E402
+from bayesgrpo.models.prior import BROAD_PRIOR, fit_population, fit_run_effects  # noqa: E402
 from bayesgrpo.schema import RunSet  # noqa: E402
 
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
 KINDS = ("oscillator", "degeneracy")
 MAX_PER_SOURCE = 8  # sources weigh equally, so more runs of one source add cost, not information about others
-BROAD = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
-                        log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
-                        name="broad")  # fmt: skip
+BROAD = BROAD_PRIOR
 SAMPLER = SamplerConfig(draws=300, tune=300, seed=0)
 TABLE = ROOT / "bench" / "results" / "population_prior_runs.csv"
 CMD = ".venv/bin/python bench/fit_population_prior.py"
@@ -86,44 +81,16 @@ def load_sets() -> tuple[RunSet, pd.Series]:
     return runs, source
 
 
-def fit_rows(runs: RunSet, source: pd.Series, done: set) -> list[dict]:
-    rows = []
+def fit_rows(runs: RunSet, source: pd.Series, done: set):
     t0 = time.time()
     for kind_name in KINDS:
-        kind = get_kind(kind_name)
         for c in CUTOFFS:
-            prefix = runs.truncate(fraction=c)
-            ok = [r for r in runs.run_ids if len(prefix.run(r)) >= 5 and (r, c, kind_name) not in done]
-            if not ok:
+            todo = [r for r in runs.run_ids if (r, c, kind_name) not in done]
+            if not todo:
                 continue
-            horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=BROAD, normalize_with=prefix.select(ok))
-            for j, info in enumerate(infos):
-                sub = arr.subset([j])
-                compiled = sampling.compile_model(kind.graph_key(sub, BROAD, False),
-                                                  lambda sub=sub: kind.build(sub, prior=BROAD), backend="numba")  # fmt: skip
-                idata = sampling.nuts(compiled, data=sub.data(BROAD), sampler=SAMPLER, required=kind.required_data,
-                                      seed=sampling.batch_seed(0, sub.run_ids))  # fmt: skip
-                p = sampling.posterior_dataset(idata).isel(run=0)
-                h = sampling.health(sampling.posterior_dataset(idata).assign_coords(run=[info.run_id]),
-                                    sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))  # fmt: skip
-                row = dict(
-                    run_id=info.run_id, source=source[info.run_id], cutoff=c, kind=kind_name,
-                    gain=float((p["r_star"] - p["r0"]).median()),
-                    log_tau=float(np.log(p["tau"] - 1.0).median()),
-                    log_wander=float(np.log(p["wander"] / p["sigma_m"]).median()),
-                    r0_dev=float((p["r0"] - sub.r0_obs[0]).median()),
-                    log_noise_dev=float(np.log(p["sigma_m"] / sub.noise[0]).median()),
-                    log_delta=float(np.log(np.maximum(p["r0"] - p["L"], 1e-9)).median())
-                    if kind.degeneracy and sub.floor_known[0] == 0 else np.nan,
-                    r_hat=h[info.run_id]["r_hat_max"], divergences=h[info.run_id]["divergences"],
-                )  # fmt: skip
-                rows.append(row)
-            print(f"{kind_name} @ {c}: {len(infos)} runs fitted ({time.time() - t0:.0f} s)", flush=True)
+            rows = fit_run_effects(runs.select(todo), fraction=c, kind=kind_name, sampler=SAMPLER, source=source)
+            print(f"{kind_name} @ {c}: {len(rows)} runs fitted ({time.time() - t0:.0f} s)", flush=True)
             yield rows
-            rows = []
 
 
 def build_priors(df: pd.DataFrame, stamp: str) -> dict:

@@ -241,3 +241,32 @@ def test_unstable_share_equals_spectral_radius_per_draw():
         ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu)])
         assert 0 < ref.mean() < 1
         np.testing.assert_array_equal(~is_stable(a, mu, refresh_interval=K), ref)
+
+
+def test_context_prior_pools_toward_the_source():
+    from bayesgrpo.models.prior import PopulationPrior, context_prior
+
+    base = PopulationPrior.default()
+    m0 = float(base.values_at([0.3])["gain_mu"][0])
+    s0 = float(base.values_at([0.3])["gain_sd"][0])
+    rows = [dict(gain=m0 + 2.0 + 0.01 * k, log_tau=4.0, log_wander=-1.0, log_delta=np.nan) for k in range(8)]
+    one = context_prior(base, rows[:1], fraction=0.3)
+    many = context_prior(base, rows, fraction=0.3)
+    # one run moves the mean halfway (its scatter is not known: the population's), eight consistent runs
+    # nearly all the way; a new run of the source keeps a within-source scatter
+    assert one.gain_mu == pytest.approx(m0 + 0.5 * 2.0, abs=0.01)
+    assert m0 + 1.9 < many.gain_mu < m0 + 2.0
+    assert many.gain_sd >= 0.5 * s0 and not many.by_fraction
+    assert many.log_delta_mu == base.log_delta_mu  # no information: the population's
+
+
+def test_forecast_with_context_uses_the_pooled_prior(mock_sampler):
+    runs = _runs(run_id="new")
+    ctx = RunSet.from_frames(pd.concat([_runs(run_id=f"old{k}", n_steps=300).data for k in range(3)]))
+    fit = Forecaster(sampler=SMALL).fit(runs, context=ctx)
+    assert fit.forecast_ids == ["new"] and set(fit.context_priors) == {"new"}
+    assert fit.context_priors["new"].startswith("context-3-runs@")
+    # the forecast run's batch carried the pooled prior, not the population prior
+    last = mock_sampler["calls"][-1]
+    pop = fit.config.prior.values_at(fit.arrays.fraction)["gain_mu"]
+    assert last["y"].shape[1] == 1 and not np.isclose(last["prior_gain_mu"][0], pop[0])

@@ -120,7 +120,7 @@ class BayesGRPOMethod:
         meta = pd.DataFrame([c.meta for c in cases], index=pd.Index([c.run_id for c in cases], name=RUN)).reset_index()
         try:
             runs = RunSet.from_frames(data, meta)
-            fit = self._forecaster(context is not None, final_window).fit(
+            fit = self._forecaster(False, final_window).fit(
                 runs, horizon={c.run_id: int(c.horizon) for c in cases}, context=context)
             table = fit.table().set_index("run_id")
         except Exception as exc:  # noqa: BLE001 - a failed fit is an error row per case, not a lost batch

@@ -108,8 +108,9 @@ class Forecaster:
     final_window, stop_fraction : float
         Definitions of the final reward and the stop step (module docstring).
     hierarchical : bool
-        Learn the population hyperparameters from the runs given (partial pooling by family).
-        Switched on automatically when ``context`` runs are passed to :meth:`fit`.
+        Fit all runs (and ``context`` runs) in one joint graph that learns family offsets of the
+        population hyperparameters (partial pooling by family). Off by default: ``context`` runs then
+        sharpen the prior by empirical-Bayes pooling (cheaper, one compiled model).
     prior : PopulationPrior, optional
         Population prior (default: the packaged one of the kind, ``bayesgrpo/resources``).
     calibration : Calibration or bool
@@ -157,8 +158,10 @@ class Forecaster:
         horizon : int or dict, optional
             Step to forecast to (one for all, or per run id); default: metadata ``max_steps``.
         context : RunSet, optional
-            Complete runs of related models; fitted jointly in one hierarchical graph, so their
-            information reaches ``runs`` through the family/population hyperparameters.
+            Complete runs of related models (same source / family). By default each is fitted alone
+            once and they sharpen the population prior of the forecast runs (empirical-Bayes pooling,
+            :func:`bayesgrpo.models.prior.context_prior`; one compiled model serves it all); with
+            ``hierarchical=True`` they are fitted jointly with the forecast runs in one hierarchical graph.
         progress : callable, optional
             Called as ``progress(n_done, n_total)`` after each batch.
 
@@ -173,13 +176,16 @@ class Forecaster:
         """
         cfg = self.config
         kind = get_kind(cfg.model)
-        hierarchical = cfg.hierarchical or context is not None
+        hierarchical = cfg.hierarchical
         all_runs = runs
         hz = horizon
+        run_priors = {}
         if context is not None:
             clash = set(runs.run_ids) & set(context.run_ids)
             if clash:
                 raise ForecastError(f"run(s) {sorted(clash)[:3]} are both forecast and given as --context")
+        if context is not None and hierarchical:
+            # the joint model: context runs fitted with the forecast runs in one hierarchical graph
             all_runs = runs.concat(context)
             ctx_h = {r: int(context.run(r)[STEP].iloc[-1]) + 1 for r in context.run_ids}
             if isinstance(horizon, dict):
@@ -193,6 +199,8 @@ class Forecaster:
                 raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
                                     "runs only (use --model oscillator for it)")  # fmt: skip
         log.info("population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model)
+        if context is not None and not hierarchical:
+            run_priors = self._context_priors(arrays, context)
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
         # population prior), all through one compiled model whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
@@ -205,7 +213,8 @@ class Forecaster:
                 lambda sub=sub: kind.build(sub, prior=cfg.prior, hierarchical=hierarchical),
                 backend=self.sampler.backend,
             )
-            idata = sampling.nuts(compiled, data=sub.data(cfg.prior), sampler=self.sampler, required=kind.required_data,
+            prior_b = run_priors.get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
+            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=kind.required_data,
                                   seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
             post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
             if "family" in post.dims:
@@ -226,7 +235,28 @@ class Forecaster:
         return FittedForecast(
             config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos}, arrays=arrays,
             posterior=posterior, hyper=hyper, health=health, seconds=seconds, forecast_ids=list(runs.run_ids),
+            context_priors={r: p.identity for r, p in run_priors.items()},
         )  # fmt: skip
+
+    #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
+    CONTEXT_GRID = 0.05
+
+    def _context_priors(self, arrays: ModelArrays, context: RunSet) -> dict:
+        """Per forecast run, the population prior pooled with the complete ``context`` runs
+        (:func:`bayesgrpo.models.prior.context_prior`): each context run is fitted once per observed
+        fraction (rounded to :attr:`CONTEXT_GRID`) in the units a forecast at that fraction uses."""
+        from bayesgrpo.models.prior import context_prior, fit_run_effects
+
+        fits, out = {}, {}
+        for rid, f in zip(arrays.run_ids, arrays.fraction):
+            fr = float(np.clip(round(float(f) / self.CONTEXT_GRID) * self.CONTEXT_GRID, self.CONTEXT_GRID, 0.9))
+            if fr not in fits:
+                smp = SamplerConfig(draws=300, tune=300, chains=self.sampler.chains, seed=self.sampler.seed)
+                fits[fr] = fit_run_effects(context, fraction=fr, kind=self.config.model, sampler=smp)
+            if fits[fr]:
+                out[rid] = context_prior(self.config.prior, fits[fr], fraction=float(f),
+                                         name=f"context-{len(fits[fr])}-runs")  # fmt: skip
+        return out
 
 
 #: at most this many future steps are stored per path (long horizons are thinned evenly; the final
@@ -262,6 +292,7 @@ class FittedForecast:
     health: dict
     seconds: dict
     forecast_ids: list
+    context_priors: dict = field(default_factory=dict)
     _cache: dict = field(default_factory=dict, repr=False)
     _window: dict = field(default_factory=dict, repr=False)
 

@@ -222,3 +222,90 @@ def fit_population(rows, *, exclude_source: str | None = None, name: str = "popu
     prov.update(runs=int(df["run_id"].nunique()), sources=int(df["source"].nunique()), fits=int(len(df)),
                 excluded_source=exclude_source, weighting="each source weighs the same at each observed fraction")  # fmt: skip
     return PopulationPrior(**kw, **fixed, fraction_grid=grid, by_fraction=tables, name=name, provenance=prov)
+
+
+#: broad hyperparameters for fitting single complete runs (the per-run fits a population prior is made of)
+BROAD_PRIOR = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
+                              log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
+                              name="broad")  # fmt: skip
+
+
+def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0):
+    """Fit each complete run of ``runs`` (broad priors) in the units a forecast at ``fraction`` uses.
+
+    The normalisation of each run comes from its prefix at ``fraction`` (``normalize_with``), the fit
+    from the whole run. Returns one row per run with the per-run posterior medians
+    :func:`fit_population` aggregates (``gain, log_tau, log_wander, log_delta, r0_dev, log_noise_dev``)
+    and the sampler health. Runs with fewer than 5 points before ``fraction`` are skipped.
+    """
+    import warnings
+
+    from bayesgrpo.inference import sampling
+    from bayesgrpo.inference.sampling import SamplerConfig
+    from bayesgrpo.models.arrays import prepare_arrays
+    from bayesgrpo.models.kinds import get_kind
+
+    sampler = sampler or SamplerConfig(draws=300, tune=300, seed=seed)
+    spec = get_kind(kind)
+    prefix = runs.truncate(fraction=fraction)
+    ok = [r for r in runs.run_ids if len(prefix.run(r)) >= 5]
+    rows = []
+    if not ok:
+        return rows
+    horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant or repaired curves: the fit of one complete run only
+        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=BROAD_PRIOR, normalize_with=prefix.select(ok))
+    for j, info in enumerate(infos):
+        sub = arr.subset([j])
+        compiled = sampling.compile_model(spec.graph_key(sub, BROAD_PRIOR, False),
+                                          lambda sub=sub: spec.build(sub, prior=BROAD_PRIOR), backend=sampler.backend)  # fmt: skip
+        idata = sampling.nuts(compiled, data=sub.data(BROAD_PRIOR), sampler=sampler, required=spec.required_data,
+                              seed=sampling.batch_seed(sampler.seed, sub.run_ids))  # fmt: skip
+        post = sampling.posterior_dataset(idata).assign_coords(run=[info.run_id])
+        h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))
+        p = post.isel(run=0)
+        rows.append(dict(
+            run_id=info.run_id, source=(source or {}).get(info.run_id, "") if isinstance(source, dict) else
+            (source[info.run_id] if source is not None else ""), cutoff=float(fraction), kind=kind,
+            gain=float((p["r_star"] - p["r0"]).median()),
+            log_tau=float(np.log(p["tau"] - 1.0).median()),
+            log_wander=float(np.log(p["wander"] / p["sigma_m"]).median()),
+            r0_dev=float((p["r0"] - sub.r0_obs[0]).median()),
+            log_noise_dev=float(np.log(p["sigma_m"] / sub.noise[0]).median()),
+            log_delta=float(np.log(np.maximum(p["r0"] - p["L"], 1e-9)).median())
+            if spec.degeneracy and sub.floor_known[0] == 0 else np.nan,
+            r_hat=h[info.run_id]["r_hat_max"], divergences=h[info.run_id]["divergences"],
+        ))  # fmt: skip
+    return rows
+
+
+def context_prior(base: PopulationPrior, rows, *, fraction: float, name: str = "context") -> PopulationPrior:
+    """The prior of a new run of a source whose complete ``rows`` (per-run fits) are known.
+
+    Normal-normal pooling per hyperparameter: the source mean is estimated from the ``n`` context
+    runs with the within-source scatter ``s_w`` (their sd, but at least half the population's), shrunk
+    toward the population mean ``m0`` with the population sd ``s0`` as the scatter of source means:
+    ``mean = (m0 / s0^2 + n xbar / s_w^2) / (1 / s0^2 + n / s_w^2)``, and a new run of the source has
+    ``sd = sqrt(s_w^2 + 1 / (1 / s0^2 + n / s_w^2))``. One context run (scatter unknown: the
+    population's) moves the mean halfway to it; many runs of a consistent source nearly all the way.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    pop = base.values_at([fraction])
+    kw = {}
+    for col in ("gain", "log_tau", "log_wander", "log_delta"):
+        m0, s0 = float(pop[f"{col}_mu"][0]), float(pop[f"{col}_sd"][0])
+        x = df[col].to_numpy(float) if col in df else np.array([])
+        x = x[np.isfinite(x)]
+        if x.size == 0:
+            kw[f"{col}_mu"], kw[f"{col}_sd"] = m0, s0
+            continue
+        s_w = max(float(np.std(x, ddof=1)) if x.size > 1 else s0, 0.5 * s0)
+        prec = 1.0 / s0**2 + x.size / s_w**2
+        kw[f"{col}_mu"] = round((m0 / s0**2 + x.size * float(np.mean(x)) / s_w**2) / prec, 4)
+        kw[f"{col}_sd"] = round(float(np.sqrt(s_w**2 + 1.0 / prec)), 4)
+    keep = base.model_dump(exclude={"by_fraction", "fraction_grid", "name", "provenance", *kw})
+    return PopulationPrior(**keep, **kw, name=name,
+                           provenance={"base": base.identity, "context_runs": int(len(df)), "fraction": fraction})

@@ -31,7 +31,7 @@ inverts it exactly (the same two floats, the inverse affine map).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,7 +47,6 @@ __all__ = [
     "META_FIELDS",
     "NUMERIC_META",
     "RunSet",
-    "Normalization",
 ]
 
 RUN = "run_id"
@@ -102,29 +101,6 @@ def _where(df: pd.DataFrame, idx, source: str | None) -> str:
     else:
         parts.append(f"row {idx}")
     return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Normalization:
-    """Per-run affine reward normalisation ``z = (reward - loc) / scale`` (exactly reversible).
-
-    Attributes
-    ----------
-    loc, scale : pandas.Series
-        Indexed by ``run_id``. ``scale`` is strictly positive.
-    """
-
-    loc: pd.Series
-    scale: pd.Series
-
-    def forward(self, run_id: str, values):
-        return (np.asarray(values, dtype=float) - self.loc[run_id]) / self.scale[run_id]
-
-    def inverse(self, run_id: str, values):
-        return np.asarray(values, dtype=float) * self.scale[run_id] + self.loc[run_id]
-
-    def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame({"loc": self.loc, "scale": self.scale})
 
 
 @dataclass(frozen=True)
@@ -486,44 +462,6 @@ class RunSet:
         df[STEP] = df[STEP].astype(np.int64)
         return cls.from_frames(df.reset_index(drop=True), meta.reset_index(), source=ds.attrs.get("source"))
 
-    # ------------------------------------------------------------------ normalisation
-    def normalization(self, *, method: str = "robust") -> Normalization:
-        """Per-run affine map for pooling runs on different reward scales.
-
-        ``robust``: loc = 5% quantile, scale = 95% - 5% quantile range of the run's rewards
-        (so most of a run lies in [0, 1]); when that range is 0 (a constant curve) the scale
-        falls back to the absolute loc, then 1, with a :class:`DataWarning`.
-        """
-        if method != "robust":
-            raise ValueError(f"unknown normalisation method {method!r}; use 'robust'")
-        g = self.data.groupby(RUN, sort=False)[REWARD]
-        lo = g.quantile(0.05).reindex(self.run_ids)
-        hi = g.quantile(0.95).reindex(self.run_ids)
-        scale = hi - lo
-        flat = scale <= 1e-12 * np.maximum(1.0, np.abs(lo))
-        if flat.any():
-            warnings.warn(
-                f"run(s) {list(scale.index[flat])[:5]} have a constant reward; normalised with a unit scale",
-                DataWarning,
-                stacklevel=2,
-            )
-            scale = scale.where(~flat, np.where(np.abs(lo) > 0, np.abs(lo), 1.0))
-        return Normalization(loc=lo.astype(float), scale=scale.astype(float))
-
-    def normalize(self, norm: Normalization | None = None) -> tuple[RunSet, Normalization]:
-        """Return a new set with rewards normalised per run, and the map (see :meth:`denormalize`)."""
-        norm = norm or self.normalization()
-        df = self.data.copy()
-        loc = df[RUN].map(norm.loc).to_numpy()
-        sc = df[RUN].map(norm.scale).to_numpy()
-        df[REWARD] = (df[REWARD].to_numpy() - loc) / sc
-        return RunSet(df, self.meta.copy(), self.source, True), norm
-
-    def denormalize(self, norm: Normalization) -> RunSet:
-        df = self.data.copy()
-        df[REWARD] = df[REWARD].to_numpy() * df[RUN].map(norm.scale).to_numpy() + df[RUN].map(norm.loc).to_numpy()
-        return RunSet(df, self.meta.copy(), self.source, True)
-
 
 def _present(v) -> bool:
     if v is None:
@@ -531,10 +469,3 @@ def _present(v) -> bool:
     if isinstance(v, float) and np.isnan(v):
         return False
     return not (isinstance(v, str) and v == "")
-
-
-def concat_runsets(sets: Sequence[RunSet]) -> RunSet:
-    out = sets[0]
-    for s in sets[1:]:
-        out = out.concat(s)
-    return out

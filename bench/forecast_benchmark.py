@@ -53,7 +53,10 @@ CMD = ".venv/bin/python bench/forecast_benchmark.py"
 CONFIGS = {
     "oscillator": dict(model="oscillator", doc="the linear oscillator (recursion (1))"),
     "degeneracy": dict(model="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
+    "oscillator_ctx": dict(model="oscillator", context=True,
+                           doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)"),
 }
+CTX_MAX = 8
 DEFAULT_SAMPLER = SamplerConfig()
 
 
@@ -77,10 +80,14 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
         if only_sources and s not in only_sources:
             continue
         ids = [r for r in runs.run_ids if src[r] == s]
+        if cfg.get("context") and len(ids) < 2:
+            continue
         prior = loso_prior(table, cfg["model"], s)
         out = WORK / name / slug(s)
-        backtest(runs.select(ids), cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior, calibration=False,
-                 out_dir=out, make_figures=False, save_draws=400)  # fmt: skip
+        rs = runs.select(ids)
+        ctx = dict(context=rs, include_single=False, max_context=CTX_MAX) if cfg.get("context") else {}
+        backtest(rs, cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior, calibration=False,
+                 out_dir=out, make_figures=False, save_draws=400, **ctx)  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs) done", flush=True)
 
 
@@ -89,6 +96,7 @@ def load_cases(name: str) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=CASE_COLUMNS)
     df = pd.concat(parts, ignore_index=True)
+    df["orig_method"] = df["method"]
     df["method"] = f"bayesgrpo[{name}]"
     return df
 
@@ -109,7 +117,7 @@ def calibrated_cases(name: str, cases: pd.DataFrame) -> pd.DataFrame:
 
     draws = load_draws(name)
     b = cases[(cases["method"] == f"bayesgrpo[{name}]") & cases["ok"].astype(bool)].copy()
-    b["key"] = [f"{r}|{c:g}|bayesgrpo" for r, c in zip(b["run_id"], b["cutoff"])]
+    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"])]
     b = b[b["key"].isin(draws)]
     rows, layers = [], {}
     for s in sorted(b["source"].unique()):
@@ -201,7 +209,29 @@ def stop_section(cases: pd.DataFrame) -> list[str]:
     return out
 
 
+def context_section(plain: str, ctx: str) -> list[str]:
+    a, b = load_cases(plain), load_cases(ctx)
+    if a.empty or b.empty:
+        return []
+    both = pd.concat([a, b], ignore_index=True)
+    key = both.groupby(["run_id", "cutoff"])["method"].nunique()
+    keep = key[key == 2].index
+    both = both.set_index(["run_id", "cutoff"]).loc[keep].reset_index()
+    S, W = summarize(both), summarize_weighted(both)
+    secs = b["seconds"].describe()
+    nctx = b["n_context"].describe()
+    return ["## Pooling with context (leave-run-out within source)", "",
+            f"Runs of the multi-run sources, each forecast with up to {CTX_MAX} other complete runs of its source as "
+            f"`--context` (empirical-Bayes pooling of the LOSO population prior; {nctx['mean']:.1f} context runs on "
+            f"average), against the same forecasts without context, on the same {len(keep)} run x cutoff cases. "
+            f"Seconds per forecast with context (fits of the context runs included): median {secs['50%']:.1f}, "
+            f"max {secs['max']:.1f}.", "", "Per case:", "", markdown_table(S), "", "Source-weighted:", "",
+            markdown_table(W, extra_cols=("n_sources",)), ""]  # fmt: skip
+
+
 def report(configs) -> None:
+    ctx_configs = [n for n in configs if CONFIGS[n].get("context")]
+    configs = [n for n in configs if not CONFIGS[n].get("context")]
     peers = pd.read_csv(WORK / "peers" / "cases.csv")
     allc = [peers] + [load_cases(n) for n in configs]
     cases = pd.concat([c for c in allc if len(c)], ignore_index=True)
@@ -241,6 +271,8 @@ def report(configs) -> None:
                f"any divergence in {(b['divergences'] > 0).mean():.0%}; {b['seconds'].mean():.2f} s per forecast "
                "(compile included, amortised).", ""]  # fmt: skip
     md += stop_section(cases)
+    for n in ctx_configs:
+        md += context_section("oscillator", n)
     md += ["## Per source: mean nCRPS over all cutoffs (best per row in bold)", "", per_source(cases)]
     (RES / "forecast.md").write_text("\n".join(md) + "\n")
     (RES / "forecast.json").write_text(json.dumps(js, indent=1, default=str))

@@ -139,10 +139,16 @@ def test_plot_file_names_are_unique_safe_and_short(tmp_path, mock_sampler):
     out = tmp_path / "figs"
     res = invoke("forecast", p, "--horizon", 200, "--out-dir", out, "--draws", 20, "--tune", 10)
     assert res.exit_code == 0, res.output
-    files = sorted(f.name for f in out.iterdir())
+    files = sorted(f.name for f in out.iterdir() if f.suffix == ".png")
     assert len(files) == 4 and all(not f.startswith(".") for f in files)
     assert all(len(f) <= 84 for f in files)
     assert not (tmp_path.parent / "etc").exists()
+    assert sorted(f.name for f in out.iterdir() if f.suffix != ".png") == ["paths.csv"]  # nothing half-written
+    bands = pd.read_csv(out / "paths.csv")
+    assert sorted(bands["run_id"].unique()) == sorted(ids)
+    per = bands[bands["run_id"] == "a/b/c"]
+    assert per["step"].is_monotonic_increasing and per["step"].iloc[-1] == 200
+    assert (per["yhat_q05"] <= per["yhat_q50"]).all() and (per["yhat_q50"] <= per["yhat_q95"]).all()
 
 
 def test_table_suffix_decides_the_format(tmp_path, mock_sampler):

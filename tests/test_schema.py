@@ -70,15 +70,6 @@ def test_xarray_round_trip_is_lossless():
     assert back.meta.loc["a", "model"] == "m1" and back.meta.loc["b", "params_b"] == 7.0
 
 
-def test_normalisation_exactly_reversible():
-    rs = RunSet.from_frames(frame())
-    z, norm = rs.normalize()
-    back = z.denormalize(norm)
-    np.testing.assert_allclose(back.data["reward"], rs.data["reward"], rtol=0, atol=1e-14)
-    g = z.data.groupby("run_id")["reward"]
-    np.testing.assert_allclose(g.quantile(0.95) - g.quantile(0.05), 1.0)
-
-
 def test_truncate():
     rs = RunSet.from_frames(frame())
     t = rs.truncate(fraction=0.5)
@@ -101,10 +92,6 @@ def test_real_runs_round_trip_normalise_and_truncate():
     pd.testing.assert_frame_equal(back.data[rs.data.columns], rs.data)
     assert back.meta.loc["colab__Qwen3__4B_-GRPO__07a98ee", "model"] == "unsloth/Qwen3-4B-Base"
     assert np.isnan(back.meta.loc["Hetero-RL__GEPO_online__276368f", "group_size"])
-    z, norm = rs.normalize()
-    np.testing.assert_allclose(z.denormalize(norm).data["reward"], rs.data["reward"], rtol=0, atol=1e-12)
-    g = z.data.groupby("run_id")["reward"]
-    np.testing.assert_allclose(g.quantile(0.95) - g.quantile(0.05), 1.0)
     t = rs.truncate(fraction=0.5)
     assert [len(t.run(r)) for r in t.run_ids] == [25, 25, 23, 25, 26, 25]
     assert t.run("colab__Qwen3__4B_-GRPO__07a98ee")["step"].iloc[-1] == 23

@@ -105,7 +105,14 @@ def run_forecast(
     if out_dir is not None and figures and res.fit is not None:
         from bayesgrpo.io.output import atomic_path
 
+        import pandas as pd
+
         out_dir.mkdir(parents=True, exist_ok=True)
+        with C.guard():  # the fan charts' numbers: per-step predictive quantiles of the logged reward
+            bands = [res.fit.path_quantiles(rid).assign(run_id=rid) for rid in res.fit.forecast_ids]
+            bands = pd.concat(bands, ignore_index=True)
+            write_table(bands[["run_id", *[c for c in bands.columns if c != "run_id"]]], out_dir / "paths.csv")
+        C.status(f"wrote {out_dir / 'paths.csv'}")
         taken: set[str] = set()
         for rid in res.fit.forecast_ids:
             truth = res.full.run(rid) if res.truncated else None
@@ -144,7 +151,11 @@ def forecast_cmd(
     chains: ChainsOpt = DEFAULT_CHAINS,
     strict: StrictOpt = False,
 ):
-    """Forecast every run's final reward and stop step, with intervals, from its logged steps."""
+    """Forecast every run's final reward and stop step, with intervals, from its logged steps.
+
+    --out-dir receives one fan chart per run (RUN.png) and paths.csv: the per-step predictive quantiles
+    of the logged reward (yhat_q05..yhat_q95), its median and the latent mean, per run.
+    """
     run_forecast(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,

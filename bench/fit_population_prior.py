@@ -11,7 +11,7 @@ development run and each observed fraction c in {0.1, 0.2, 0.3, 0.5}, this scrip
 kind to the WHOLE run (broad priors) in the units a forecast at fraction c would use, and records
 the posterior medians of the per-run quantities the prior describes: ``gain = r_star - r0``,
 ``log(tau - 1)`` (steps), ``log(wander / sigma_m)``, ``log(r0 - L)`` (the floor distance, degeneracy
-kind, floor unknown), and the deviations of ``r0`` and ``log sigma_m`` from their data estimates.
+kinds, floor unknown), ``logit(lam / LAM_MAX)`` (the heterogeneity, logistic kind), and the deviations of ``r0`` and ``log sigma_m`` from their data estimates.
 :func:`bayesgrpo.models.prior.fit_population` turns the table into a prior (every source weighs the
 same; by fraction); ``bench/forecast_benchmark.py`` calls it with ``exclude_source=`` for honest
 leave-one-source-out priors.
@@ -19,7 +19,7 @@ leave-one-source-out priors.
 Runs: ../shared/data/grpo-public and grpo-extra (read by path, not copied; at most 8 runs per source,
 spread evenly) and 16 testbed runs (one source). Outputs: ``bench/results/population_prior_runs.csv``,
 ``bayesgrpo/resources/population_prior.json`` (oscillator; shared by the linear kinds),
-``bayesgrpo/resources/population_prior_degeneracy.json`` and ``bench/results/population_prior.md``.
+``bayesgrpo/resources/population_prior_{degeneracy,logistic}.json`` and ``bench/results/population_prior.md``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from bayesgrpo.models.prior import BROAD_PRIOR, fit_population, fit_run_effects 
 from bayesgrpo.schema import RunSet  # noqa: E402
 
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
-KINDS = ("oscillator", "degeneracy")
+KINDS = ("oscillator", "degeneracy", "logistic")
 MAX_PER_SOURCE = 8  # sources weigh equally, so more runs of one source add cost, not information about others
 BROAD = BROAD_PRIOR
 SAMPLER = SamplerConfig(draws=300, tune=300, seed=0)
@@ -117,7 +117,8 @@ def main():
     stamp = time.strftime("%Y-%m-%d")
     priors = build_priors(df, stamp)
     priors["oscillator"].save(ROOT / "bayesgrpo" / "resources" / "population_prior.json")
-    priors["degeneracy"].save(ROOT / "bayesgrpo" / "resources" / "population_prior_degeneracy.json")
+    for kind in KINDS[1:]:  # the kinds with their own prior (the linear kinds share the oscillator's)
+        priors[kind].save(ROOT / "bayesgrpo" / "resources" / f"population_prior_{kind}.json")
     by_src = df.groupby(["kind", "source"])[["gain", "log_tau", "log_wander"]].median().round(3)
     md = ["# Population priors (default priors of a forecast without --context)", "", f"Regenerate: `{CMD}`", "",
           f"{df['run_id'].nunique()} runs from {df['source'].nunique()} sources, {len(df)} fits "

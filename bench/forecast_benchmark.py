@@ -53,6 +53,7 @@ CMD = ".venv/bin/python bench/forecast_benchmark.py"
 CONFIGS = {
     "oscillator": dict(model="oscillator", doc="the linear oscillator (recursion (1))"),
     "degeneracy": dict(model="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
+    "logistic": dict(model="logistic", doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF)"),
     "oscillator_ctx": dict(model="oscillator", context=True,
                            doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)"),
 }
@@ -206,6 +207,18 @@ def stop_section(cases: pd.DataFrame) -> list[str]:
             out.append(f"| {r.method} | {r.runs} | {r.stopped:.0%} | {r.steps_saved:.0%} | {r.bad_stops:.0%} | {r.reward_lost:.3f} |")
         out.append("")
     stops.to_csv(RES / "forecast_stops.csv", index=False)
+    # the trade-off: how many steps each method's forecasts save, and at what share of bad stops, as the
+    # rule's threshold epsilon moves (same delta, checkpoints and runs)
+    out += ["Trade-off as the rule's threshold moves (steps saved / bad stops, per run; the oracle saves "
+            f"{summarize_stops(stops).set_index('method').loc['oracle', 'steps_saved']:.0%} with no bad stop):", ""]
+    eps_grid = (0.1, 0.2, 0.3, 0.4, 0.5)
+    sweeps = {e: summarize_stops(stop_rule_backtest(cases, runs, delta=0.05, epsilon=e)).set_index("method") for e in eps_grid}
+    methods = [m for m in sorted(sweeps[0.2].index) if m != "oracle"]
+    out += ["| method | " + " | ".join(f"eps {e:g}" for e in eps_grid) + " |", "|---|" + "---|" * len(eps_grid)]
+    for m in methods:
+        out.append(f"| {m} | " + " | ".join(f"{sweeps[e].loc[m, 'steps_saved']:.0%} / {sweeps[e].loc[m, 'bad_stops']:.0%}"
+                                            for e in eps_grid) + " |")  # fmt: skip
+    out.append("")
     return out
 
 

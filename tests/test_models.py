@@ -30,7 +30,7 @@ def runset(n_runs=3, K=None):
     return RunSet.from_frames(pd.concat(rows), pd.DataFrame(meta))
 
 
-@pytest.mark.parametrize("kind", ["oscillator", "saturation", "scaling", "degeneracy"])
+@pytest.mark.parametrize("kind", ["oscillator", "saturation", "scaling", "degeneracy", "logistic"])
 @pytest.mark.parametrize("hierarchical", [False, True])
 def test_structure_and_finite_logp(kind, hierarchical):
     arr, infos = prepare_arrays(runset())
@@ -53,6 +53,13 @@ def test_structure_and_finite_logp(kind, hierarchical):
     if kind == "saturation":
         (mu,) = evaluate(model, ["mu"], ip)
         assert np.all(mu == 0)
+    assert ("lam" in names) == (kind == "logistic")
+    if kind == "logistic":  # lam within (0, LAM_MAX), centred on the prior's logit mean
+        from bayesgrpo.models.degeneracy import LAM_MAX
+
+        (lam,) = evaluate(model, ["lam"], ip)
+        prior_mu = model["prior_lam_logit_mu"].get_value()
+        np.testing.assert_allclose(lam, LAM_MAX / (1 + np.exp(-prior_mu)))
 
 
 def test_lagged_model_uses_general_filter_and_matches_numpy():

@@ -36,7 +36,10 @@ class SamplerConfig(BaseModel):
         Posterior draws and tuning steps per chain.
     chains : int
     target_accept : float
-        Target acceptance rate of the step-size adaptation.
+        Target acceptance rate of the step-size adaptation. 0.99: measured on 24 development runs x 2
+        cutoffs, 0.95 left a divergent transition in 38% of forecasts, 0.97 in 17%, 0.99 in none, for
+        1.7x the leapfrog steps (the posteriors have a short-timescale corner where the plateau is
+        pinned to the current level).
     low_rank_mass_matrix : bool
         Adapt a low-rank mass matrix (captures the plateau-timescale correlation).
     backend : {"numba"}
@@ -49,7 +52,7 @@ class SamplerConfig(BaseModel):
     draws: int = Field(1000, ge=10, description="posterior draws per chain")
     tune: int = Field(800, ge=10, description="tuning steps per chain")
     chains: int = Field(2, ge=1, le=64)
-    target_accept: float = Field(0.95, gt=0.5, lt=1.0)
+    target_accept: float = Field(0.99, gt=0.5, lt=1.0)
     low_rank_mass_matrix: bool = Field(True, description="adapt a low-rank mass matrix")
     backend: str = Field("numba", pattern="^numba$",
                          description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)")

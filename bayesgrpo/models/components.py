@@ -14,7 +14,7 @@ per-run variables have ``dims="run"``; every per-run effect is non-centred (``me
 from __future__ import annotations
 
 __all__ = ["run_effect", "start_level", "momentum", "measurement_noise", "process_noise", "stiffness",
-           "reward_likelihood", "reward_floor", "degenerate_likelihood"]  # fmt: skip
+           "reward_likelihood", "reward_floor", "heterogeneity", "degenerate_likelihood"]  # fmt: skip
 
 
 def run_effect(name: str, mean, sd, *, dims: str = "run"):
@@ -101,7 +101,19 @@ def reward_floor(floor, floor_known, r0, log_delta_mu, log_delta_sd, *, dims: st
     return pm.Deterministic("L", pt.switch(pt.gt(floor_known, 0), floor, r0 - delta), dims=dims)
 
 
-def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L):
+def heterogeneity(logit_mu, logit_sd, *, dims: str = "run"):
+    """``lam = LAM_MAX * sigmoid(logit_mu + logit_sd * z_lam)``: how much faster than at its plateau a
+    run's stiffness is early in the rise (``e^lam``; heterogeneous prompt difficulty,
+    :mod:`bayesgrpo.models.degeneracy`)."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayesgrpo.models.degeneracy import LAM_MAX
+
+    return pm.Deterministic("lam", LAM_MAX * pt.sigmoid(run_effect("lam", logit_mu, logit_sd, dims=dims)), dims=dims)
+
+
+def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None):
     """The EKF log-likelihood of the degeneracy-aware recursion as ``Potential("reward")``."""
     import pymc as pm
     import pytensor.tensor as pt
@@ -109,6 +121,7 @@ def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L):
     from bayesgrpo.models.degeneracy import KAPPA, kalman_ekf_loglik
 
     kappa = pt.ones_like(r0) * KAPPA
-    ll = kalman_ekf_loglik(y, mask, kappa=kappa, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L)
+    ll = kalman_ekf_loglik(y, mask, kappa=kappa, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L,
+                           lam=lam)  # fmt: skip
     pm.Potential("reward", ll.sum())
     return ll

@@ -16,15 +16,27 @@ the way from the floor to the plateau)::
 
 so the stiffness is ``a h``: ``a`` near the plateau (the oscillator's), vanishing at the floor.
 ``g'(0) = 1``: the Jacobian is continuous at the plateau. A falling run (``x > 0``) is the linear
-oscillator. ``kappa`` is the kind's constant (:data:`KAPPA`, fitted on the testbed by
+oscillator.
+
+Heterogeneous difficulty (the ``logistic`` kind): prompts are not equally hard. Averaged over a
+distribution of per-prompt success rates the easy prompts are learned first and the stiffness of the
+population falls as the reward climbs -- a fast rise followed by a slow climb towards the plateau
+(the mixture of exponentials of a Beta distribution of difficulties). With ``v = 1 - u`` the share
+of the way still to go::
+
+    h(x) = clip(u, H_MIN, 1)^kappa exp(lam v)          (lam >= 0; h = 1 at and above the plateau)
+
+so the stiffness is ``a`` at the plateau (recursion (1) stays the local law) and up to ``a e^lam``
+early in the rise; ``lam = 0`` is the degeneracy law above. ``lam`` is a per-run parameter
+(``0 < lam < LAM_MAX``). ``kappa`` is the kind's constant (:data:`KAPPA`, fitted on the testbed by
 ``bench/degeneracy_validation.py``: there the degeneracy law fits the exact expected reward of 0/1-reward
 runs with R^2 0.997 against the linear oscillator's 0.91, and times the end of the slow start within
 ~9 steps where the oscillator, whose only slow start is inertia, is ~45 steps early).
 
 Filtering: the transition is nonlinear, so the likelihood is an **extended Kalman filter**
 (linearised at the predicted mean; the observation stays linear, ``y = R* + x + e``). The compiled
-kernel :func:`ekf_loglik_grad` carries forward-mode sensitivities w.r.t. the seven per-run parameters
-``(r0, r_star, a, mu, q = sigma_p^2, r = sigma_m^2, L)`` exactly as the linear kernels do, so NUTS
+kernel :func:`ekf_loglik_grad` carries forward-mode sensitivities w.r.t. the eight per-run parameters
+``(r0, r_star, a, mu, q = sigma_p^2, r = sigma_m^2, L, lam)`` exactly as the linear kernels do, so NUTS
 gets the EKF log-likelihood and its exact gradient in one pass. :func:`ekf_filter_numpy` is the
 numpy reference (vectorised over draws); :func:`propagate_degenerate_numpy` simulates the
 nonlinear recursion forward (no linearisation) for forecasts. Lag-free runs only (``K = 1``).
@@ -43,7 +55,7 @@ from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
 from pytensor.graph.op import Op
 
-__all__ = ["KAPPA", "H_MIN", "D_MIN", "ekf_loglik_grad", "ekf_filter_numpy", "propagate_degenerate_numpy",
+__all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_filter_numpy", "propagate_degenerate_numpy",
            "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate", "h_and_derivs"]  # fmt: skip
 
 #: exponent of the degeneracy law near the floor. The per-prompt argument of physics.md section 9 gives
@@ -56,36 +68,43 @@ H_MIN = 1e-3
 #: smallest floor-to-plateau distance D (normalised units)
 D_MIN = 1e-3
 _LOG2PI = math.log(2.0 * math.pi)
-N_PAR = 7  # r0, r_star, a, mu, q, r, L
+#: largest heterogeneity exponent: the stiffness early in a rise is at most e^LAM_MAX (~55) x the plateau's
+LAM_MAX = 4.0
+N_PAR = 8  # r0, r_star, a, mu, q, r, L, lam
 _CACHE_SALT = zlib.crc32(Path(__file__).read_bytes()) & 0x7FFFFFFF
 
 
 @numba.njit(cache=True)
-def h_and_derivs(x, D, kappa):  # pragma: no cover - compiled
-    """g = h x and its partials (g_x, g_D, g_xx, g_xD) at state x for floor distance D."""
+def h_and_derivs(x, D, kappa, lam):  # pragma: no cover - compiled
+    """g = h x and its partials (g_x, g_D, g_lam, g_xx, g_xD, g_xlam) at state x for floor distance D."""
     u = 1.0 + x / D
     if u >= 1.0:
-        return x, 1.0, 0.0, 0.0, 0.0
+        return x, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0
     if u <= H_MIN:
-        h = H_MIN**kappa
-        return h * x, h, 0.0, 0.0, 0.0
-    h = u**kappa
-    hu = kappa * u ** (kappa - 1.0)
-    huu = kappa * (kappa - 1.0) * u ** (kappa - 2.0)
-    hx = hu / D
-    hD = -hu * x / (D * D)
-    hxx = huu / (D * D)
-    hxD = -huu * x / (D * D * D) - hu / (D * D)
-    g = h * x
-    gx = h + x * hx
+        vm = 1.0 - H_MIN
+        h = H_MIN**kappa * math.exp(lam * vm)
+        return h * x, h, 0.0, h * vm * x, 0.0, 0.0, h * vm
+    v = 1.0 - u
+    H = u**kappa * math.exp(lam * v)
+    A = kappa / u - lam
+    hx = H * A / D
+    hD = -hx * x / D
+    hl = H * v
+    hxx = hx * A / D - H * kappa / (u * u * D * D)
+    hxD = hD * A / D + H * kappa * x / (u * u * D * D * D) - hx / D
+    hxl = H * (v * A - 1.0) / D
+    g = H * x
+    gx = H + x * hx
     gD = x * hD
+    gl = x * hl
     gxx = 2.0 * hx + x * hxx
     gxD = hD + x * hxD
-    return g, gx, gD, gxx, gxD
+    gxl = hl + x * hxl
+    return g, gx, gD, gl, gxx, gxD, gxl
 
 
 @numba.njit(cache=True, fastmath=False)
-def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, gj):  # pragma: no cover - compiled
+def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma: no cover - compiled
     n_end = 0
     for n in range(mask.shape[0] - 1, -1, -1):
         if mask[n, j] > 0.0:
@@ -120,7 +139,7 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, gj):  # pragma: no c
     llj = 0.0
     for n in range(n_end):
         if n > 0:
-            g, gx, gD, gxx, gxD = h_and_derivs(m0, D, kappa)
+            g, gx, gD, gl, gxx, gxD, gxl = h_and_derivs(m0, D, kappa, lam)
             f0 = 1.0 + mu - a * gx
             f1 = -mu
             n0 = (1.0 + mu) * m0 - mu * m1 - a * g
@@ -129,6 +148,8 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, gj):  # pragma: no c
                 dgx = gxx * dm0[k] + gxD * dD[k]
                 dn0[k] = (1.0 + mu) * dm0[k] - mu * dm1[k] - a * dg
                 df0[k] = -a * dgx
+            dn0[7] += -a * gl
+            df0[7] += -a * gxl
             dn0[3] += m0 - m1
             dn0[2] += -g
             df0[3] += 1.0
@@ -184,25 +205,29 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, gj):  # pragma: no c
 
 
 @numba.njit(cache=True)
-def ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L):  # pragma: no cover - compiled
-    """EKF log-likelihood per run (R,) and its exact gradient (R, 7) w.r.t. (r0, r_star, a, mu, q, r, L)."""
+def ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):  # pragma: no cover - compiled
+    """EKF log-likelihood per run (R,) and its exact gradient (R, 8) w.r.t. (r0, r_star, a, mu, q, r, L, lam)."""
     T, R = y.shape
     ll = np.zeros(R)
     g = np.zeros((R, N_PAR))
     for j in range(R):
-        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], g[j])
+        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j])
     return ll, g
 
 
 # ----------------------------------------------------------------------------- numpy side
-def _h_np(x, D, kappa):
+def _h_np(x, D, kappa, lam=0.0):
+    """``h`` and ``dh/dx`` of the module docstring (numpy, broadcasting)."""
     u = 1.0 + x / D
-    h = np.where(u >= 1.0, 1.0, np.clip(u, H_MIN, 1.0) ** kappa)
-    hu = np.where((u < 1.0) & (u > H_MIN), kappa * np.clip(u, H_MIN, 1.0) ** (kappa - 1.0), 0.0)
-    return h, hu / D
+    uc = np.clip(u, H_MIN, 1.0)
+    E = np.exp(lam * (1.0 - uc))
+    h = np.where(u >= 1.0, 1.0, uc**kappa * E)
+    mid = (u < 1.0) & (u > H_MIN)
+    hx = np.where(mid, uc**kappa * E * (kappa / uc - lam) / D, 0.0)
+    return h, hx
 
 
-def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, kappa=KAPPA):
+def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0, kappa=KAPPA):
     """The EKF of the module docstring in numpy, vectorised over a trailing batch (posterior draws).
 
     Returns ``(loglik, m, P)``: the log-likelihood and the filtered mean ``(x_T, x_{T-1})`` and
@@ -210,7 +235,7 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, kappa=K
     """
     y = np.asarray(y, dtype=float)
     mask = np.asarray(mask, dtype=bool)
-    r0, r_star, a, mu, sp, sm, L = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L)))
+    r0, r_star, a, mu, sp, sm, L, lam = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L, lam)))
     batch = np.broadcast_shapes(r0.shape, y.shape[1:])
     D = np.maximum(r_star - L, D_MIN)
     m0 = np.broadcast_to(r0 - r_star, batch).copy()
@@ -222,7 +247,7 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, kappa=K
     q, r = sp**2, sm**2
     for n in range(y.shape[0]):
         if n > 0:
-            h, hx = _h_np(m0, D, kappa)
+            h, hx = _h_np(m0, D, kappa, lam)
             gx = h + m0 * hx
             f0 = 1.0 + mu - a * gx
             f1 = -mu
@@ -247,7 +272,7 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, kappa=K
     return ll, m, P
 
 
-def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng, kappa=KAPPA, store=None,
+def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng, lam=0.0, kappa=KAPPA, store=None,
                                accumulate=None):  # fmt: skip
     """Simulate the nonlinear recursion forward from the filtered state (sampled from N(m, P)).
 
@@ -264,6 +289,7 @@ def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng,
     mu = np.broadcast_to(np.asarray(mu, dtype=float), batch)
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
     D = np.broadcast_to(np.maximum(np.asarray(r_star, dtype=float) - np.asarray(L, dtype=float), D_MIN), batch)
+    lam = np.broadcast_to(np.asarray(lam, dtype=float), batch)
     streaming = store is not None or accumulate is not None
     if streaming:
         store = np.asarray([] if store is None else store, dtype=int)
@@ -275,7 +301,7 @@ def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng,
     else:
         out = np.empty((n_steps,) + batch)
     for k in range(n_steps):
-        h, _ = _h_np(x, D, kappa)
+        h, _ = _h_np(x, D, kappa, lam)
         x_next = (1.0 + mu) * x - mu * xp - a * h * x + sp * rng.standard_normal(batch)
         xp, x = x, x_next
         if not streaming:
@@ -288,12 +314,12 @@ def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng,
     return (out, sums) if streaming else out
 
 
-def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, kappa=KAPPA):
+def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=KAPPA):
     """Deterministic recursion from ``x_0 = x_{-1} = r0 - r_star``, normalised by ``x_0`` (batched).
 
     The mean trajectory whose settling step is the stop step (:mod:`bayesgrpo.physics.stopping`).
     """
-    a, mu, r0, r_star, L = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, mu, r0, r_star, L)))
+    a, mu, r0, r_star, L, lam = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, mu, r0, r_star, L, lam)))
     D = np.maximum(r_star - L, D_MIN)
     x0 = r0 - r_star
     x = x0.copy()
@@ -303,7 +329,7 @@ def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, kappa=KAPPA):
     out[..., 0] = 1.0
     with np.errstate(over="ignore", invalid="ignore"):
         for n in range(n_steps):
-            h, _ = _h_np(x, D, kappa)
+            h, _ = _h_np(x, D, kappa, lam)
             x, xp = (1.0 + mu) * x - mu * xp - a * h * x, x
             out[..., n + 1] = np.where(np.abs(x0) > 0, x / safe, 0.0)
     return out
@@ -311,12 +337,12 @@ def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, kappa=KAPPA):
 
 # ----------------------------------------------------------------------------- PyTensor Op
 class EKFDegenerate(Op):
-    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L); outputs (log-likelihood per run, its (R, 7) gradient)."""
+    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam); outputs (log-likelihood per run, its (R, 8) gradient)."""
 
     __props__ = ()
 
-    def make_node(self, y, mask, kappa, r0, r_star, a, mu, q, r, L):
-        ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, kappa, r0, r_star, a, mu, q, r, L)]
+    def make_node(self, y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):
+        ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam)]
         return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
 
     def perform(self, node, inputs, output_storage):
@@ -354,8 +380,8 @@ def _register_numba():
     @register_funcify_default_op_cache_key(EKFDegenerate)
     def _funcify(op, node=None, **kwargs):
         @numba.njit
-        def ekf(y, mask, kappa, r0, r_star, a, mu, q, r, L):
-            return ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L)
+        def ekf(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):
+            return ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam)
 
         return ekf, _CACHE_SALT
 
@@ -364,7 +390,10 @@ _register_numba()
 _OP = EKFDegenerate()
 
 
-def kalman_ekf_loglik(y, mask, *, kappa, r0, r_star, a, mu, sigma_p, sigma_m, L):
-    """EKF log-likelihood per run of the degeneracy-aware recursion (PyTensor, exact gradient)."""
-    ll, _ = _OP(y, mask, kappa, r0, r_star, a, mu, sigma_p**2, sigma_m**2, L)
+def kalman_ekf_loglik(y, mask, *, kappa, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None):
+    """EKF log-likelihood per run of the degeneracy-aware recursion (PyTensor, exact gradient);
+    ``lam`` (default 0: no heterogeneity) per run."""
+    if lam is None:
+        lam = pt.zeros_like(r0)
+    ll, _ = _OP(y, mask, kappa, r0, r_star, a, mu, sigma_p**2, sigma_m**2, L, lam)
     return ll

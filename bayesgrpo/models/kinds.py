@@ -20,6 +20,11 @@ model serves every run.
 ``degeneracy``
     The oscillator with advantage degeneracy: the stiffness vanishes as the reward approaches its
     floor (:mod:`bayesgrpo.models.degeneracy`; extended Kalman filter). Slow starts and S-curves.
+``logistic``
+    The degeneracy kind with heterogeneous prompt difficulty: the stiffness is up to ``e^lam`` times
+    the plateau's early in the rise and falls to it as the easy prompts are learned (a per-run
+    ``lam``): the generalised logistic of physics.md section 9 between floor and plateau -- slow starts,
+    fast rises that turn into slow climbs.
 
 Adding a kind is one edit: a :class:`ModelKind` entry in :data:`MODEL_KINDS` (with its graph in
 :meth:`ModelKind.build` or a subclass); the forecaster, the CLI choices and the docs read the registry.
@@ -107,6 +112,8 @@ class ModelKind:
         The timescale scales with model size (``alpha``).
     degeneracy : bool
         State-dependent stiffness near the reward floor (:mod:`bayesgrpo.models.degeneracy`).
+    heterogeneity : bool
+        The stiffness also falls with the share of the rise done (a per-run ``lam``; needs ``degeneracy``).
     """
 
     name: str
@@ -114,12 +121,13 @@ class ModelKind:
     free_momentum: bool = True
     size_scaling: bool = False
     degeneracy: bool = False
+    heterogeneity: bool = False
 
     #: per-run parameters a forecast needs from the posterior
     @property
     def param_names(self) -> tuple[str, ...]:
         base = ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau")
-        return base + (("L",) if self.degeneracy else ())
+        return base + (("L",) if self.degeneracy else ()) + (("lam",) if self.heterogeneity else ())
 
     @property
     def required_data(self) -> tuple[str, ...]:
@@ -185,7 +193,9 @@ class ModelKind:
             sigma_p = C.process_noise(wander, a, mu)
             if self.degeneracy:
                 L = C.reward_floor(vec["floor"], vec["floor_known"], r0, hp["log_delta_mu"], hp["log_delta_sd"])
-                C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L)
+                lam = C.heterogeneity(hp["lam_logit_mu"], hp["lam_logit_sd"]) if self.heterogeneity else None
+                C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L,
+                                        lam=lam)  # fmt: skip
             else:
                 C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
                                     sigma_m=sigma_m)  # fmt: skip
@@ -200,7 +210,7 @@ class ModelKind:
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import ekf_filter_numpy
 
-            _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], **pars)
+            _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], lam=p.get("lam", 0.0), **pars)
         elif K > 1:
             # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K
             _, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
@@ -216,7 +226,7 @@ class ModelKind:
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import propagate_degenerate_numpy
 
-            return propagate_degenerate_numpy(m, P, n_steps, r_star=p["r_star"], L=p["L"], **kw)
+            return propagate_degenerate_numpy(m, P, n_steps, r_star=p["r_star"], L=p["L"], lam=p.get("lam", 0.0), **kw)
         if K > 1:
             return propagate_refresh_numpy(m, P, n_steps, K=K, n_last=n_last, **kw)
         return propagate_numpy(m, P, n_steps, **kw)
@@ -228,7 +238,8 @@ class ModelKind:
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import degenerate_deviation_paths
 
-            x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"])
+            x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"],
+                                           lam=p.get("lam", 0.0))  # fmt: skip
             idx, reached = settling_index(x, fraction=fraction)
             return np.minimum(idx, n_steps), reached
         return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K)
@@ -241,6 +252,8 @@ MODEL_KINDS: dict[str, ModelKind] = {
         ModelKind("oscillator", "damped oscillator of recursion (1): inertia from momentum, plateau, timescale"),
         ModelKind("degeneracy", "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): "
                                 "slow starts, S-curves", degeneracy=True),  # fmt: skip
+        ModelKind("logistic", "degeneracy kind with heterogeneous prompt difficulty (generalised logistic): slow "
+                              "starts, fast rises that turn into slow climbs", degeneracy=True, heterogeneity=True),  # fmt: skip
         ModelKind("saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False),
         ModelKind("scaling", "oscillator whose timescale scales with model size, tau ~ N^alpha", size_scaling=True),
     )

@@ -30,7 +30,7 @@ __all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_
 #: hyperparameters that enter the compiled graph as per-run data (so one compile serves every prior,
 #: e.g. the leave-one-source-out priors of a benchmark, and every observed fraction)
 VECTOR_FIELDS = ("gain_mu", "gain_sd", "log_tau_mu", "log_tau_sd", "log_wander_mu", "log_wander_sd", "r0_sd",
-                 "log_noise_sd", "mu_conc", "mu_conc_known", "log_delta_mu", "log_delta_sd")
+                 "log_noise_sd", "mu_conc", "mu_conc_known", "log_delta_mu", "log_delta_sd", "lam_logit_mu", "lam_logit_sd")
 
 #: file name of the packaged population prior inside ``bayesgrpo/resources``
 PRIOR_RESOURCE = "population_prior.json"
@@ -73,6 +73,8 @@ class PopulationPrior(BaseModel):
     mu_conc_known: float = Field(200.0, gt=0, description="Beta concentration when beta1 is logged")
     log_delta_mu: float = Field(-0.7, description="mean log distance (normalised) of the reward floor below the start, when the floor is unknown")
     log_delta_sd: float = Field(1.0, gt=0)
+    lam_logit_mu: float = Field(-1.0, description="mean logit(lam / LAM_MAX), the heterogeneity of the logistic kind")
+    lam_logit_sd: float = Field(1.0, gt=0)
     alpha_mu: float = Field(0.3, description="curvature-scaling exponent prior mean (paper B: ~0.3)")
     alpha_sd: float = Field(0.3, gt=0)
     fraction_grid: tuple[float, ...] = Field((), description="observed fractions at which by_fraction gives values")
@@ -154,8 +156,9 @@ class PopulationPrior(BaseModel):
 
 # ----------------------------------------------------------------------------- fitting
 #: columns of the per-run fit table that :func:`fit_population` aggregates -> prior fields
-FIT_COLUMNS = {"gain": "gain", "log_tau": "log_tau", "log_wander": "log_wander", "log_delta": "log_delta"}
-_SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3}
+FIT_COLUMNS = {"gain": "gain", "log_tau": "log_tau", "log_wander": "log_wander", "log_delta": "log_delta",
+               "lam_logit": "lam_logit"}
+_SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3, "lam_logit": 0.5}
 
 
 def _wstats(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
@@ -227,7 +230,12 @@ def fit_population(rows, *, exclude_source: str | None = None, name: str = "popu
 #: broad hyperparameters for fitting single complete runs (the per-run fits a population prior is made of)
 BROAD_PRIOR = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
                               log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
-                              name="broad")  # fmt: skip
+                              lam_logit_mu=0.0, lam_logit_sd=2.0, name="broad")  # fmt: skip
+
+
+def _logit(p):
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
 
 
 def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0):
@@ -243,6 +251,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     from bayesgrpo.inference import sampling
     from bayesgrpo.inference.sampling import SamplerConfig
     from bayesgrpo.models.arrays import prepare_arrays
+    from bayesgrpo.models.degeneracy import LAM_MAX
     from bayesgrpo.models.kinds import get_kind
 
     sampler = sampler or SamplerConfig(draws=300, tune=300, seed=seed)
@@ -275,6 +284,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
             log_noise_dev=float(np.log(p["sigma_m"] / sub.noise[0]).median()),
             log_delta=float(np.log(np.maximum(p["r0"] - p["L"], 1e-9)).median())
             if spec.degeneracy and sub.floor_known[0] == 0 else np.nan,
+            lam_logit=float(_logit(p["lam"] / LAM_MAX).median()) if spec.heterogeneity else np.nan,
             r_hat=h[info.run_id]["r_hat_max"], divergences=h[info.run_id]["divergences"],
         ))  # fmt: skip
     return rows
@@ -295,7 +305,7 @@ def context_prior(base: PopulationPrior, rows, *, fraction: float, name: str = "
     df = pd.DataFrame(rows)
     pop = base.values_at([fraction])
     kw = {}
-    for col in ("gain", "log_tau", "log_wander", "log_delta"):
+    for col in FIT_COLUMNS:
         m0, s0 = float(pop[f"{col}_mu"][0]), float(pop[f"{col}_sd"][0])
         x = df[col].to_numpy(float) if col in df else np.array([])
         x = x[np.isfinite(x)]

@@ -43,7 +43,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from bayesgrpo.errors import OptionError
 
-__all__ = ["Executor", "SerialExecutor", "DaskExecutor", "FuturesExecutor", "make_executor", "partition"]
+__all__ = ["Executor", "SerialExecutor", "DaskExecutor", "FuturesExecutor", "make_executor", "check_options",
+           "partition"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
@@ -215,16 +216,29 @@ class DaskExecutor:
         self.close()
 
 
-def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> Executor:
-    """The executor of the ``--workers`` / ``--scheduler`` options (neither: :class:`SerialExecutor`)."""
+def check_options(*, workers: int | None = None, scheduler: str | None = None) -> None:
+    """Validate ``--workers`` / ``--scheduler`` before anything is read or started (:class:`OptionError`)."""
     if workers is not None and scheduler is not None:
         raise OptionError("give --workers N or --scheduler ADDRESS, not both")
+    if workers is not None and int(workers) < 0:
+        raise OptionError(f"--workers must be at least 1 (0: this process), got {workers}")
+    if scheduler is not None and not scheduler.strip():
+        raise OptionError("--scheduler needs an address, e.g. tcp://host:8786")
+    if (scheduler is not None or (workers or 0) > 0):
+        from importlib.util import find_spec
+
+        if find_spec("distributed") is None:
+            raise OptionError("--workers / --scheduler need Dask: pip install 'bayesgrpo[dask]'")
+
+
+def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> Executor:
+    """The executor of the ``--workers`` / ``--scheduler`` options (neither, or ``--workers 0``:
+    :class:`SerialExecutor`)."""
+    check_options(workers=workers, scheduler=scheduler)
     if scheduler is not None:
         return DaskExecutor(scheduler=scheduler)
-    if workers is None or int(workers) == 0:
+    if not workers:
         return SerialExecutor()
-    if int(workers) < 0:
-        raise OptionError(f"--workers must be at least 1 (0: serial), got {workers}")
     return DaskExecutor(workers=int(workers))
 
 

@@ -107,6 +107,8 @@ def graph_sources(build=None) -> list[Path]:
     for rel in _GRAPH_MODULES:
         p = _PKG / rel
         files += sorted(p.glob("*.py")) if p.is_dir() else [p]
+    while hasattr(build, "func"):  # functools.partial
+        build = build.func
     code = getattr(build, "__code__", None) or getattr(getattr(build, "__func__", None), "__code__", None)
     if code is not None and code.co_filename and Path(code.co_filename).is_file():
         f = Path(code.co_filename).resolve()
@@ -317,21 +319,27 @@ class ModelCache:
             return False
         blob = _MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / f".{digest}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+            self._publish(digest, blob)
+        except OSError as e:
+            log.warning("disk cache: could not write %s (%s); compiled models are kept in this process only",
+                        self.path(digest), e)  # fmt: skip
+            return False
+        log.info("disk cache: stored compiled model %s (%.1f MB) in %s", digest, len(blob) / 1e6, self.root)
+        return True
+
+    def _publish(self, digest: str, blob: bytes) -> None:
+        """Write ``blob`` as entry ``digest`` atomically: a temporary file in the same folder, flushed
+        to disk, then renamed over the entry (readers see the old entry or the new one, never a part)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{digest}.{os.getpid()}.{time.monotonic_ns()}.tmp"
+        try:
             with open(tmp, "wb") as f:
                 f.write(blob)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, self.path(digest))  # atomic: readers see the old entry or the new one
-        except OSError as e:
-            log.warning("disk cache: could not write %s (%s); compiled models are kept in this process only",
-                        self.path(digest), e)  # fmt: skip
-            with contextlib.suppress(OSError, UnboundLocalError):
-                tmp.unlink(missing_ok=True)
-            return False
-        log.info("disk cache: stored compiled model %s (%.1f MB) in %s", digest, len(blob) / 1e6, self.root)
-        return True
+            os.replace(tmp, self.path(digest))
+        finally:
+            tmp.unlink(missing_ok=True)
 
     @staticmethod
     def _serialise(digest: str, desc: dict, compiled) -> bytes:

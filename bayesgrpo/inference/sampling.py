@@ -121,12 +121,14 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     if compiled is None:
         cache = mc.ModelCache(root)
         compiled = cache.load(digest, desc)
+        fresh = False
         if compiled is None:
             with cache.lock(digest):
-                compiled = cache.load(digest, desc)  # another process may have written it meanwhile
+                compiled = cache.load(digest, desc)  # another process may have written it while we waited
                 if compiled is None:
                     compiled = _compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
-        else:
+                    fresh = True
+        if not fresh:
             log.info("loaded a compiled model from the disk cache in %.2f s (entry %s)", time.perf_counter() - t0, digest)
         _LOADED[digest] = compiled
     _CACHE[key] = compiled

@@ -160,9 +160,14 @@ def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: st
         log.info("compiling in this process (the build function cannot be sent to a child process: %s)", e)
         job = None
     if job is not None:
-        cache.root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=cache.root, prefix=".job-", suffix=".pkl", delete=False) as f:
-            f.write(job)
+        try:
+            cache.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=cache.root, prefix=".job-", suffix=".pkl", delete=False) as f:
+                f.write(job)
+        except OSError as e:
+            log.info("compiling in this process (cannot write to the cache folder: %s)", e)
+            job = None
+    if job is not None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
         try:
             proc = subprocess.run([sys.executable, "-m", "bayesgrpo.inference.model_cache", f.name], env=env,
@@ -177,8 +182,12 @@ def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: st
                 log.info("compiled a model in %.1f s (%s backend, child process; disk cache entry %s)",
                          time.perf_counter() - t0, backend, digest)  # fmt: skip
                 return compiled
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        log.warning("the compile process failed (exit %s: %s); compiling in this process", proc.returncode, tail[-500:])
+        if proc.returncode == 3:
+            log.info("the compiled model cannot be stored on disk; compiling it in this process")
+        else:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            what = "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
+            log.warning("the compile process %s; compiling in this process", what)
     compiled = _compile(key, build, backend=backend, **kwargs)
     cache.store(digest, desc, compiled)
     return compiled

@@ -257,3 +257,49 @@ def test_executor_options_are_checked_before_anything_starts():
     assert isinstance(make_executor(), SerialExecutor) and isinstance(make_executor(workers=0), SerialExecutor)
     groups = partition(list(range(103)), 2)
     assert sum(groups, []) == list(range(103)) and max(map(len, groups)) <= 25
+
+
+def test_backtest_spreads_case_groups_over_an_executor():
+    """The backtest harness hands bayesgrpo's method groups of cases for the executor's workers; results,
+    failures and warnings come back per case, as in the serial run (a thread pool: no pickling, no MCMC)."""
+    import warnings as _w
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bayesgrpo.evaluation.backtest import backtest
+    from bayesgrpo.evaluation.methods import BAYES, BayesGRPOMethod
+    from bayesgrpo.inference.executor import FuturesExecutor
+    from bayesgrpo.schema import RunSet
+
+    class Fit:
+        def __init__(self, runs):
+            self.runs = runs
+
+        def table(self):
+            return pd.DataFrame([dict(run_id=r, r_hat_max=1.0, ess_min=400.0, divergences=0) for r in self.runs.run_ids])
+
+        def final_draws(self, r):
+            return float(self.runs.run(r)["reward"].iloc[-1]) + np.linspace(-1, 1, 101)
+
+    class Fc:
+        def fit(self, runs, *, horizon=None, context=None):
+            _w.warn("sampler health is poor", UserWarning)
+            if "r3" in runs.run_ids:
+                raise RuntimeError("sampling exploded")
+            return Fit(runs)
+
+    rows = [dict(run_id=f"r{k}", step=1 + i, reward=float(i + k)) for k in range(6) for i in range(60)]
+    rs = RunSet.from_frames(pd.DataFrame(rows), pd.DataFrame({"run_id": [f"r{k}" for k in range(6)], "source_repo": "A"}))
+    serial = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)},
+                      make_figures=False)  # fmt: skip
+    # one pool thread posing as two workers: warnings.catch_warnings is process-global, so concurrent
+    # threads would mix their records (Dask workers are processes of one thread each)
+    with FuturesExecutor(ThreadPoolExecutor(1), n_workers=2, own=True) as ex:
+        method = BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2, executor=ex)
+        assert method.chunk == 4  # the harness hands it a group per worker at a time
+        par = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: method}, make_figures=False)
+    cols = ["run_id", "ok", "message", "crps", "warnings"]
+    a, b = (r.cases.set_index("run_id").sort_index().reset_index() for r in (serial, par))
+    pd.testing.assert_frame_equal(a[[c for c in cols if c in a]], b[[c for c in cols if c in b]])
+    c = b.set_index("run_id")
+    assert not bool(c.loc["r3", "ok"]) and "sampling exploded" in c.loc["r3", "message"]
+    assert c.drop(index="r3")["ok"].astype(bool).all() and "sampler health is poor" in c.loc["r0", "warnings"]

@@ -105,7 +105,9 @@ class FuturesExecutor:
     Parameters
     ----------
     pool : concurrent.futures.Executor
-        E.g. ``ProcessPoolExecutor(max_workers=4)``; closed by :meth:`close` when ``own=True``.
+        E.g. ``ProcessPoolExecutor(max_workers=4)``; closed by :meth:`close` when ``own=True``. Prefer
+        processes: the warnings a fit raises are recorded with ``warnings.catch_warnings``, which is
+        process-global, so threads running fits at the same time would mix their records.
     n_workers : int
     own : bool
     """

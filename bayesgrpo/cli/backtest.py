@@ -26,8 +26,10 @@ from bayesgrpo.cli.options import (
     OutOpt,
     RunOpt,
     RunsArg,
+    SchedulerOpt,
     SeedOpt,
     TuneOpt,
+    WorkersOpt,
 )
 
 __all__ = ["backtest_cmd"]
@@ -52,6 +54,8 @@ def backtest_cmd(
     tune: TuneOpt = DEFAULT_TUNE,
     chains: ChainsOpt = DEFAULT_CHAINS,
     resume: Annotated[bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")] = True,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Backtest forecasts: truncate each complete run at each cutoff, forecast its final reward with
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
@@ -59,6 +63,7 @@ def backtest_cmd(
     same command to resume."""
     from bayesgrpo.evaluation.backtest import backtest
     from bayesgrpo.evaluation.methods import resolve_methods
+    from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import write_table
 
     C.validate_model(model)
@@ -74,12 +79,14 @@ def backtest_cmd(
         C.fail(f"--peers: {e}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
+    with C.guard():
+        check_options(workers=workers, scheduler=scheduler)
     rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_range=C.parse_reward_range(reward_range))
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    with C.guard(), C.progress_bar("backtest") as bar:
+    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
         res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed)  # fmt: skip
+                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
     s = res.summary
     if s.empty:
         C.status("no case could be scored")

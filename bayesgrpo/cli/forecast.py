@@ -30,12 +30,14 @@ from bayesgrpo.cli.options import (
     OutOpt,
     RunOpt,
     RunsArg,
+    SchedulerOpt,
     SeedOpt,
     StopFractionOpt,
     StrictOpt,
     TuneOpt,
     UntilFractionOpt,
     UntilStepOpt,
+    WorkersOpt,
 )
 
 __all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
@@ -67,7 +69,8 @@ def run_forecast(
     runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
-    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None,
+    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
+    scheduler=None,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
@@ -75,6 +78,7 @@ def run_forecast(
     """
     from bayesgrpo.forecast import Forecaster
     from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import safe_file_stem, write_table
 
     # ---- every option before any reading or sampling
@@ -84,15 +88,19 @@ def run_forecast(
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     bounds = C.parse_reward_range(reward_range)
     C.validate_outputs(out=out, out_dir=out_dir)
+    with C.guard():
+        check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+    where = f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
-             + f"; population prior {fc.config.prior.identity}; compiling once (about 15-30 s), then about 1 s per run")
-    with C.guard(), C.progress_bar("sampling") as bar:
+             + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about 15-30 s; "
+             "later runs load it from the disk cache), then about 1 s per run")
+    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("sampling") as bar:
         res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
-                             context=ctx, strict=strict, progress=lambda d, n: bar(d, n))  # fmt: skip
+                             context=ctx, strict=strict, progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
         if res.fit is not None:
             res.fit.warn_health()
     C.print_table(display_table(res.table),
@@ -150,6 +158,8 @@ def forecast_cmd(
     tune: TuneOpt = DEFAULT_TUNE,
     chains: ChainsOpt = DEFAULT_CHAINS,
     strict: StrictOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
 ):
     """Forecast every run's final reward and stop step, with intervals, from its logged steps.
 
@@ -160,7 +170,7 @@ def forecast_cmd(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
-        chains=chains, strict=strict, reward_range=reward_range,
+        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
     )  # fmt: skip
 
 

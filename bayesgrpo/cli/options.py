@@ -5,6 +5,7 @@ Grammar (every verb that reads runs)::
     bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
                            [--model KIND] [--draws N] [--tune N] [--chains N] [--seed N]
+                           [--workers N | --scheduler ADDRESS]
                            [--out FILE.csv|.json|.parquet] [--out-dir DIR] [--strict]
 
 Tables go to stdout, progress and status lines to stderr. Values are validated before anything is
@@ -38,6 +39,8 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="random seed (same seed, sa
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the main table (.csv, .json or .parquet)")]
 OutDirOpt = Annotated[Path | None, typer.Option("--out-dir", help="folder for figures and reports")]
 StrictOpt = Annotated[bool, typer.Option("--strict", help="any problem with one run is fatal (default: an error row, the others go on)")]
+WorkersOpt = Annotated[int | None, typer.Option("--workers", help="forecast on N local worker processes (an embedded Dask cluster; needs bayesgrpo[dask]); default: this process")]
+SchedulerOpt = Annotated[str | None, typer.Option("--scheduler", help="forecast on an existing Dask cluster: its scheduler address, e.g. tcp://host:8786 (needs bayesgrpo[dask])")]
 ContextOpt = Annotated[list[Path] | None, typer.Option("--context", help="complete runs of related models to pool with (hierarchical)")]
 ContextMetaOpt = Annotated[Path | None, typer.Option("--context-meta", help="metadata of the --context runs")]
 RewardRangeOpt = Annotated[str | None, typer.Option("--reward-range", help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate) for runs without reward_min/reward_max metadata")]

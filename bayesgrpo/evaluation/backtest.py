@@ -131,6 +131,7 @@ def backtest(
     make_figures: bool = True,
     peer_kwargs: dict | None = None,
     save_draws: int = 0,
+    executor=None,
 ) -> BacktestResult:
     """Backtest bayesgrpo (and peers) on complete runs truncated at each cutoff.
 
@@ -173,6 +174,9 @@ def backtest(
     save_draws : int
         Also keep up to this many final-reward draws per case in ``out_dir/draws.npz`` (for fitting
         and checking calibration layers offline); 0 keeps none.
+    executor : Executor, optional
+        Where bayesgrpo's fits run (:mod:`bayesgrpo.inference.executor`; default: this process).
+        Peers run in this process.
 
     Returns
     -------
@@ -195,7 +199,7 @@ def backtest(
             impl[n] = methods[n]
         elif n in (BAYES, BAYES_CTX):
             impl[n] = get_method(n, model=model, sampler=sampler, prior=prior, calibration=calibration,
-                                 final_window=final_window)  # fmt: skip
+                                 final_window=final_window, executor=executor)  # fmt: skip
         else:
             impl[n] = get_method(n, **(peer_kwargs or {}).get(n, {}))
 

@@ -76,11 +76,19 @@ class BayesGRPOMethod:
         :class:`bayesgrpo.forecast.Forecaster` from ``model``, ``sampler`` and ``prior``.
     chunk : int
         Cases per ``fit`` call without context (the compiled model is reused across calls).
+    executor : Executor, optional
+        Where the fits run (:mod:`bayesgrpo.inference.executor`): groups of ``chunk`` cases (each case
+        alone with its context) are spread over its workers; the harness then hands this method
+        ``chunk x workers`` cases at a time. Default: this process.
     """
 
     def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None, calibration=True,
-                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1):  # fmt: skip
+                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1, executor=None):  # fmt: skip
         self.name = name
+        self.executor = executor
+        self._group = int(chunk)
+        if executor is not None and executor.n_workers > 1:
+            chunk = int(chunk) * executor.n_workers
         self.model = model
         self.sampler = sampler
         self.prior = prior
@@ -98,8 +106,15 @@ class BayesGRPOMethod:
         return Forecaster(self.model, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
                           prior=self.prior, calibration=self.calibration)  # fmt: skip
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["executor"] = None  # a worker runs its cases itself
+        return state
+
     def forecast_many(self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
         """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""
+        if self.executor is not None and self.executor.n_workers > 1 and len(cases) > 1:
+            return self._forecast_on(self.executor, cases, final_window)
         if self.uses_context:
             out = []
             for c in cases:
@@ -112,6 +127,28 @@ class BayesGRPOMethod:
             if len(part) > 1 and not any(r.ok for r in res):  # the joint call failed: one at a time
                 res = [r for c in part for r in self._fit([c], final_window, context=None)]
             out += res
+        return out
+
+    def _forecast_on(self, executor, cases: list[Case], final_window: float) -> list[PeerForecast]:
+        import warnings
+
+        from bayesgrpo.forecast.batch import _warning_class
+        from bayesgrpo.inference.executor import partition
+
+        if self.uses_context:
+            groups = [[c] for c in cases]
+        else:
+            groups = partition(cases, executor.n_workers, per_worker=2, max_size=self._group)
+        out = []
+        for g, (ok, value) in zip(groups, executor.map(_CasesJob(self, final_window), groups)):
+            if ok:
+                res, caught = value
+                for category, message in dict.fromkeys(caught):  # the harness records them per case
+                    warnings.warn(message, _warning_class(category), stacklevel=2)
+                out += res
+            else:
+                out += [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=float("nan"), ok=False,
+                                     message=value) for _ in g]  # fmt: skip
         return out
 
     def _fit(self, cases: list[Case], final_window: float, *, context) -> list[PeerForecast]:
@@ -145,6 +182,22 @@ class BayesGRPOMethod:
                 out.append(PeerForecast(name=self.name, final_draws=np.empty(0), seconds=wall, ok=False,
                                         message=f"{type(exc).__name__}: {exc}"))  # fmt: skip
         return out
+
+
+@dataclass
+class _CasesJob:
+    """A group of cases forecast on a worker: ``(results, [(warning category, message)])``."""
+
+    method: BayesGRPOMethod
+    final_window: float
+
+    def __call__(self, cases: list[Case]):
+        import warnings
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = self.method.forecast_many(cases, final_window=self.final_window)
+        return res, [(w.category.__name__, str(w.message)) for w in caught]
 
 
 def _bayes(name: str) -> Callable[..., BayesGRPOMethod]:

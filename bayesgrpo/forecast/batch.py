@@ -9,11 +9,19 @@
 * **one bad run is an error row, never a lost batch** -- each run is checked before sampling (enough
   points, a horizon after its last step, a forecast that fits in memory); a failing run gets a
   :class:`~bayesgrpo.errors.DataWarning` and a row with ``status="error"`` and the reason, the others
-  are forecast; ``strict=True`` makes the first problem fatal instead.
+  are forecast; ``strict=True`` makes the first problem fatal instead. A run whose fit fails (in this
+  process or on a worker) is an error row too: a group that fails is retried run by run.
+* **where it runs** -- an :class:`~bayesgrpo.inference.executor.Executor` (default: this process):
+  runs are forecast in groups (:func:`~bayesgrpo.inference.executor.partition`), each group by
+  ``forecaster.fit`` wherever the executor puts it, and the fits are merged
+  (:meth:`~bayesgrpo.forecast.forecaster.FittedForecast.merge`). The numbers do not depend on the
+  grouping or the worker (per-run seeds), so ``--workers N`` gives the serial table. A pooled
+  (hierarchical, ``context``) fit is one group.
 """
 
 from __future__ import annotations
 
+import builtins
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -21,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bayesgrpo import errors as _errors
 from bayesgrpo.errors import DataWarning, ForecastError, OptionError
 from bayesgrpo.schema import STEP, RunSet
 
@@ -135,6 +144,7 @@ def forecast_batch(
     strict: bool = False,
     progress=None,
     min_points: int | None = None,
+    executor=None,
 ) -> BatchResult:
     """Truncate, resolve horizons, check every run, fit the good ones, and tabulate all of them.
 
@@ -150,7 +160,9 @@ def forecast_batch(
     strict : bool
         Raise :class:`~bayesgrpo.errors.ForecastError` at the first run that cannot be forecast.
     progress : callable, optional
-        Forwarded to :meth:`Forecaster.fit`.
+        Called as ``progress(n_runs_done, n_runs)`` as groups of runs finish.
+    executor : Executor, optional
+        Where the fits run (:mod:`bayesgrpo.inference.executor`; default: this process).
 
     Returns
     -------
@@ -176,11 +188,22 @@ def forecast_batch(
     good = [r for r in observed.run_ids if r not in errors]
     fit = None
     if good:
-        fit = forecaster.fit(observed.select(good), horizon={r: horizons[r] for r in good}, context=context,
-                             progress=progress)  # fmt: skip
+        fits, failed = _fit_groups(observed, good, forecaster=forecaster, horizons=horizons, context=context,
+                                   executor=executor, progress=progress)  # fmt: skip
+        for rid, msg in failed.items():
+            if strict:
+                raise ForecastError(f"run {rid!r}: {msg}")
+            errors[rid] = msg
+            warnings.warn(f"run {rid!r} could not be forecast ({msg}); the other runs are", DataWarning, stacklevel=2)
+        if fits:
+            from bayesgrpo.forecast.forecaster import FittedForecast
+
+            fit = FittedForecast.merge(fits)
+    if fit is not None:
         ok = fit.table().assign(status="ok", error="")
     else:
         ok = pd.DataFrame(columns=[*TABLE_COLUMNS, "status", "error"])
+    ok = ok.set_index("run_id")
     rows = []
     for rid in observed.run_ids:
         if rid in errors:
@@ -190,6 +213,73 @@ def forecast_batch(
                          "horizon": horizons[rid] if horizons[rid] is not None else np.nan,
                          "status": "error", "error": errors[rid]})  # fmt: skip
         else:
-            rows.append(ok.set_index("run_id").loc[rid].to_dict() | {"run_id": rid})
+            rows.append(ok.loc[rid].to_dict() | {"run_id": rid})
     table = pd.DataFrame(rows).reindex(columns=[*TABLE_COLUMNS, "status", "error"])
     return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated)
+
+
+@dataclass
+class _FitJob:
+    """One group of runs, fitted wherever an executor runs it (picklable: sent to Dask workers)."""
+
+    forecaster: object
+    horizons: dict
+    context: RunSet | None = None
+
+    def __call__(self, runs: RunSet):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit = self.forecaster.fit(runs, horizon={r: self.horizons[r] for r in runs.run_ids}, context=self.context)
+            fit.table()  # computed where the posterior is; the rows travel back with the fit
+        return fit, [(w.category.__name__, str(w.message)) for w in caught]
+
+
+def _warning_class(name: str):
+    cls = getattr(_errors, name, None) or getattr(builtins, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning
+
+
+def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, executor, progress):
+    """Fit the runs ``good`` in groups on ``executor``: ``(fits in run order, {run_id: reason})``."""
+    from bayesgrpo.inference.executor import SerialExecutor, partition
+
+    executor = executor or SerialExecutor()
+    joint = context is not None or bool(getattr(getattr(forecaster, "config", None), "hierarchical", False))
+    if joint:
+        groups = [list(good)]
+    else:  # small groups in this process (frequent progress), a few per worker on a cluster
+        groups = partition(good, executor.n_workers, per_worker=20 if executor.n_workers == 1 else 4)
+    job = _FitJob(forecaster, {r: horizons[r] for r in good}, context)
+    done = [0]
+
+    def tick(i, groups_=groups):
+        done[0] += len(groups_[i])
+        if progress is not None:
+            progress(done[0], len(good))
+
+    outcomes = executor.map(job, [observed.select(g) for g in groups], progress=tick)
+    results, failed = {}, {}
+    retry = []
+    for g, (ok, value) in zip(groups, outcomes):
+        if ok:
+            results[g[0]] = value
+        elif len(g) > 1 and not joint:
+            retry.extend(g)  # which run failed? each alone (its numbers do not depend on the group)
+        else:
+            failed.update({r: value for r in g})
+    if retry:
+        singles = [[r] for r in retry]
+        for g, (ok, value) in zip(singles, executor.map(job, [observed.select(g) for g in singles])):
+            if ok:
+                results[g[0]] = value
+            else:
+                failed[g[0]] = value
+    fits = []
+    seen = set()
+    for category, message in (w for first in sorted(results, key=good.index) for w in results[first][1]):
+        if (category, message) not in seen:
+            seen.add((category, message))
+            warnings.warn(message, _warning_class(category), stacklevel=3)
+    for first in sorted(results, key=good.index):
+        fits.append(results[first][0])
+    return fits, failed

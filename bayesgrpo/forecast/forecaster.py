@@ -21,10 +21,14 @@ data are swapped in with ``with_data`` (numbers in ``bench/results/speed.md``).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import time
 import warnings
+import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,14 +42,14 @@ from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, get_kind
+from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
-           "ARTEFACT_SCHEMA"]  # fmt: skip
+           "ARTEFACT_SCHEMA", "RunArrays", "STORED_VARS"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
@@ -62,6 +66,11 @@ TABLE_COLUMNS = [
     "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
 ]  # fmt: skip
 HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
+#: per-run posterior variables a fit keeps (what forecasts and health need; the non-centred z_* of
+#: the sampler are dropped: 8 of 13 variables, a third less memory per run)
+STORED_VARS = ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau", "L", "wander")
+#: paths of at most this many runs are kept in memory at once (recomputed exactly on demand)
+PATH_CACHE_RUNS = 16
 
 
 class ForecastConfig(BaseModel):
@@ -208,9 +217,12 @@ class Forecaster:
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
             t0 = time.perf_counter()
+            # the graph is built with the population's default momentum centre: a compiled model (and
+            # the support point its chains start from) never depends on the run it was first built for
+            template = dataclasses.replace(sub, mu_mean=np.full(len(sub.run_ids), cfg.prior.mu_default))
             compiled = sampling.compile_model(
                 kind.graph_key(sub, cfg.prior, hierarchical),
-                lambda sub=sub: kind.build(sub, prior=cfg.prior, hierarchical=hierarchical),
+                functools.partial(kind.build, template, prior=cfg.prior, hierarchical=hierarchical),
                 backend=self.sampler.backend,
             )
             prior_b = run_priors.get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
@@ -221,7 +233,7 @@ class Forecaster:
                 post = post.assign_coords(family=list(sub.families))
             h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
             dt = time.perf_counter() - t0
-            posts.append(post)
+            posts.append(post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]])
             for rid in sub.run_ids:
                 health[rid] = h[rid]
                 seconds[rid] = dt / len(b)
@@ -233,9 +245,9 @@ class Forecaster:
         posterior = posterior.sel(run=list(arrays.run_ids))
         hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
         return FittedForecast(
-            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos}, arrays=arrays,
-            posterior=posterior, hyper=hyper, health=health, seconds=seconds, forecast_ids=list(runs.run_ids),
-            context_priors={r: p.identity for r, p in run_priors.items()},
+            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
+            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
+            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
         )  # fmt: skip
 
     #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
@@ -275,6 +287,87 @@ def _draws(post, rid: str, name: str) -> np.ndarray:
     return post[name].sel(run=rid).to_numpy().reshape(-1)
 
 
+class RunArrays:
+    """The model arrays of a fit with each run on its own grid (no padding to the batch's longest run).
+
+    A batch of 1,000 runs of very different lengths held as one ``(T, R)`` grid costs ``T_max x R``;
+    here it costs the sum of the runs' own lengths. Reads like :class:`~bayesgrpo.models.kinds.ModelArrays`:
+    per-run vectors (``refresh``, ``fraction``, ...) are ``(R,)`` arrays, ``y`` and ``mask`` build the
+    padded ``(T, R)`` grid on demand (when a forecast is saved). :meth:`run` gives one run's arrays.
+
+    Parameters
+    ----------
+    parts : sequence of ModelArrays
+        One single-run ``ModelArrays`` per run, each cut to its own grid (``ModelArrays.subset``).
+    """
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+        self.run_ids = tuple(p.run_ids[0] for p in self.parts)
+        self._index = {r: k for k, r in enumerate(self.run_ids)}
+        if len(self._index) != len(self.run_ids):
+            raise ForecastError("a run occurs twice in the arrays of a fit")
+        self.families = tuple(dict.fromkeys(self._family(p) for p in self.parts))
+
+    @staticmethod
+    def _family(p: ModelArrays) -> str:
+        return p.families[int(p.family_idx[0])] if len(p.families) else "unknown"
+
+    @classmethod
+    def of(cls, arrays) -> RunArrays:
+        """Split a batch's ``ModelArrays`` into per-run grids (a ``RunArrays`` is returned as it is)."""
+        if isinstance(arrays, RunArrays):
+            return arrays
+        return cls([arrays.subset([j]) for j in range(len(arrays.run_ids))])
+
+    @classmethod
+    def concat(cls, many) -> RunArrays:
+        return cls([p for a in many for p in cls.of(a).parts])
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def run(self, run_id: str) -> ModelArrays:
+        """The arrays of one run: ``y``, ``mask`` of shape ``(T_run, 1)``, vectors of shape ``(1,)``."""
+        return self.parts[self._index[run_id]]
+
+    def index(self, run_id: str) -> int:
+        return self._index[run_id]
+
+    def __getattr__(self, name):
+        if name in DATA_VARS and name not in ("y", "mask"):
+            if name == "family_idx":
+                pos = {f: k for k, f in enumerate(self.families)}
+                return np.array([pos[self._family(p)] for p in self.parts], dtype=np.int64)
+            return np.concatenate([np.asarray(getattr(p, name)) for p in self.parts])
+        raise AttributeError(name)
+
+    def _grid(self, name: str) -> np.ndarray:
+        T = max(p.y.shape[0] for p in self.parts)
+        out = np.zeros((T, len(self.parts)))
+        for j, p in enumerate(self.parts):
+            out[: p.y.shape[0], j] = getattr(p, name)[:, 0]
+        return out
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._grid("y")
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self._grid("mask")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(np.asarray(getattr(p, n)).nbytes for p in self.parts for n in DATA_VARS)
+
+    def __getstate__(self):
+        return {"parts": self.parts}
+
+    def __setstate__(self, state):
+        self.__init__(state["parts"])
+
+
 @dataclass
 class FittedForecast:
     """A fitted forecast for a set of runs: tables, paths, plots, save/load.
@@ -286,15 +379,68 @@ class FittedForecast:
     sampler: SamplerConfig
     runs: RunSet
     infos: dict
-    arrays: ModelArrays
+    arrays: RunArrays
     posterior: object
     hyper: object
     health: dict
     seconds: dict
     forecast_ids: list
     context_priors: dict = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _window: dict = field(default_factory=dict, repr=False)
+    _rows: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self.arrays = RunArrays.of(self.arrays)
+
+    def __getstate__(self):
+        # what a worker sends back: no cached paths (they are recomputed exactly on demand)
+        state = dict(self.__dict__)
+        state["_cache"], state["_window"] = OrderedDict(), {}
+        return state
+
+    @classmethod
+    def merge(cls, parts) -> FittedForecast:
+        """One fit from fits of disjoint sets of runs (e.g. one per worker), in the order given.
+
+        The posterior is concatenated along ``run``; run data, infos, arrays, health, timings and the
+        rows :meth:`table` already computed are joined. Fits with hyperparameters (a hierarchical
+        joint fit) cannot be merged with others: their runs were not forecast independently.
+
+        Raises
+        ------
+        ForecastError
+            The fits differ in configuration or sampler settings, share a run, or one is hierarchical.
+        """
+        import xarray as xr
+
+        parts = list(parts)
+        if not parts:
+            raise ForecastError("nothing to merge: no fit given")
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+        for p in parts[1:]:
+            if p.config != first.config or p.sampler != first.sampler:
+                raise ForecastError("fits with different model, prior or sampler settings cannot be merged")
+        if any(p.hyper is not None for p in parts):
+            raise ForecastError("a hierarchical (pooled) fit cannot be merged with other fits")
+        ids = [r for p in parts for r in p.forecast_ids]
+        if len(set(ids)) != len(ids):
+            raise ForecastError("the fits to merge share a run")
+        runs = RunSet(pd.concat([p.runs.data for p in parts], ignore_index=True),
+                      pd.concat([p.runs.meta for p in parts]), first.runs.source, True)  # fmt: skip
+        posterior = xr.concat([p.posterior for p in parts], dim="run", join="override", combine_attrs="drop_conflicts")
+        out = cls(
+            config=first.config, sampler=first.sampler, runs=runs,
+            infos={k: v for p in parts for k, v in p.infos.items()},
+            arrays=RunArrays.concat([p.arrays for p in parts]), posterior=posterior, hyper=None,
+            health={k: v for p in parts for k, v in p.health.items()},
+            seconds={k: v for p in parts for k, v in p.seconds.items()}, forecast_ids=ids,
+            context_priors={k: v for p in parts for k, v in p.context_priors.items()},
+        )  # fmt: skip
+        out._rows.update({k: v for p in parts for k, v in p._rows.items()})
+        return out
 
     # ------------------------------------------------------------ per-run predictive draws
     def _params(self, run_id: str) -> dict:
@@ -309,18 +455,20 @@ class FittedForecast:
         (:mod:`bayesgrpo.physics.stopping`), in absolute steps, censored at the horizon.
         """
         if run_id in self._cache:
+            self._cache.move_to_end(run_id)
             return self._cache[run_id]
         if run_id not in self.infos:
             raise KeyError(f"no forecast for run {run_id!r}; runs: {self.forecast_ids[:10]}")
         info: RunInfo = self.infos[run_id]
-        j = list(self.arrays.run_ids).index(run_id)
+        arr = self.arrays.run(run_id)
         p = self._params(run_id)
         T = info.last_step - info.s0 + 1
-        y = self.arrays.y[:T, j]
-        mask = self.arrays.mask[:T, j].astype(bool)
+        y = arr.y[:T, 0]
+        mask = arr.mask[:T, 0].astype(bool)
         kind = get_kind(self.config.model)
         K = info.refresh_interval
-        rng = np.random.default_rng([self.sampler.seed, j, 7])
+        # seeded by the run id, not its position: the same numbers whichever runs share the fit
+        rng = np.random.default_rng([self.sampler.seed, zlib.crc32(run_id.encode()), 7])
         n_future = info.horizon - info.last_step
         fut = info.future_steps()  # logged future steps
         keep = _thin(fut.size)
@@ -348,7 +496,7 @@ class FittedForecast:
         cal = self.config.calibration
         if cal.name != "identity":
             # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
-            frac = float(self.arrays.fraction[j])
+            frac = float(arr.fraction[0])
             tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
             w_dn, w_up = cal.widths(frac)
             for arr_ in (observed, latent_run):
@@ -368,6 +516,9 @@ class FittedForecast:
             stop_step=info.s0 + stop, stop_reached=reached,
         )  # fmt: skip
         self._cache[run_id] = out
+        while len(self._cache) > PATH_CACHE_RUNS:  # bounded: a fit of 1,000 runs never holds 1,000 paths
+            old, _ = self._cache.popitem(last=False)
+            self._window.pop(old, None)
         return out
 
     def final_draws(self, run_id: str) -> np.ndarray:
@@ -377,7 +528,8 @@ class FittedForecast:
         are accumulated while the paths are propagated (so a long horizon never holds every path).
         """
         info: RunInfo = self.infos[run_id]
-        self.paths(run_id)
+        if run_id not in self._window:
+            self.paths(run_id)
         fut_sum, n_fut = self._window[run_id]
         win = info.final_steps(self.config.final_window)
         obs = self.runs.run(run_id)
@@ -386,7 +538,7 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.fraction[list(self.arrays.run_ids).index(run_id)]))
+        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]))
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -400,30 +552,36 @@ class FittedForecast:
     # ------------------------------------------------------------ tables
     def table(self) -> pd.DataFrame:
         """One row per forecast run with the contract columns (:data:`TABLE_COLUMNS`)."""
-        from bayesgrpo.decisions.budget import stop_quantile
-
         rows = []
         for rid in self.forecast_ids:
-            info: RunInfo = self.infos[rid]
-            fin = self.final_draws(rid)
-            pd_ = self.paths(rid)
-            qf = np.quantile(fin, QUANTILES)
-            qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
-            h = self.health[rid]
-            row = dict(
-                run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
-                horizon=info.horizon, final_mean=float(fin.mean()),
-                **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
-                stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
-                p_stop_before_horizon=float(pd_.stop_reached.mean()),
-                plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
-                p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
-                p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
-                r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
-                seconds=self.seconds.get(rid, np.nan),
-            )  # fmt: skip
-            rows.append(row)
+            if rid not in self._rows:
+                self._rows[rid] = self._row(rid)
+            rows.append(self._rows[rid])
         return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+    def _row(self, rid: str) -> dict:
+        """The table row of one run (cached: a merged fit carries the rows its parts computed)."""
+        from bayesgrpo.decisions.budget import stop_quantile
+
+        info: RunInfo = self.infos[rid]
+        fin = self.final_draws(rid)
+        pd_ = self.paths(rid)
+        qf = np.quantile(fin, QUANTILES)
+        qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
+        h = self.health[rid]
+        row = dict(
+            run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
+            horizon=info.horizon, final_mean=float(fin.mean()),
+            **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
+            stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
+            p_stop_before_horizon=float(pd_.stop_reached.mean()),
+            plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
+            p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
+            p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
+            r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
+            seconds=self.seconds.get(rid, np.nan),
+        )  # fmt: skip
+        return row
 
     def path_quantiles(self, run_id: str, probs=QUANTILES) -> pd.DataFrame:
         """Quantiles of the logged reward (``yhat_qNN``), its median ``yhat`` and the latent mean per future step."""

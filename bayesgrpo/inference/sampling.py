@@ -1,8 +1,9 @@
 """One sampling module for every PyMC model of the package (forecast, compare, the Domhan peer).
 
 * :class:`SamplerConfig` -- NUTS settings, kept apart from any model configuration.
-* :func:`compile_model` -- nutpie compilation with a per-process cache: a graph is compiled once
-  (10-30 s with numba here) and reused; data enter as ``pm.Data`` and are swapped per call.
+* :func:`compile_model` -- nutpie compilation, cached per process and on disk
+  (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine (10-30 s with
+  numba here) and reused by every later process; data enter as ``pm.Data`` and are swapped per call.
 * :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
 * :func:`batch_seed` -- a seed that depends on the sampler seed and the run ids only.
 * :func:`health` -- r_hat, ESS and divergences per run (or over all variables).
@@ -15,9 +16,11 @@ compile). Tests replace :func:`compile_model` and :func:`nuts` (see ``tests/conf
 from __future__ import annotations
 
 import logging
+import os
 import time
 import zlib
 from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,11 +63,18 @@ class SamplerConfig(BaseModel):
 
 
 _CACHE: dict = {}
+_LOADED: dict = {}  # disk-cache digest -> model loaded or compiled by this process (code stays loaded)
 
 
-def clear_cache() -> None:
-    """Forget every compiled model of this process."""
+def clear_cache(*, disk: bool = False) -> None:
+    """Forget every compiled model of this process (``disk=True``: and empty the disk cache)."""
     _CACHE.clear()
+    if disk:
+        from bayesgrpo.inference.model_cache import ModelCache, cache_dir
+
+        root = cache_dir()
+        if root is not None and root.exists():
+            ModelCache(root).clear()
 
 
 def is_cached(key: Hashable) -> bool:
@@ -73,25 +83,134 @@ def is_cached(key: Hashable) -> bool:
 
 
 def compile_model(key: Hashable | None, build: Callable[[], object], *, backend: str = "numba", **kwargs):
-    """nutpie-compiled model for ``key``, compiled once per process (``key=None``: never cached).
+    """nutpie-compiled model for ``key``: compiled once per machine, kept per process.
 
     Parameters
     ----------
     key : hashable or None
         Everything the graph's structure depends on (model kind, prior constants, shapes that are
-        not data). Two calls with the same key must build the same graph.
+        not data). Two calls with the same key must build the same graph. ``None``: compiled afresh,
+        never cached (nutpie's own initialisation).
     build : callable
-        Returns the ``pymc.Model``; only called on a cache miss.
+        Returns the ``pymc.Model``; only called when neither this process nor the disk cache holds
+        the model (so a warm start never imports PyMC).
     backend : {"numba", "jax"}
     **kwargs
         Forwarded to ``nutpie.compile_pymc_model``.
-    """
-    import nutpie
 
+    Notes
+    -----
+    With a key and the numba backend the model is looked up in the disk cache
+    (:mod:`bayesgrpo.inference.model_cache`; ``BAYESGRPO_CACHE=off`` disables it), and compiled under
+    a per-entry lock on a miss. Its chains start at the support point plus ``U(-1, 1)`` jitter drawn
+    with numpy from nutpie's seed (:class:`~bayesgrpo.inference.model_cache.JitteredPoint`), whether
+    it was compiled in this process or loaded. Log lines (``-v``): ``compiled a model in ... s`` or
+    ``loaded a compiled model from the disk cache in ... s``.
+    """
     if key is not None and key in _CACHE:
         return _CACHE[key]
+    if key is None or backend != "numba":
+        return _compile(key, build, backend=backend, **kwargs)
+    from bayesgrpo.inference import model_cache as mc
+
+    root = mc.cache_dir()
+    if root is None:
+        compiled = _compile(key, build, backend=backend, **kwargs)
+        _CACHE[key] = compiled
+        return compiled
     t0 = time.perf_counter()
-    compiled = nutpie.compile_pymc_model(build(), backend=backend, **kwargs)
+    digest, desc = mc.entry_digest(key, backend=backend, options=kwargs, build=build)
+    compiled = _LOADED.get(digest)
+    if compiled is None:
+        cache = mc.ModelCache(root)
+        compiled = cache.load(digest, desc)
+        fresh = False
+        if compiled is None:
+            with cache.lock(digest):
+                compiled = cache.load(digest, desc)  # another process may have written it while we waited
+                if compiled is None:
+                    compiled = _compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
+                    fresh = True
+        if not fresh:
+            log.info("loaded a compiled model from the disk cache in %.2f s (entry %s)", time.perf_counter() - t0, digest)
+        _LOADED[digest] = compiled
+    _CACHE[key] = compiled
+    return compiled
+
+
+def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str, **kwargs):
+    """Compile in a child process that stores the entry, then load it (fallback: compile here).
+
+    Why a child: a process that compiled a model also holds PyTensor's own copies of the kernels the
+    model's code calls, and numba's JIT resolves the model's calls to those copies; their machine
+    code may differ from the stored one in the last bits (fastmath), and MCMC amplifies that. Every
+    process that samples from an entry it loaded runs the same machine code, so a forecast is the
+    same number whether its process compiled the model or found it on disk (and whichever worker of
+    a cluster compiled it). The child also keeps PyMC out of this process.
+    """
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    from bayesgrpo.inference import model_cache as mc
+
+    t0 = time.perf_counter()
+    try:
+        job = pickle.dumps({"key": key, "build": build, "backend": backend, "kwargs": kwargs, "digest": digest,
+                            "desc": desc, "root": str(cache.root)})  # fmt: skip
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        log.info("compiling in this process (the build function cannot be sent to a child process: %s)", e)
+        job = None
+    if job is not None:
+        try:
+            cache.root.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=cache.root, prefix=".job-", suffix=".pkl", delete=False) as f:
+                f.write(job)
+        except OSError as e:
+            log.info("compiling in this process (cannot write to the cache folder: %s)", e)
+            job = None
+    if job is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+        try:
+            proc = subprocess.run([sys.executable, "-m", "bayesgrpo.inference.model_cache", f.name], env=env,
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+        for line in proc.stderr.splitlines():
+            log.debug("compile process: %s", line)
+        if proc.returncode == 0:
+            compiled = cache.load(digest, desc)
+            if compiled is not None:
+                log.info("compiled a model in %.1f s (%s backend, child process; disk cache entry %s)",
+                         time.perf_counter() - t0, backend, digest)  # fmt: skip
+                return compiled
+        if proc.returncode == 3:
+            log.info("the compiled model cannot be stored on disk; compiling it in this process")
+        else:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            what = "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
+            log.warning("the compile process %s; compiling in this process", what)
+    compiled = _compile(key, build, backend=backend, **kwargs)
+    cache.store(digest, desc, compiled)
+    return compiled
+
+
+def _compile(key, build, *, backend: str, **kwargs):
+    import nutpie
+
+    t0 = time.perf_counter()
+    if key is None or backend != "numba":
+        compiled = nutpie.compile_pymc_model(build(), backend=backend, **kwargs)
+    else:
+        import dataclasses
+
+        from bayesgrpo.inference.model_cache import JitteredPoint
+
+        # no PyMC jitter: the centre (support point) is computed once, the jitter drawn with numpy
+        compiled = nutpie.compile_pymc_model(build(), backend=backend, jitter_rvs=set(), **kwargs)
+        centre = np.asarray(compiled.initial_point_func(0), dtype=np.float64)
+        compiled = dataclasses.replace(compiled, initial_point_func=JitteredPoint(centre))
     log.info("compiled a model in %.1f s (%s backend)", time.perf_counter() - t0, backend)
     if key is not None:
         _CACHE[key] = compiled

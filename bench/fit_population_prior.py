@@ -45,7 +45,7 @@ from bayesgrpo.models.prior import BROAD_PRIOR, fit_population, fit_run_effects 
 from bayesgrpo.schema import RunSet  # noqa: E402
 
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
-KINDS = ("oscillator", "degeneracy", "logistic")
+KINDS = ("oscillator", "degeneracy")  # default; --kinds adds "logistic" (its per-run fits take > 2 h on 2 cores)
 MAX_PER_SOURCE = 8  # sources weigh equally, so more runs of one source add cost, not information about others
 BROAD = BROAD_PRIOR
 SAMPLER = SamplerConfig(draws=300, tune=300, seed=0)
@@ -81,9 +81,9 @@ def load_sets() -> tuple[RunSet, pd.Series]:
     return runs, source
 
 
-def fit_rows(runs: RunSet, source: pd.Series, done: set):
+def fit_rows(runs: RunSet, source: pd.Series, done: set, kinds=KINDS):
     t0 = time.time()
-    for kind_name in KINDS:
+    for kind_name in kinds:
         for c in CUTOFFS:
             todo = [r for r in runs.run_ids if (r, c, kind_name) not in done]
             if not todo:
@@ -93,10 +93,12 @@ def fit_rows(runs: RunSet, source: pd.Series, done: set):
             yield rows
 
 
-def build_priors(df: pd.DataFrame, stamp: str) -> dict:
+def build_priors(df: pd.DataFrame, stamp: str, kinds=KINDS) -> dict:
     out = {}
-    for kind in KINDS:
+    for kind in kinds:
         g = df[df["kind"] == kind]
+        if g.empty:
+            continue
         out[kind] = fit_population(g, name=f"population-{kind}-{stamp}", base=BROAD,
                                    provenance={"command": CMD, "data": f"{SELECTION}; + 16 testbed runs",
                                                "kind": kind, "date": stamp})  # fmt: skip
@@ -106,23 +108,25 @@ def build_priors(df: pd.DataFrame, stamp: str) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--report", action="store_true", help="only rebuild the priors from the existing table")
+    ap.add_argument("--kinds", default=",".join(KINDS), help="comma-separated model kinds (default: %(default)s)")
     args = ap.parse_args()
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     df = pd.read_csv(TABLE) if TABLE.exists() else pd.DataFrame()
     if not args.report:
         runs, source = load_sets()
         done = {(r.run_id, float(r.cutoff), r.kind) for r in df.itertuples()} if len(df) else set()
-        for rows in fit_rows(runs, source, done):
+        for rows in fit_rows(runs, source, done, kinds):
             df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
             df.to_csv(TABLE, index=False)
     stamp = time.strftime("%Y-%m-%d")
-    priors = build_priors(df, stamp)
-    priors["oscillator"].save(ROOT / "bayesgrpo" / "resources" / "population_prior.json")
-    for kind in KINDS[1:]:  # the kinds with their own prior (the linear kinds share the oscillator's)
-        priors[kind].save(ROOT / "bayesgrpo" / "resources" / f"population_prior_{kind}.json")
+    priors = build_priors(df, stamp, kinds)
+    for kind, prior in priors.items():  # the kinds with their own prior (the linear kinds share the oscillator's)
+        name = "population_prior.json" if kind == "oscillator" else f"population_prior_{kind}.json"
+        prior.save(ROOT / "bayesgrpo" / "resources" / name)
     by_src = df.groupby(["kind", "source"])[["gain", "log_tau", "log_wander"]].median().round(3)
     md = ["# Population priors (default priors of a forecast without --context)", "", f"Regenerate: `{CMD}`", "",
           f"{df['run_id'].nunique()} runs from {df['source'].nunique()} sources, {len(df)} fits "
-          f"(kinds {', '.join(KINDS)}; observed fractions {', '.join(map(str, CUTOFFS))}).", ""]  # fmt: skip
+          f"(kinds {', '.join(priors)}; observed fractions {', '.join(map(str, CUTOFFS))}).", ""]  # fmt: skip
     for k, p in priors.items():
         md += [f"## {k}", "", "```json", p.model_dump_json(indent=2), "```", ""]
     md += ["Per source (median of per-run posterior medians):", "", "```", by_src.to_string(), "```"]

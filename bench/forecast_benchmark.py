@@ -53,7 +53,8 @@ CMD = ".venv/bin/python bench/forecast_benchmark.py"
 CONFIGS = {
     "oscillator": dict(model="oscillator", doc="the linear oscillator (recursion (1))"),
     "degeneracy": dict(model="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
-    "logistic": dict(model="logistic", doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF)"),
+    "logistic": dict(model="logistic", doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF; "
+                                           "the degeneracy kind's LOSO priors, lam at its default prior)"),
     "oscillator_ctx": dict(model="oscillator", context=True,
                            doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)"),
 }
@@ -66,7 +67,10 @@ def slug(s: str) -> str:
 
 
 def loso_prior(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
-    prior_kind = "degeneracy" if kind == "degeneracy" else "oscillator"
+    # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as PopulationPrior.default
+    from bayesgrpo.models.kinds import get_kind
+
+    prior_kind = kind if (table["kind"] == kind).any() else ("degeneracy" if get_kind(kind).degeneracy else "oscillator")
     rows = table[table["kind"] == prior_kind]
     base = PopulationPrior.default(kind)
     return fit_population(rows, exclude_source=source, name=f"loso-{prior_kind}-{slug(source)}", base=base)

@@ -70,3 +70,76 @@ def test_stop_rule_saves_steps_and_flags_bad_stops():
     assert not stops.loc[("rise", "oracle"), "stopped"]  # the oracle knows the rise is coming
     s = summarize_stops(stops.reset_index()).set_index("method")
     assert s.loc["m", "bad_stops"] == pytest.approx(0.5) and s.loc["oracle", "bad_stops"] == 0.0
+
+
+def test_leave_sets_a_fixed_share_between_floor_and_level():
+    cal = Calibration(fraction_grid=(0.1, 0.5), w_up=(1.0, 1.0), w_dn=(1.0, 1.0), p_leave=(0.2, 0.0), name="t")
+    x = np.linspace(0.8, 0.9, 1000)
+    out = cal.apply(x, fraction=0.1, level=0.6, floor=0.0)
+    moved = out != x
+    assert moved.sum() == 200  # p_leave 0.2 of 1000 draws
+    assert out[moved].min() >= 0.0 and out[moved].max() <= 0.6
+    # evenly spread between the floor and the level: their mean is halfway
+    assert out[moved].mean() == pytest.approx(0.3, abs=0.01)
+    np.testing.assert_array_equal(cal.apply(x, fraction=0.1, level=0.6, floor=0.0), out)  # the same subset every time
+    assert (cal.apply(x, fraction=0.3, level=0.6, floor=0.0) != x).sum() == 100  # interpolated in the fraction
+    np.testing.assert_array_equal(cal.apply(x, fraction=0.5, level=0.6, floor=0.0), x)  # p_leave 0
+    np.testing.assert_array_equal(cal.apply(x, fraction=0.1), x)  # no level known: nothing leaves
+
+
+def test_leave_anchor_level_and_floor():
+    from bayesgrpo.forecast.calibration import leave_anchor
+
+    y = np.r_[np.full(90, 0.2), np.full(10, 0.7)]
+    assert leave_anchor(y) == pytest.approx((0.7, 0.0))  # last tenth; a [0, 1] reward's floor is 0
+    assert leave_anchor(y, reward_min=0.1) == pytest.approx((0.7, 0.1))  # a declared floor wins
+    assert leave_anchor(y + 5.0) == pytest.approx((5.7, 5.2))  # unknown bounds: the lowest observed value
+    assert leave_anchor(np.array([0.5, 0.4, 0.3]), reward_min=0.9) == pytest.approx((0.4, 0.4))  # never above the level
+
+
+def test_forecast_paths_end_where_the_leaving_draws_end(mock_sampler):
+    from bayesgrpo.forecast.forecaster import Forecaster, SamplerConfig
+
+    steps = np.arange(1, 101)
+    df = pd.DataFrame({"run_id": "r", "step": steps, "reward": 0.2 + 0.5 * (1 - np.exp(-steps / 20.0))})
+    runs = RunSet.from_frames(df, pd.DataFrame({"run_id": ["r"], "max_steps": [300], "beta1": [0.9]}))
+    cal = Calibration(fraction_grid=(0.1, 0.5), p_leave=(0.25, 0.25), w_up=(1.0, 1.0), w_dn=(1.0, 1.0), name="t")
+    fit = Forecaster(sampler=SamplerConfig(draws=200, tune=10, chains=2, seed=1), calibration=cal).fit(runs)
+    base = Forecaster(sampler=SamplerConfig(draws=200, tune=10, chains=2, seed=1), calibration=False).fit(runs)
+    fin, fin0 = fit.final_draws("r"), base.final_draws("r")
+    moved = np.abs(fin - fin0) > 1e-9
+    assert moved.sum() == 100  # a quarter of 400 draws
+    level = df["reward"].iloc[-10:].mean()
+    assert fin[moved].max() <= level + 1e-9 and fin[moved].min() >= 0.0
+    paths = fit.paths("r")
+    # the leaving draws' latent paths end at their final values; the others are the uncalibrated paths
+    np.testing.assert_allclose(paths.latent[moved, -1], fin[moved], atol=1e-9)
+    np.testing.assert_allclose(paths.latent[~moved], base.paths("r").latent[~moved])
+
+
+def test_widen_only_by_default_and_narrowing_on_request():
+    wide = _cases(true_sd=0.5)  # intervals twice too wide
+    assert np.allclose(fit_calibration(wide).w_up, 1.0) and np.allclose(fit_calibration(wide).w_dn, 1.0)
+    cal = fit_calibration(wide, w_min=0.3)
+    assert np.allclose(cal.w_up, 0.5, atol=0.1) and np.allclose(cal.w_dn, 0.5, atol=0.1)
+
+
+def test_leave_share_is_learned_where_runs_collapse_and_zero_where_none_do():
+    rng = np.random.default_rng(0)
+    rows, draws = [], []
+    for i in range(240):
+        collapsed = i % 5 == 0  # a fifth of the runs end between the floor (0) and the level (0.6)
+        truth = rng.uniform(0.0, 0.6) if collapsed else 0.8 + 0.02 * rng.standard_normal()
+        x = 0.8 + 0.02 * rng.standard_normal(400)
+        q = np.quantile(x, (0.1, 0.5, 0.9))
+        rows.append(dict(source=f"s{i % 6}", cutoff=(0.1, 0.3)[i % 2], truth=truth, range=1.0, level=0.6, floor=0.0,
+                         q10=q[0], q50=q[1], q90=q[2]))
+        draws.append(x)
+    cases = pd.DataFrame(rows)
+    cal = fit_calibration(cases, draws=draws, grid=(0.1, 0.3), leave=True)
+    assert all(0.12 <= p <= 0.28 for p in cal.p_leave), cal.p_leave
+    keep = [i for i in range(len(rows)) if i % 5]
+    cal0 = fit_calibration(cases.iloc[keep], draws=[draws[i] for i in keep], grid=(0.1, 0.3), leave=True)
+    assert cal0.p_leave == (0.0, 0.0)
+    with pytest.raises(ValueError, match="draws"):
+        fit_calibration(cases, leave=True)

@@ -26,9 +26,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Calibration", "fit_calibration", "identity_calibration", "W_MIN", "W_MAX"]
+__all__ = ["Calibration", "fit_calibration", "identity_calibration", "leave_anchor", "W_MIN", "W_MAX"]
 
 W_MIN, W_MAX = 0.5, 6.0  # the layer never shrinks an interval below half or widens it beyond 6x
 
@@ -41,8 +41,19 @@ class Calibration(BaseModel):
     fraction_grid: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
     w_up: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     w_dn: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+    p_leave: tuple[float, ...] = ()  # empty: no draw leaves the regime
     name: str = "identity"
     provenance: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _lengths(self):
+        n = len(self.fraction_grid)
+        for name in ("w_up", "w_dn") + (("p_leave",) if self.p_leave else ()):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"calibration {self.name!r}: {name} has {len(getattr(self, name))} values for {n} fractions")
+        if any(not 0.0 <= v < 1.0 for v in self.p_leave):
+            raise ValueError(f"calibration {self.name!r}: p_leave must lie in [0, 1)")
+        return self
 
     @property
     def identity(self) -> str:
@@ -54,15 +65,39 @@ class Calibration(BaseModel):
         return (float(np.interp(fraction, self.fraction_grid, self.w_dn)),
                 float(np.interp(fraction, self.fraction_grid, self.w_up)))  # fmt: skip
 
-    def apply(self, draws, *, fraction: float) -> np.ndarray:
-        """Calibrated draws (same number and order as ``draws``; run units)."""
+    def leave(self, n: int, *, fraction: float, level: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """The draws that leave the regime: ``(indices, final values)``.
+
+        A share ``p_leave(f)`` of the ``n`` draws (a fixed subset: the same for the final reward and
+        its paths) ends anywhere between the reward's floor and the current level (evenly spread),
+        the outcome of a run that peaks and declines or collapses. Nothing is left when the share
+        rounds to no draw or the level is unknown.
+        """
+        p = float(np.interp(fraction, self.fraction_grid, self.p_leave)) if self.p_leave else 0.0
+        k = int(round(p * n))
+        if k == 0 or not (np.isfinite(level) and np.isfinite(floor)):
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        rng = np.random.default_rng(LEAVE_SEED)
+        idx = np.sort(rng.choice(n, size=k, replace=False))
+        lo = min(float(floor), float(level))
+        return idx, lo + (float(level) - lo) * (rng.permutation(k) + 0.5) / k
+
+    def apply(self, draws, *, fraction: float, level: float = float("nan"), floor: float = float("nan")) -> np.ndarray:
+        """Calibrated draws (same number and order as ``draws``; run units).
+
+        The widths scale each side about the median; then the draws of :meth:`leave` (given the
+        current ``level`` and the ``floor`` of :func:`leave_anchor`) are set to where they end.
+        """
         x = np.asarray(draws, dtype=float)
         if x.size == 0:
             return x
         w_dn, w_up = self.widths(fraction)
         med = float(np.median(x))
         d = x - med
-        return med + np.where(d > 0, w_up, w_dn) * d
+        out = med + np.where(d > 0, w_up, w_dn) * d
+        idx, v = self.leave(out.size, fraction=fraction, level=level, floor=floor)
+        out[idx] = v
+        return out
 
     def save(self, path) -> None:
         Path(path).write_text(self.model_dump_json(indent=2) + "\n")
@@ -81,6 +116,31 @@ class Calibration(BaseModel):
         return cls.load(res) if res.is_file() else identity_calibration()
 
 
+LEAVE_SEED = 20_260_601  # the draws that leave the regime are a fixed subset (reproducible forecasts)
+
+
+def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float]:
+    """``(level, floor)`` of a run's observed prefix: where a run that leaves its regime starts from
+    and how low it can end.
+
+    The level is the mean of the last tenth of the prefix (at least 3 points); the floor is the
+    reward's lower bound (metadata or ``--reward-range``), else 0 for a reward that has stayed in
+    [0, 1], else the lowest observed value; never above the level.
+    """
+    y = np.asarray(prefix, dtype=float)
+    y = y[np.isfinite(y)]
+    if y.size == 0:
+        return float("nan"), float("nan")
+    level = float(y[-max(3, int(np.ceil(0.1 * y.size))):].mean())
+    if np.isfinite(reward_min):
+        floor = float(reward_min)
+    elif y.min() >= 0.0 and y.max() <= 1.0:
+        floor = 0.0
+    else:
+        floor = float(y.min())
+    return level, min(floor, level)
+
+
 def identity_calibration() -> Calibration:
     """The layer that changes nothing."""
     return Calibration()
@@ -92,40 +152,89 @@ def _wquantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     return float(x[o][min(np.searchsorted(cw, q), x.size - 1)])
 
 
-def fit_calibration(cases, *, grid=(0.1, 0.2, 0.3, 0.5), level: float = 0.8, name: str = "calibration",
-                    provenance=None) -> Calibration:
+def _case_weights(source) -> np.ndarray:
+    """Half per case, half per source (each source the same)."""
+    import pandas as pd
+
+    src = pd.Series(np.asarray(source)).astype(str)
+    n_src = src.map(src.value_counts()).to_numpy(float)
+    return 0.5 / len(src) + 0.5 / (src.nunique() * n_src)
+
+
+#: shares of draws leaving the regime tried by :func:`fit_calibration` (``leave=True``)
+P_LEAVE_GRID = tuple(np.round(np.arange(0.0, 0.31, 0.02), 2))
+
+
+def fit_calibration(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: float = 0.8, w_min: float = 1.0,
+                    leave: bool = False, name: str = "calibration", provenance=None) -> Calibration:
     """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric).
 
     Parameters
     ----------
     cases : DataFrame
         One row per case with ``source``, ``cutoff``, ``truth`` and the model's quantiles ``q10``,
-        ``q50``, ``q90`` of the final reward (a backtest's ``cases.csv``).
+        ``q50``, ``q90`` of the final reward (a backtest's ``cases.csv``). With ``leave``: also
+        ``range``, ``level`` and ``floor`` (:func:`leave_anchor` of the case's prefix).
+    draws : sequence of arrays, optional
+        The final-reward draws of each case (needed for ``leave``).
     level : float
         The central interval the tails are fitted for (0.8: 10% above, 10% below).
+    w_min : float
+        The smallest width ratio. The default 1 only ever widens: a layer learned on other sources
+        that narrows an interval was measured to cost coverage on the held-out source
+        (``bench/results/calibration_study.md``).
+    leave : bool
+        Also fit ``p_leave`` per fraction: the share (on :data:`P_LEAVE_GRID`) minimising the
+        weighted mean CRPS (divided by the case's ``range``); the widths are then fitted to the
+        quantiles of the draws with that share left.
     """
     import pandas as pd
 
+    from bayesgrpo.evaluation.metrics import crps_sample
+
     df = pd.DataFrame(cases).reset_index(drop=True)
+    w_case = _case_weights(df["source"])
+    cut = df["cutoff"].to_numpy(float)
+    p_leave = ()
+    if leave:
+        if draws is None or len(draws) != len(df):
+            raise ValueError("fit_calibration(leave=True) needs the draws of every case")
+        ps = []
+        for c in grid:
+            m = np.where(np.isclose(cut, c))[0]
+            if m.size < 5:
+                ps.append(0.0)
+                continue
+            cost = []
+            for p in P_LEAVE_GRID:
+                one = Calibration(fraction_grid=(c,), w_up=(1.0,), w_dn=(1.0,), p_leave=(p,), name="fit")
+                cost.append(sum(w_case[i] * crps_sample(one.apply(draws[i], fraction=c, level=df["level"][i],
+                                                                  floor=df["floor"][i]), df["truth"][i]) / df["range"][i]
+                                for i in m))  # fmt: skip
+            ps.append(float(P_LEAVE_GRID[int(np.argmin(cost))]))
+        p_leave = tuple(ps)
+        lv = Calibration(fraction_grid=tuple(grid), w_up=(1.0,) * len(grid), w_dn=(1.0,) * len(grid), p_leave=p_leave,
+                         name="fit")  # fmt: skip
+        q = np.array([np.quantile(lv.apply(draws[i], fraction=cut[i], level=df["level"][i], floor=df["floor"][i]),
+                                  (0.1, 0.5, 0.9)) for i in range(len(df))])  # fmt: skip
+        df = df.assign(q10=q[:, 0], q50=q[:, 1], q90=q[:, 2])
     tail = (1.0 + level) / 2.0
     med = df["q50"].to_numpy(float)
     up = np.maximum(df["q90"].to_numpy(float) - med, 1e-12)
     dn = np.maximum(med - df["q10"].to_numpy(float), 1e-12)
     y = df["truth"].to_numpy(float)
     r_up, r_dn = (y - med) / up, (med - y) / dn
-    n_src = df.groupby("source")["source"].transform("count").to_numpy(float)
-    w_case = 0.5 / len(df) + 0.5 / (df["source"].nunique() * n_src)
     ws_up, ws_dn = [], []
     for c in grid:
-        m = np.isclose(df["cutoff"].to_numpy(float), c)
+        m = np.isclose(cut, c)
         if m.sum() < 5:
             ws_up.append(1.0)
             ws_dn.append(1.0)
             continue
-        ws_up.append(float(np.clip(_wquantile(r_up[m], w_case[m], tail), W_MIN, W_MAX)))
-        ws_dn.append(float(np.clip(_wquantile(r_dn[m], w_case[m], tail), W_MIN, W_MAX)))
+        ws_up.append(float(np.clip(_wquantile(r_up[m], w_case[m], tail), w_min, W_MAX)))
+        ws_dn.append(float(np.clip(_wquantile(r_dn[m], w_case[m], tail), w_min, W_MAX)))
     prov = dict(provenance or {})
-    prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level,
+    prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level, w_min=w_min, leave=bool(leave),
                 method="split-conformal width of each tail per observed fraction; cases weigh half per case, half per source")  # fmt: skip
     return Calibration(fraction_grid=tuple(float(g) for g in grid), w_up=tuple(round(v, 4) for v in ws_up),
-                       w_dn=tuple(round(v, 4) for v in ws_dn), name=name, provenance=prov)  # fmt: skip
+                       w_dn=tuple(round(v, 4) for v in ws_dn), p_leave=p_leave, name=name, provenance=prov)  # fmt: skip

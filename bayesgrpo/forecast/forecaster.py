@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
-from bayesgrpo.forecast.calibration import Calibration, identity_calibration
+from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
 from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
@@ -494,6 +494,7 @@ class FittedForecast:
         observed = obs_z * sc + lo
         latent_run = latent_z * sc + lo
         cal = self.config.calibration
+        latent_now = (m[..., 0] + p["r_star"]) * sc + lo
         if cal.name != "identity":
             # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
             frac = float(arr.fraction[0])
@@ -503,6 +504,12 @@ class FittedForecast:
                 med = np.median(arr_, axis=0, keepdims=True)
                 d = arr_ - med
                 arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
+            # the draws that leave the regime go (linearly in time) from where they are now to where they end
+            idx, end = cal.leave(latent_run.shape[0], fraction=frac, **self._leave_anchor(run_id))
+            if idx.size:
+                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
+                observed[idx] += new - latent_run[idx]
+                latent_run[idx] = new
         if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
             observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                                info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -511,7 +518,7 @@ class FittedForecast:
             r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
             horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
-            interval=info.interval, latent_now=(m[..., 0] + p["r_star"]) * sc + lo,
+            interval=info.interval, latent_now=latent_now,
             refresh_interval=info.refresh_interval if info.refresh_interval > 1 else None,
             stop_step=info.s0 + stop, stop_reached=reached,
         )  # fmt: skip
@@ -520,6 +527,12 @@ class FittedForecast:
             old, _ = self._cache.popitem(last=False)
             self._window.pop(old, None)
         return out
+
+    def _leave_anchor(self, run_id: str) -> dict:
+        """Where a draw that leaves the regime starts and how low it may end (``leave_anchor``)."""
+        info: RunInfo = self.infos[run_id]
+        level, floor = leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
+        return {"level": level, "floor": floor}
 
     def final_draws(self, run_id: str) -> np.ndarray:
         """Draws of the final reward (mean logged reward over the final window), run units.
@@ -538,7 +551,8 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]))
+        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]),
+                                            **self._leave_anchor(run_id))  # fmt: skip
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip

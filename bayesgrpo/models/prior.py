@@ -46,9 +46,18 @@ def default_prior_path(kind: str = "oscillator"):
         return Path(env)
     from importlib.resources import files
 
+    from bayesgrpo.models.kinds import MODEL_KINDS
+
     res = files("bayesgrpo.resources")
     own = res.joinpath(f"population_prior_{kind}.json")
-    return own if own.is_file() else res.joinpath(PRIOR_RESOURCE)
+    if own.is_file():
+        return own
+    spec = MODEL_KINDS.get(kind)
+    if spec is not None and spec.degeneracy:  # a degeneracy kind without its own fit: the degeneracy kind's prior
+        deg = res.joinpath("population_prior_degeneracy.json")
+        if deg.is_file():
+            return deg
+    return res.joinpath(PRIOR_RESOURCE)
 
 
 class PopulationPrior(BaseModel):
@@ -128,8 +137,9 @@ class PopulationPrior(BaseModel):
     def default(cls, kind: str = "oscillator") -> PopulationPrior:
         """The packaged prior of a model kind (or ``$BAYESGRPO_PRIOR``); :class:`PriorError` if unreadable.
 
-        Kinds with their own fitted prior ship ``population_prior_<kind>.json``; the others (the
-        linear kinds) share ``population_prior.json``.
+        Kinds with their own fitted prior ship ``population_prior_<kind>.json``; a degeneracy kind
+        without one (``logistic``) uses the degeneracy kind's (its ``lam`` keeps the default prior);
+        the linear kinds share ``population_prior.json``.
         """
         return cls.load(default_prior_path(kind))
 

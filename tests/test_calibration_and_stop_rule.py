@@ -143,3 +143,28 @@ def test_leave_share_is_learned_where_runs_collapse_and_zero_where_none_do():
     assert cal0.p_leave == (0.0, 0.0)
     with pytest.raises(ValueError, match="draws"):
         fit_calibration(cases, leave=True)
+
+
+def test_additive_tails_widen_even_a_zero_width_forecast():
+    # forecasts of (almost) no width, outcomes spread by 0.3 x scale above: a ratio cannot help, a shift does
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(400):
+        truth = 0.5 + 0.3 * abs(rng.standard_normal()) * 2.0  # scale 2.0: misses of 0.6 x |z| above
+        rows.append(dict(source=f"s{i % 5}", cutoff=(0.1, 0.5)[i % 2], truth=truth, scale=2.0,
+                         q10=0.5 - 1e-6, q50=0.5, q90=0.5 + 1e-6))
+    cases = pd.DataFrame(rows)
+    cal = fit_calibration(cases, additive=True, grid=(0.1, 0.5))
+    assert cal.w_up == (1.0, 1.0)
+    z90 = stats.halfnorm.ppf(0.9)
+    assert np.allclose(cal.c_up, 0.3 * z90, rtol=0.15) and np.allclose(cal.c_dn, 0.0, atol=1e-6)
+    x = 0.5 + 1e-6 * rng.standard_normal(4000)
+    out = cal.apply(x, fraction=0.1, scale=2.0)
+    assert np.quantile(out, 0.9) == pytest.approx(0.5 + 2.0 * cal.c_up[0], rel=0.02)
+    assert np.quantile(out, 0.1) == pytest.approx(np.quantile(x, 0.1), abs=1e-5)  # the lower tail as it was
+    np.testing.assert_array_equal(cal.apply(x, fraction=0.1), x)  # no scale given: no shift
+    # paths: nothing at the last observation, all of it at the horizon
+    paths = np.repeat(x[:, None], 3, axis=1)
+    wide = cal.stretch(paths, fraction=0.1, scale=2.0, go=np.array([[0.0, 0.5, 1.0]]), axis=0)
+    up = np.quantile(wide, 0.9, axis=0) - 0.5
+    assert up[0] == pytest.approx(np.quantile(x, 0.9) - 0.5, abs=1e-6) and up[2] == pytest.approx(2 * up[1], rel=0.05)

@@ -235,3 +235,25 @@ def test_help_of_every_verb_shares_the_grammar():
         res = invoke(verb, "--help")
         for opt in ("--model" if verb != "compare" else "--models", "--draws", "--tune", "--chains", "--seed", "--out-dir"):
             assert opt in res.output, (verb, opt)
+
+
+def test_unreadable_prior_is_one_line_not_a_traceback(tmp_path, mock_sampler, monkeypatch):
+    p = write_runs(tmp_path)
+    monkeypatch.setenv("BAYESGRPO_PRIOR", str(tmp_path / "no_such_prior.json"))
+    res = invoke("forecast", p, "--horizon", 200)
+    assert res.exit_code == 2, res.output
+    one_error_line(res, "no_such_prior.json")
+    (tmp_path / "bad.json").write_text("{not json")
+    monkeypatch.setenv("BAYESGRPO_PRIOR", str(tmp_path / "bad.json"))
+    res = invoke("forecast", p, "--horizon", 200)
+    assert res.exit_code == 2, res.output
+    one_error_line(res, "bad.json")
+
+
+def test_until_step_before_the_first_logged_step_names_the_option(tmp_path, mock_sampler):
+    s = np.arange(100, 160)
+    p = tmp_path / "late.csv"
+    pd.DataFrame({"run_id": "late", "step": s, "reward": 0.2 + 0.001 * s}).to_csv(p, index=False)
+    res = invoke("forecast", p, "--horizon", 400, "--until-step", 50)
+    assert res.exit_code != 0
+    assert "--until-step 50" in res.output and "first logged step is 100" in res.output, res.output

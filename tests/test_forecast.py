@@ -270,3 +270,29 @@ def test_forecast_with_context_uses_the_pooled_prior(mock_sampler):
     last = mock_sampler["calls"][-1]
     pop = fit.config.prior.values_at(fit.arrays.fraction)["gain_mu"]
     assert last["y"].shape[1] == 1 and not np.isclose(last["prior_gain_mu"][0], pop[0])
+
+
+@pytest.mark.parametrize("kind", ["oscillator", "degeneracy", "logistic", "saturation", "scaling"])
+def test_every_kind_keeps_what_its_forecast_needs(mock_sampler, kind):
+    """A fit keeps a subset of the posterior (STORED_VARS): every kind's forecast parameters must be in it
+    (the logistic kind's lam was once dropped, and every logistic forecast failed)."""
+    from bayesgrpo.forecast.forecaster import STORED_VARS
+    from bayesgrpo.models.kinds import get_kind
+
+    assert set(get_kind(kind).param_names) <= set(STORED_VARS)
+    mock_sampler["params"].update(L=-0.5, lam=1.0)
+    tab = Forecaster(kind, sampler=SMALL).fit(_runs()).table()
+    assert len(tab) == 1 and np.isfinite(tab[["final_q05", "final_q50", "final_q95", "stop_q50"]].to_numpy(float)).all()
+
+
+def test_posterior_of_a_prefix_does_not_depend_on_the_horizon():
+    """Real sampling: the same prefix (planned length known) forecast to two horizons has the same posterior
+    (the timescale prior is in steps; the horizon only decides how far the paths are propagated)."""
+    runs = _runs(n_steps=120, max_steps=400)
+    smp = SamplerConfig(draws=100, tune=100, chains=2, seed=5)
+    a = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=300)
+    b = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=600)
+    for v in ("r_star", "tau", "mu", "sigma_m"):
+        np.testing.assert_array_equal(a.posterior[v].to_numpy(), b.posterior[v].to_numpy())
+    assert a.infos["r1"].horizon == 300 and b.infos["r1"].horizon == 600
+    assert b.table()["final_q50"].iloc[0] >= a.table()["final_q50"].iloc[0] - 0.02  # farther on a rising curve

@@ -93,7 +93,8 @@ def run_forecast(
     t_start = time.perf_counter()
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
-    fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+    with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
+        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     where = f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
              + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about 15-30 s; "

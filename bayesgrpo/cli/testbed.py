@@ -31,16 +31,16 @@ def sweep_cmd(
     except (ValidationError, ValueError) as e:
         fail(f"{config}: not a valid sweep configuration ({str(e).splitlines()[0]})")
     n = len(cfg.expand())
-    typer.echo(f"{config}: {n} runs in {len(cfg.groups)} groups, {jobs} job(s)")
+    typer.echo(f"{config}: {n} runs in {len(cfg.groups)} groups, {jobs} job(s)", err=True)
     t0 = time.perf_counter()
 
     def progress(k: int, total: int, run_id: str, dt: float) -> None:
         if not quiet:
-            typer.echo(f"[{k:4d}/{total}] {run_id:<40s} {dt:6.2f}s  (elapsed {time.perf_counter() - t0:7.1f}s)")
+            typer.echo(f"[{k:4d}/{total}] {run_id:<40s} {dt:6.2f}s  (elapsed {time.perf_counter() - t0:7.1f}s)", err=True)
 
     data, meta = sweep(cfg, jobs=jobs, progress=progress)
     p_runs, p_meta = write_runs(data, meta, out, gzip=gzip)
-    typer.echo(f"wrote {p_runs} ({len(data)} rows) and {p_meta} ({len(meta)} runs) in {time.perf_counter() - t0:.1f}s")
+    typer.echo(f"wrote {p_runs} ({len(data)} rows) and {p_meta} ({len(meta)} runs) in {time.perf_counter() - t0:.1f}s", err=True)
 
 
 @testbed_app.command("run")
@@ -79,7 +79,7 @@ def run_cmd(
         fail(f"--set {'.'.join(map(str, err['loc']))}: {err['msg']}")
     df, meta, dt = run_one(("run", cfg, {}))
     write_runs(df, pd.DataFrame([meta]), out)
-    typer.echo(f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}")
+    typer.echo(f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}", err=True)
 
 
 if __name__ == "__main__":  # python -m bayesgrpo.cli.testbed sweep ...

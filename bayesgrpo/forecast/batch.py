@@ -181,6 +181,9 @@ def forecast_batch(
         msg = _check_run(observed, rid, horizons[rid], min_points=min_points, n_draws=n_draws)
         if msg is None:
             continue
+        if until_step is not None and len(observed.run(rid)) < min_points and len(runs.run(rid)):
+            first = int(runs.run(rid)[STEP].iloc[0])
+            msg += f" with --until-step {int(until_step)} (its first logged step is {first})"
         if strict:
             raise ForecastError(msg)
         errors[rid] = msg

@@ -42,13 +42,15 @@ class Calibration(BaseModel):
     w_up: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     w_dn: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
     p_leave: tuple[float, ...] = ()  # empty: no draw leaves the regime
+    c_up: tuple[float, ...] = ()  # additive: the 90% point moves up by c_up x the run's scale (empty: none)
+    c_dn: tuple[float, ...] = ()  # and the 10% point down by c_dn x scale
     name: str = "identity"
     provenance: dict = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _lengths(self):
         n = len(self.fraction_grid)
-        for name in ("w_up", "w_dn") + (("p_leave",) if self.p_leave else ()):
+        for name in ("w_up", "w_dn") + tuple(f for f in ("p_leave", "c_up", "c_dn") if getattr(self, f)):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"calibration {self.name!r}: {name} has {len(getattr(self, name))} values for {n} fractions")
         if any(not 0.0 <= v < 1.0 for v in self.p_leave):
@@ -64,6 +66,31 @@ class Calibration(BaseModel):
         """``(w_dn, w_up)`` at an observed fraction (constant beyond the grid)."""
         return (float(np.interp(fraction, self.fraction_grid, self.w_dn)),
                 float(np.interp(fraction, self.fraction_grid, self.w_up)))  # fmt: skip
+
+    def shifts(self, fraction: float) -> tuple[float, float]:
+        """``(c_dn, c_up)``: the additive widening of each tail, in units of the run's scale."""
+        if not self.c_up:
+            return 0.0, 0.0
+        return (float(np.interp(fraction, self.fraction_grid, self.c_dn)),
+                float(np.interp(fraction, self.fraction_grid, self.c_up)))  # fmt: skip
+
+    def stretch(self, x, *, fraction: float, scale: float, go=1.0, axis=None) -> np.ndarray:
+        """Draws with each tail stretched so that its 10% / 90% point moves out by ``c x scale x go``.
+
+        ``go`` (a number, or one per column of ``x`` with ``axis=0``) is the share of the time to go:
+        paths widen from nothing at the last observation to all of it at the horizon. A forecast
+        whose own interval is narrow (a flat prefix) gains what the population's misses say.
+        """
+        c_dn, c_up = self.shifts(fraction)
+        x = np.asarray(x, dtype=float)
+        if (c_dn == 0.0 and c_up == 0.0) or not np.isfinite(scale) or x.size == 0:
+            return x
+        med = np.median(x, axis=axis, keepdims=axis is not None)
+        s_up = np.maximum(np.quantile(x, 0.9, axis=axis, keepdims=axis is not None) - med, 1e-9 * scale)
+        s_dn = np.maximum(med - np.quantile(x, 0.1, axis=axis, keepdims=axis is not None), 1e-9 * scale)
+        d = x - med
+        g = np.asarray(go, dtype=float)
+        return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))
 
     def leave(self, n: int, *, fraction: float, level: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
         """The draws that leave the regime: ``(indices, final values)``.
@@ -82,11 +109,13 @@ class Calibration(BaseModel):
         lo = min(float(floor), float(level))
         return idx, lo + (float(level) - lo) * (rng.permutation(k) + 0.5) / k
 
-    def apply(self, draws, *, fraction: float, level: float = float("nan"), floor: float = float("nan")) -> np.ndarray:
+    def apply(self, draws, *, fraction: float, level: float = float("nan"), floor: float = float("nan"),
+              scale: float = float("nan")) -> np.ndarray:
         """Calibrated draws (same number and order as ``draws``; run units).
 
-        The widths scale each side about the median; then the draws of :meth:`leave` (given the
-        current ``level`` and the ``floor`` of :func:`leave_anchor`) are set to where they end.
+        The widths scale each side about the median; the additive shifts (given the run's ``scale``,
+        :meth:`stretch`) widen each tail; then the draws of :meth:`leave` (given the current ``level``
+        and the ``floor`` of :func:`leave_anchor`) are set to where they end.
         """
         x = np.asarray(draws, dtype=float)
         if x.size == 0:
@@ -94,7 +123,7 @@ class Calibration(BaseModel):
         w_dn, w_up = self.widths(fraction)
         med = float(np.median(x))
         d = x - med
-        out = med + np.where(d > 0, w_up, w_dn) * d
+        out = self.stretch(med + np.where(d > 0, w_up, w_dn) * d, fraction=fraction, scale=scale)
         idx, v = self.leave(out.size, fraction=fraction, level=level, floor=floor)
         out[idx] = v
         return out
@@ -166,7 +195,8 @@ P_LEAVE_GRID = tuple(np.round(np.arange(0.0, 0.31, 0.02), 2))
 
 
 def fit_calibration(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: float = 0.8, w_min: float = 1.0,
-                    leave: bool = False, name: str = "calibration", provenance=None) -> Calibration:
+                    leave: bool = False, additive: bool = False, name: str = "calibration",
+                    provenance=None) -> Calibration:
     """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric).
 
     Parameters
@@ -183,6 +213,11 @@ def fit_calibration(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: floa
         The smallest width ratio. The default 1 only ever widens: a layer learned on other sources
         that narrows an interval was measured to cost coverage on the held-out source
         (``bench/results/calibration_study.md``).
+    additive : bool
+        Fit additive shifts instead of width ratios (conformalised quantile regression, Romano et al.
+        2019): ``c_up`` is the weighted 90% quantile of ``(y - q90) / scale`` (at least 0), ``c_dn``
+        that of ``(q10 - y) / scale``; needs ``scale``, the run's normalisation scale at the cutoff.
+        A ratio cannot widen an interval of (almost) no width; a shift can.
     leave : bool
         Also fit ``p_leave`` per fraction: the share (on :data:`P_LEAVE_GRID`) minimising the
         weighted mean CRPS (divided by the case's ``range``); the widths are then fitted to the
@@ -224,17 +259,31 @@ def fit_calibration(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: floa
     dn = np.maximum(med - df["q10"].to_numpy(float), 1e-12)
     y = df["truth"].to_numpy(float)
     r_up, r_dn = (y - med) / up, (med - y) / dn
-    ws_up, ws_dn = [], []
+    ws_up, ws_dn, cs_up, cs_dn = [], [], [], []
+    if additive:
+        sc = df["scale"].to_numpy(float)
+        a_up, a_dn = (y - df["q90"].to_numpy(float)) / sc, (df["q10"].to_numpy(float) - y) / sc
     for c in grid:
         m = np.isclose(cut, c)
         if m.sum() < 5:
             ws_up.append(1.0)
             ws_dn.append(1.0)
+            cs_up.append(0.0)
+            cs_dn.append(0.0)
+            continue
+        if additive:
+            ws_up.append(1.0)
+            ws_dn.append(1.0)
+            cs_up.append(float(max(0.0, _wquantile(a_up[m], w_case[m], tail))))
+            cs_dn.append(float(max(0.0, _wquantile(a_dn[m], w_case[m], tail))))
             continue
         ws_up.append(float(np.clip(_wquantile(r_up[m], w_case[m], tail), w_min, W_MAX)))
         ws_dn.append(float(np.clip(_wquantile(r_dn[m], w_case[m], tail), w_min, W_MAX)))
     prov = dict(provenance or {})
     prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level, w_min=w_min, leave=bool(leave),
+                additive=bool(additive),
                 method="split-conformal width of each tail per observed fraction; cases weigh half per case, half per source")  # fmt: skip
     return Calibration(fraction_grid=tuple(float(g) for g in grid), w_up=tuple(round(v, 4) for v in ws_up),
-                       w_dn=tuple(round(v, 4) for v in ws_dn), p_leave=p_leave, name=name, provenance=prov)  # fmt: skip
+                       w_dn=tuple(round(v, 4) for v in ws_dn), p_leave=p_leave,
+                       c_up=tuple(round(v, 4) for v in cs_up) if additive else (),
+                       c_dn=tuple(round(v, 4) for v in cs_dn) if additive else (), name=name, provenance=prov)  # fmt: skip

@@ -68,7 +68,8 @@ TABLE_COLUMNS = [
 HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
 #: per-run posterior variables a fit keeps (what forecasts and health need; the non-centred z_* of
 #: the sampler are dropped: 8 of 13 variables, a third less memory per run)
-STORED_VARS = ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m", "tau", "L", "wander")
+#: (every kind's forecast parameters, from the registry, plus the health variables)
+STORED_VARS = tuple(dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(HEALTH_VARS)))
 #: paths of at most this many runs are kept in memory at once (recomputed exactly on demand)
 PATH_CACHE_RUNS = 16
 
@@ -504,6 +505,9 @@ class FittedForecast:
                 med = np.median(arr_, axis=0, keepdims=True)
                 d = arr_ - med
                 arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
+            if cal.c_up:  # the additive tails, growing with the time to go like the widths
+                for arr_ in (observed, latent_run):
+                    arr_[...] = cal.stretch(arr_, fraction=frac, scale=sc, go=tau_go[None, :], axis=0)
             # the draws that leave the regime go (linearly in time) from where they are now to where they end
             idx, end = cal.leave(latent_run.shape[0], fraction=frac, **self._leave_anchor(run_id))
             if idx.size:
@@ -551,7 +555,7 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]),
+        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale,
                                             **self._leave_anchor(run_id))  # fmt: skip
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,

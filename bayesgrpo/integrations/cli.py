@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from rich.markup import escape
+
 __all__ = ["watch_cmd", "mount", "WATCH_HELP"]
 
 WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/JSONL log, wandb:run) and re-forecast every N new steps."
@@ -20,12 +22,12 @@ WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/J
 def _live_table(results, *, title: str):
     from rich.table import Table
 
-    t = Table(title=title, header_style="bold")
+    t = Table(title=escape(title), header_style="bold")
     for c in ("step", "final reward [80%]", "P(>=target)", "stop step", "P(plateaued)", "budget stop", "flags", "fit s"):
         t.add_column(c)
     for r in results[-12:]:
         if not r.get("ok"):
-            t.add_row("-", f"[red]failed: {str(r.get('error'))[:60]}[/]", "", "", "", "", "", "")
+            t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", "", "", "", "", "", "")
             continue
         flags = ",".join(f"{m}={v}" for m, v in (r.get("flags") or {}).items() if v not in ("none", "watch")) or "-"
         t.add_row(
@@ -96,7 +98,7 @@ def watch_cmd(
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
             live.stop()
-        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {e}")
+        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {escape(str(e))}")
         raise typer.Exit(2) from None
     finally:
         if live is not None:

@@ -93,6 +93,7 @@ class RunInfo:
 
 
 NOISE_FLOOR = 0.02  # normalised units: a prior centre below 2% of the reward scale is not credible
+SIGMA_M_FLOOR = 0.01  # normalised units: the measurement noise never falls below 1% of the reward scale
 NOISE_FEW_POINTS = 0.3  # prior centre of the noise when there are too few differences to estimate it
 
 

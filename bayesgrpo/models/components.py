@@ -55,11 +55,21 @@ def stiffness(mu, tau, *, dims: str = "run"):
 
 
 def measurement_noise(noise, log_sd, *, dims: str = "run"):
-    """``sigma_m = noise * exp(log_sd * z_noise)`` around the robust estimate ``noise``."""
+    """``sigma_m = sqrt(SIGMA_M_FLOOR^2 + (noise * exp(log_sd * z_noise))^2)`` around the robust estimate ``noise``.
+
+    The floor (normalised units, :data:`bayesgrpo.models.arrays.SIGMA_M_FLOOR`) is the resolution of a
+    logged reward: a batch mean is never known better than that. Without it a prefix that is exactly
+    constant (a 0/1 reward logged as 0.0 or 0.01 at every step before the rise) has a likelihood
+    that grows without bound as ``sigma_m -> 0``: the sampler sticks there (r_hat > 2) and the
+    forecast has zero width.
+    """
     import pymc as pm
     import pytensor.tensor as pt
 
-    return pm.Deterministic("sigma_m", noise * pt.exp(run_effect("noise", 0.0, log_sd, dims=dims)), dims=dims)
+    from bayesgrpo.models.arrays import SIGMA_M_FLOOR
+
+    free = noise * pt.exp(run_effect("noise", 0.0, log_sd, dims=dims))
+    return pm.Deterministic("sigma_m", pt.sqrt(SIGMA_M_FLOOR**2 + free**2), dims=dims)
 
 
 def process_noise(wander, a, mu, *, dims: str = "run"):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
@@ -81,7 +83,8 @@ def plot_budget(
                       f" (90% {rec.reward_q05:.3g}..{rec.reward_q95:.3g})")
             if rec.steps_saved is not None:
                 title += f"; saves {rec.steps_saved} of max_steps {rec.max_steps}"
-    ax.set_title(title, fontsize=10)
+    # long run ids and recommendations wrap instead of running off the figure
+    ax.set_title("\n".join(textwrap.fill(line, 95) for line in title.split("\n")), fontsize=10)
 
     ax2 = axes[1]
     if has_p:

@@ -296,3 +296,20 @@ def test_posterior_of_a_prefix_does_not_depend_on_the_horizon():
         np.testing.assert_array_equal(a.posterior[v].to_numpy(), b.posterior[v].to_numpy())
     assert a.infos["r1"].horizon == 300 and b.infos["r1"].horizon == 600
     assert b.table()["final_q50"].iloc[0] >= a.table()["final_q50"].iloc[0] - 0.02  # farther on a rising curve
+
+
+def test_flat_prefix_at_the_floor_is_not_a_narrow_future():
+    """Real sampling, the verl-like case of physics.md section 9: a 0/1-reward pass rate logged as exactly 0.01
+    for 25 of 116 steps. The sampler must not stick (a constant prefix once gave r_hat > 2 and a zero-width
+    interval), and the packaged calibration layer (the population's late rises) must keep room above."""
+    steps = np.arange(1, 26)
+    runs = RunSet.from_frames(pd.DataFrame({"run_id": "flat", "step": steps, "reward": 0.01}),
+                              pd.DataFrame({"run_id": ["flat"], "max_steps": [116]}))  # fmt: skip
+    smp = SamplerConfig(draws=300, tune=300, chains=2, seed=0)
+    fit = Forecaster(sampler=smp).fit(runs, horizon=116)  # bounds [0, 1] inferred: the scale is known
+    row = fit.table().iloc[0]
+    assert row.r_hat_max < 1.05
+    assert fit.config.calibration.c_up and row.final_q90 - row.final_q50 >= 0.03  # room above: 3x the current level
+    assert 0.0 <= row.final_q05 <= row.final_q50 <= 0.1  # most likely still near the floor by step 116
+    raw = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=116).table().iloc[0]
+    assert raw.final_q90 - raw.final_q50 < row.final_q90 - row.final_q50

@@ -64,7 +64,7 @@ def main():
             warnings.simplefilter("ignore")
             fit = Forecaster(CONFIG, prior=prior, calibration=cal if cal is not None else False).fit(
                 full.truncate(until_step=int(r["observed_until"])), horizon=int(r["horizon"]))
-        fig = fit.plot(r["run_id"], truth=full)
+        fig = fit.plot(r["run_id"], truth=full.run(r["run_id"]))
         fig.suptitle(f"{shape}: {s} (cutoff {r['cutoff']:g}; prior and calibration without this source)", fontsize=9)
         p = OUT / f"forecast_dev_{shape}.png"
         fig.savefig(p, dpi=100)

@@ -101,7 +101,7 @@ NB = {
         new_code_cell(
             'rid = runs.run_ids[0]\n'
             "from bayesgrpo.plots.fan import fan_chart\n"
-            "fig = fan_chart(fit, rid, truth=runs.run(rid))"
+            "show(fan_chart(fit, rid, truth=runs.run(rid)))"
         ),
         new_code_cell(
             "full = runs.run(rid)\n"
@@ -132,7 +132,7 @@ NB = {
             '    rid2 = "Qwen3-4B-GRPO-math__Qwen3__4B__GRPO__85579e5"\n'
             "    one = real.select([rid2])\n"
             "    fit2 = Forecaster(sampler=sampler).fit(one.truncate(fraction=0.3), horizon=int(one.run(rid2).step.iloc[-1]))\n"
-            "    fan_chart(fit2, rid2, truth=one.run(rid2))\n"
+            "    display(show(fan_chart(fit2, rid2, truth=one.run(rid2))))\n"
             "    display(fit2.table()[['final_q10', 'final_q50', 'final_q90', 'r_hat_max']])"
         ),
     ],
@@ -158,7 +158,7 @@ NB = {
             "res.contrasts.round(3)"
         ),
         new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
-        new_code_cell("fig = res.forest()  # drawn with pyplot, shown inline"),
+        new_code_cell("show(res.forest())"),
         new_markdown_cell("Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"),
         new_code_cell("res.loo"),
         new_markdown_cell(

@@ -243,10 +243,13 @@ def test_tensorboard_resumed_parts_keep_later():
 
 @needs_data
 def test_tensorboard_folder_is_one_run(tmp_path):
+    # three (re)starts of one run in the HF Trainer's layout: runs/<Mon DD_HH-MM-SS>_<host>/ per start (named
+    # from the event files' own timestamps); other sub-folders are separate runs (test_cli_edges)
     run_dir = tmp_path / "qwen-2.5-3b-r1-countdown"
-    for k in ("part1", "part2", "part3"):  # symlinks: the fixtures are not copied
-        (run_dir / k).mkdir(parents=True)
-        (run_dir / k / fx("tensorboard", k).name).symlink_to(fx("tensorboard", k))
+    starts = {"part1": "Feb18_08-07-31_fdse", "part2": "Feb19_09-18-27_fdse", "part3": "Feb19_10-10-25_fdse"}
+    for k, name in starts.items():  # symlinks: the fixtures are not copied
+        (run_dir / "runs" / name).mkdir(parents=True)
+        (run_dir / "runs" / name / fx("tensorboard", k).name).symlink_to(fx("tensorboard", k))
     assert detect_format(run_dir) == "tensorboard"
     with pytest.warns(DataWarning, match="more than once"):
         rs = read_runs(run_dir)

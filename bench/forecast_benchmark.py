@@ -268,8 +268,9 @@ def report(configs) -> None:
           f"cutoffs {', '.join(map(str, CUTOFFS))}; {len(full)} run x cutoff cases scored by every method.", "",
           "**Protocol.** " + (__doc__.split("Protocol\n--------\n")[1].split("\n\n")[0].replace("\n", " ")), "",
           "**bayesgrpo configurations.** " + "; ".join(f"`bayesgrpo[{n}]`: {CONFIGS[n]['doc']}" for n in configs) + "; "
-          "`+cal`: with the calibration layer (`bayesgrpo.forecast.calibration`) fitted leave-one-source-out on the "
-          "other sources' backtest cases of the same configuration. "
+          "`+cal`: with the calibration layer as shipped (`bayesgrpo.forecast.calibration`, widen-only split-conformal; "
+          "chosen in `bench/results/calibration_study.md`) fitted leave-one-source-out on the other sources' backtest "
+          "cases of the same configuration. "
           f"Sampler: nutpie, {DEFAULT_SAMPLER.chains} chains x {DEFAULT_SAMPLER.draws} draws / {DEFAULT_SAMPLER.tune} tune.", "",
           "**Peers** (`bayesgrpo.evaluation.peers`, identical prefix and horizon): `last_value`, `exponential`, "
           "`scalerl`, `pow3` (bounded least squares, 40 bootstrap refits), `domhan_fast` (Domhan et al.'s 11-family "

@@ -30,9 +30,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-import scipy.linalg
-import scipy.optimize
-import scipy.signal
 
 __all__ = [
     "SimResult",
@@ -169,6 +166,8 @@ def _simulate_constant_lag_1d(x0, mu, a, d, eps):
     if n_steps == 1:
         return out
     den = _lag_polynomial(a, mu, d)
+    import scipy.signal  # imported when used: scipy.signal alone costs ~1.5 s of every process's start
+
     zi = scipy.signal.lfiltic([1.0], den, y=np.full(len(den) - 1, x0))
     out[1:], _ = scipy.signal.lfilter([1.0], den, eps, zi=zi)
     return out
@@ -602,6 +601,8 @@ def _crossing_lag(a: float, mu: float) -> float:
     def gap(th):
         z = complex(math.cos(th), math.sin(th))
         return abs(z - 1.0) * abs(z - mu) - a
+    import scipy.optimize
+
     th = scipy.optimize.brentq(gap, 0.0, math.pi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     z = complex(math.cos(th), math.sin(th))
     return 1.0 + (math.pi / 2.0 - th / 2.0 - math.atan2((z - mu).imag, (z - mu).real)) / th
@@ -811,6 +812,8 @@ def stationary_covariance(*, a, momentum, sigma_p, lag: int = 0) -> np.ndarray:
         raise ValueError(f"no stationary covariance: spectral radius {rho:.6g} >= 1")
     q = np.zeros_like(f)
     q[0, 0] = float(sigma_p) ** 2
+    import scipy.linalg
+
     p = scipy.linalg.solve_discrete_lyapunov(f, q)
     return 0.5 * (p + p.T)
 

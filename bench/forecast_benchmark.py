@@ -115,26 +115,32 @@ def load_draws(name: str) -> dict:
 
 
 def calibrated_cases(name: str, cases: pd.DataFrame) -> pd.DataFrame:
-    """Leave-one-source-out calibration: for each source, the layer fitted on every OTHER source's
-    backtest cases of this configuration is applied to its cases' draws, which are then re-scored."""
-    from bayesgrpo.evaluation.scoring import score_draws
-    from bayesgrpo.forecast.calibration import fit_calibration
+    """Leave-one-source-out calibration: for each source, the layer as shipped (the variant
+    ``bench/calibration_study.py`` chose for this configuration; ``widen`` before it has run) fitted on
+    every OTHER source's backtest cases of this configuration is applied to its cases' draws, which
+    are then re-scored."""
+    import calibration_study as CS
 
-    draws = load_draws(name)
-    b = cases[(cases["method"] == f"bayesgrpo[{name}]") & cases["ok"].astype(bool)].copy()
-    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"])]
-    b = b[b["key"].isin(draws)]
+    from bayesgrpo.evaluation.scoring import score_draws
+
+    study = RES / "calibration_study.json"
+    shipped = json.loads(study.read_text()).get(name, {}).get("shipped", "widen") if study.exists() else "widen"
+    if shipped == "none":
+        return pd.DataFrame()
+    b, draws = CS.ledger(name, load_dev())
     rows, layers = [], {}
     for s in sorted(b["source"].unique()):
-        cal = fit_calibration(b[b["source"] != s], name=f"loso-{slug(s)}")
+        tr = np.flatnonzero(b["source"].to_numpy() != s)
+        cal = CS.fit_variant(b.iloc[tr], [draws[i] for i in tr], CS.VARIANTS[shipped], f"loso-{slug(s)}")
         layers[s] = cal.model_dump(exclude={"provenance"})
-        for r in b[b["source"] == s].itertuples():
-            x = cal.apply(draws[r.key], fraction=r.cutoff)
-            row = {k: getattr(r, k) for k in ("run_id", "source", "cutoff", "n_obs", "observed_until", "s0", "horizon",
-                                              "truth", "range", "seconds", "r_hat_max", "ess_min", "divergences")}  # fmt: skip
-            row.update(score_draws(x, r.truth, r.range), method=f"bayesgrpo[{name}+cal]", ok=True, message="")
+        for i in np.flatnonzero(b["source"].to_numpy() == s):
+            r = b.iloc[i]
+            x = cal.apply(draws[i], fraction=r.cutoff, level=r.level, floor=r.floor, scale=r.scale)
+            row = {k: r[k] for k in ("run_id", "source", "cutoff", "n_obs", "observed_until", "s0", "horizon",
+                                     "truth", "range", "seconds", "r_hat_max", "ess_min", "divergences")}  # fmt: skip
+            row.update(score_draws(x, r.truth, r["range"]), method=f"bayesgrpo[{name}+cal]", ok=True, message="")
             rows.append(row)
-    (WORK / name / "loso_calibration.json").write_text(json.dumps(layers, indent=1))
+    (WORK / name / "loso_calibration.json").write_text(json.dumps({"variant": shipped, "layers": layers}, indent=1))
     return pd.DataFrame(rows)
 
 
@@ -268,9 +274,9 @@ def report(configs) -> None:
           f"cutoffs {', '.join(map(str, CUTOFFS))}; {len(full)} run x cutoff cases scored by every method.", "",
           "**Protocol.** " + (__doc__.split("Protocol\n--------\n")[1].split("\n\n")[0].replace("\n", " ")), "",
           "**bayesgrpo configurations.** " + "; ".join(f"`bayesgrpo[{n}]`: {CONFIGS[n]['doc']}" for n in configs) + "; "
-          "`+cal`: with the calibration layer as shipped (`bayesgrpo.forecast.calibration`, widen-only split-conformal; "
-          "chosen in `bench/results/calibration_study.md`) fitted leave-one-source-out on the other sources' backtest "
-          "cases of the same configuration. "
+          "`+cal`: with the calibration layer as shipped (`bayesgrpo.forecast.calibration`; the variant chosen in "
+          "`bench/results/calibration_study.md`) fitted leave-one-source-out on the other sources' backtest cases of "
+          "the same configuration. "
           f"Sampler: nutpie, {DEFAULT_SAMPLER.chains} chains x {DEFAULT_SAMPLER.draws} draws / {DEFAULT_SAMPLER.tune} tune.", "",
           "**Peers** (`bayesgrpo.evaluation.peers`, identical prefix and horizon): `last_value`, `exponential`, "
           "`scalerl`, `pow3` (bounded least squares, 40 bootstrap refits), `domhan_fast` (Domhan et al.'s 11-family "

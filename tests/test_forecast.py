@@ -122,7 +122,8 @@ def test_recovers_plateau_and_timescale_from_simulated_run():
     falling = simulate(300, r0=0.8, r_star=0.3, a=0.01, momentum=0.5, sigma_p=0.002, sigma_m=0.05, seed=12)
     df2 = pd.DataFrame({"run_id": "fall", "step": np.arange(300), "reward": falling.observed})
     runs = RunSet.from_frames(pd.concat([df, df2]), pd.DataFrame({"run_id": ["sim", "fall"], "beta1": [mu, 0.5]}))
-    fit = Forecaster(sampler=SamplerConfig(draws=600, tune=600, seed=1)).fit(runs, horizon=600)
+    # the physics alone (the packaged calibration layer, tested elsewhere, widens the final interval)
+    fit = Forecaster(sampler=SamplerConfig(draws=600, tune=600, seed=1), calibration=False).fit(runs, horizon=600)
     tab = fit.table().set_index("run_id")
     assert tab.loc["fall", "plateau_q05"] <= 0.3 <= tab.loc["fall", "plateau_q95"]
     assert tab.loc["fall", "final_q95"] < 0.45 < 0.65 < tab.loc["sim", "final_q05"]

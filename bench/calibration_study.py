@@ -77,12 +77,12 @@ def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
         anchors.append(leave_anchor(d.loc[d["step"] <= r.observed_until, "reward"].to_numpy(),
                                     float(rmin) if pd.notna(rmin) else np.nan))  # fmt: skip
     b["level"], b["floor"] = (np.array(a) for a in zip(*anchors))
-    drop = []
+    drop = []  # the running peak of the prefix above its level (leave_anchor's: the mean of the last tenth)
     for r in b.itertuples():
         d = runs.run(r.run_id)
         y = d.loc[d["step"] <= r.observed_until, "reward"].to_numpy()
         k = max(3, int(np.ceil(0.1 * y.size)))
-        drop.append((pd.Series(y).rolling(k, min_periods=1).mean().max() - y[-k:].mean()) / r.range)
+        drop.append((pd.Series(y).rolling(k, min_periods=1).mean().max() - r.level) / r.range)
     b["past_peak"] = np.array(drop) > PEAK_DROP
     b["scale"] = [case_scale(runs, r.run_id, r.observed_until, r.horizon) for r in b.itertuples()]
     return b, [draws[k] for k in b["key"]]

@@ -68,9 +68,9 @@ def slug(s: str) -> str:
 
 def loso_prior(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
     # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as PopulationPrior.default
-    from bayesgrpo.models.kinds import get_kind
+    from bayesgrpo.models.prior import prior_kind as which
 
-    prior_kind = kind if (table["kind"] == kind).any() else ("degeneracy" if get_kind(kind).degeneracy else "oscillator")
+    prior_kind = which(kind, lambda k: bool((table["kind"] == k).any()))
     rows = table[table["kind"] == prior_kind]
     base = PopulationPrior.default(kind)
     return fit_population(rows, exclude_source=source, name=f"loso-{prior_kind}-{slug(source)}", base=base)

@@ -92,7 +92,8 @@ class Calibration(BaseModel):
         g = np.asarray(go, dtype=float)
         return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))
 
-    def leave(self, n: int, *, fraction: float, level: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    def leave(self, n: int, *, fraction: float, level: float = float("nan"),
+              floor: float = float("nan")) -> tuple[np.ndarray, np.ndarray]:
         """The draws that leave the regime: ``(indices, final values)``.
 
         A share ``p_leave(f)`` of the ``n`` draws (a fixed subset: the same for the final reward and

@@ -501,10 +501,11 @@ class FittedForecast:
             frac = float(arr.fraction[0])
             tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
             w_dn, w_up = cal.widths(frac)
-            for arr_ in (observed, latent_run):
-                med = np.median(arr_, axis=0, keepdims=True)
-                d = arr_ - med
-                arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
+            if (w_dn, w_up) != (1.0, 1.0):  # the width ratios (an additive layer has none)
+                for arr_ in (observed, latent_run):
+                    med = np.median(arr_, axis=0, keepdims=True)
+                    d = arr_ - med
+                    arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
             if cal.c_up:  # the additive tails, growing with the time to go like the widths
                 for arr_ in (observed, latent_run):
                     arr_[...] = cal.stretch(arr_, fraction=frac, scale=sc, go=tau_go[None, :], axis=0)
@@ -533,7 +534,10 @@ class FittedForecast:
         return out
 
     def _leave_anchor(self, run_id: str) -> dict:
-        """Where a draw that leaves the regime starts and how low it may end (``leave_anchor``)."""
+        """Where a draw that leaves the regime starts and how low it may end (``leave_anchor``); nothing
+        when the layer lets no draw leave (the prefix is then not read: this runs for every forecast)."""
+        if not self.config.calibration.p_leave:
+            return {}
         info: RunInfo = self.infos[run_id]
         level, floor = leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
         return {"level": level, "floor": floor}

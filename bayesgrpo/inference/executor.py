@@ -72,7 +72,17 @@ def _failure(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-class SerialExecutor:
+class _Closing:
+    """``with executor:`` closes it (what every executor here shares)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class SerialExecutor(_Closing):
     """Every item in this process, in order (the default)."""
 
     n_workers = 1
@@ -92,14 +102,8 @@ class SerialExecutor:
     def close(self) -> None:
         pass
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
-
-
-class FuturesExecutor:
+class FuturesExecutor(_Closing):
     """Any ``concurrent.futures``-style executor (``submit(fn, item) -> Future``).
 
     Parameters
@@ -136,14 +140,8 @@ class FuturesExecutor:
         if self._own:
             self.pool.shutdown()
 
-    def __enter__(self):
-        return self
 
-    def __exit__(self, *exc):
-        self.close()
-
-
-class DaskExecutor:
+class DaskExecutor(_Closing):
     """Items as tasks of a Dask cluster: an embedded ``LocalCluster`` or an existing scheduler.
 
     Parameters
@@ -211,11 +209,6 @@ class DaskExecutor:
         if self._cluster is not None:
             self._cluster.close()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def check_options(*, workers: int | None = None, scheduler: str | None = None) -> None:

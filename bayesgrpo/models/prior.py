@@ -46,18 +46,24 @@ def default_prior_path(kind: str = "oscillator"):
         return Path(env)
     from importlib.resources import files
 
+    res = files("bayesgrpo.resources")
+    path = lambda k: res.joinpath(PRIOR_RESOURCE if k == "oscillator" else f"population_prior_{k}.json")  # noqa: E731
+    return path(prior_kind(kind, lambda k: path(k).is_file()))
+
+
+def prior_kind(kind: str, has) -> str:
+    """The kind whose population prior ``kind`` uses: its own if ``has(kind)``, else (a degeneracy kind
+    without its own fit, e.g. ``logistic``) the degeneracy kind's if ``has("degeneracy")``, else the
+    oscillator's (the linear kinds share it). ``has`` says whether a kind's fit exists (a packaged
+    file, or per-run fits in a benchmark's table)."""
     from bayesgrpo.models.kinds import MODEL_KINDS
 
-    res = files("bayesgrpo.resources")
-    own = res.joinpath(f"population_prior_{kind}.json")
-    if own.is_file():
-        return own
+    if has(kind):
+        return kind
     spec = MODEL_KINDS.get(kind)
-    if spec is not None and spec.degeneracy:  # a degeneracy kind without its own fit: the degeneracy kind's prior
-        deg = res.joinpath("population_prior_degeneracy.json")
-        if deg.is_file():
-            return deg
-    return res.joinpath(PRIOR_RESOURCE)
+    if spec is not None and spec.degeneracy and has("degeneracy"):
+        return "degeneracy"
+    return "oscillator"
 
 
 class PopulationPrior(BaseModel):

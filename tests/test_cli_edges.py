@@ -257,3 +257,10 @@ def test_until_step_before_the_first_logged_step_names_the_option(tmp_path, mock
     res = invoke("forecast", p, "--horizon", 400, "--until-step", 50)
     assert res.exit_code != 0
     assert "--until-step 50" in res.output and "first logged step is 100" in res.output, res.output
+
+
+def test_reward_range_the_log_contradicts_is_an_error_row_not_a_clipped_forecast(tmp_path, mock_sampler):
+    p = write_runs(tmp_path)  # rewards rise from 0.2 towards 0.7
+    res = invoke("forecast", p, "--horizon", 200, "--reward-range", "0,0.5")
+    assert "above reward_max 0.5" in res.output and "step" in res.output, res.output
+    assert "ok" not in [ln.split()[-1] for ln in res.output.splitlines() if ln.startswith(("a ", "b "))], res.output

@@ -196,6 +196,15 @@ def prepare_arrays(
             )
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
         lo_b, hi_b, bsrc = reward_bounds(meta, rn)
+        if bsrc == "metadata":  # declared bounds the log contradicts would clip every forecast silently
+            tol = 1e-9 * max(1.0, abs(lo_b) if math.isfinite(lo_b) else 0.0, abs(hi_b) if math.isfinite(hi_b) else 0.0)
+            for bad, name, bound in ((r > hi_b + tol, "above reward_max", hi_b), (r < lo_b - tol, "below reward_min", lo_b)):
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise ForecastError(
+                        f"{where}: the logged reward {r[k]:g} at step {int(s[k])} is {name} {bound:g} (metadata or "
+                        f"--reward-range; {int(bad.sum())} point(s) outside); give the reward's true range"
+                    )
         loc = start_level(rn)
         # the full range of the prefix, not a robust one: the rare batches that already reach a high
         # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are

@@ -97,7 +97,7 @@ def run_forecast(
         fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     where = f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
-             + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about 15-30 s; "
+             + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
              "later runs load it from the disk cache), then about 1 s per run")
     with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("sampling") as bar:
         res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step, until_fraction=until_fraction,

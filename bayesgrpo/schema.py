@@ -77,8 +77,17 @@ META_FIELDS = (
     "reward_max",
     "source_file",
 )
-NUMERIC_META = ("params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size", "max_steps",
-                "reward_min", "reward_max")
+NUMERIC_META = (
+    "params_b",
+    "group_size",
+    "learning_rate",
+    "beta1",
+    "refresh_interval",
+    "batch_size",
+    "max_steps",
+    "reward_min",
+    "reward_max",
+)
 _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
 # lower bound and whether it is exclusive, per numeric metadata field (values outside are missing)
 _META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
@@ -411,7 +420,7 @@ class RunSet:
                 "interval": g[STEP].apply(lambda s: float(np.median(np.diff(s))) if len(s) > 1 else np.nan),
                 "reward_min": g[REWARD].min(),
                 "reward_max": g[REWARD].max(),
-                "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10):].mean())),
+                "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10) :].mean())),
             }
         ).reindex(self.run_ids)
         metrics = [m for m in self.metrics if m != REWARD]
@@ -451,7 +460,9 @@ class RunSet:
         """Inverse of :meth:`to_xarray` (padding rows, where ``reward`` is NaN, are dropped)."""
         obj_cols = [c for c in ds.attrs.get("meta_object_columns", "").split(",") if c]
         meta_coords = [c for c in ds.coords if str(c).startswith("meta_")]
-        meta = pd.DataFrame({c[5:]: ds[c].to_numpy() for c in meta_coords}, index=pd.Index(ds["run"].to_numpy().astype(str), name=RUN))
+        meta = pd.DataFrame(
+            {c[5:]: ds[c].to_numpy() for c in meta_coords}, index=pd.Index(ds["run"].to_numpy().astype(str), name=RUN)
+        )
         for c in obj_cols:
             meta[c] = meta[c].astype(object).where(meta[c] != "", None)
         df = ds.drop_vars(meta_coords).to_dataframe().reset_index().rename(columns={"run": RUN})

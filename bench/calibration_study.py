@@ -111,7 +111,14 @@ def choose(S: pd.DataFrame, W: pd.DataFrame) -> tuple[str, pd.DataFrame]:
             g = T[T["method"].str.endswith(":" + v)]
             met += int(g["cover80"].between(*COV80).sum() + g["cover50"].between(*COV50).sum())
             n += 2 * len(g)
-        rows.append(dict(variant=v, targets_met=met, cells=n, mean_ncrps=float(S[S["method"].str.endswith(":" + v)]["mean_ncrps"].mean())))
+        rows.append(
+            dict(
+                variant=v,
+                targets_met=met,
+                cells=n,
+                mean_ncrps=float(S[S["method"].str.endswith(":" + v)]["mean_ncrps"].mean()),
+            )
+        )
     t = pd.DataFrame(rows).sort_values(["targets_met", "mean_ncrps"], ascending=[False, True])
     return str(t.iloc[0]["variant"]), t
 
@@ -175,8 +182,15 @@ def main():
                + ", ".join(f"{c:g}: {np.median([v['p_leave'][k] for v in layers['leave'].values()]):.2f}"
                            for k, c in enumerate(FB.CUTOFFS)), ""]  # fmt: skip
         shipped, score = choose(S, W)
-        md += ["Coverage targets met per variant (of the cells: cov80 and cov50 at 4 cutoffs, per case and "
-               "source-weighted); the shipped variant is the first row:", "", "```", score.to_string(index=False), "```", ""]
+        md += [
+            "Coverage targets met per variant (of the cells: cov80 and cov50 at 4 cutoffs, per case and "
+            "source-weighted); the shipped variant is the first row:",
+            "",
+            "```",
+            score.to_string(index=False),
+            "```",
+            "",
+        ]
         out[name] = dict(per_case=S.to_dict("records"), source_weighted=W.to_dict("records"),
                          choice=score.to_dict("records"), shipped=shipped)  # fmt: skip
         kind = FB.CONFIGS[name]["model"]

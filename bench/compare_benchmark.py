@@ -52,7 +52,11 @@ def load(name: str):
     r = pd.read_csv(PUBLIC / "runs.csv")
     m = pd.read_csv(PUBLIC / "meta.csv")
     m = m[m["source_repo"] == "Sunshine535/nips-grpo-dynamics"]
-    cells = [("Qwen/Qwen2.5-7B-Instruct (LoRA r=64)", 4), ("Qwen/Qwen3.5-9B (LoRA r=64)", 2), ("Qwen/Qwen3.5-9B (LoRA r=64)", 4)]
+    cells = [
+        ("Qwen/Qwen2.5-7B-Instruct (LoRA r=64)", 4),
+        ("Qwen/Qwen3.5-9B (LoRA r=64)", 2),
+        ("Qwen/Qwen3.5-9B (LoRA r=64)", 4),
+    ]
     keep = []
     for model, g in cells:
         ids = sorted(m.loc[(m["model"] == model) & (m["group_size"] == g), "run_id"])[:12]

@@ -115,7 +115,7 @@ def main():
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-    for ax in axes[len(figs):]:
+    for ax in axes[len(figs) :]:
         ax.set_visible(False)
     axes[0].legend(fontsize=7)
     fig.suptitle("Slow start of a 0/1-reward GRPO run (softmax bandit, mean field exact): degeneracy vs inertia")

@@ -19,8 +19,10 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FOLDERS = ("grpo-public", "grpo-extra")
 BIG_SOURCE = "Sunshine535/nips-grpo-dynamics"
 BIG_EVERY = 4
-SELECTION = (f"all runs of grpo-public and grpo-extra except the 78-run repository {BIG_SOURCE}, of which every "
-             f"{BIG_EVERY}th run in file order is kept (20 runs) for CPU time")
+SELECTION = (
+    f"all runs of grpo-public and grpo-extra except the 78-run repository {BIG_SOURCE}, of which every "
+    f"{BIG_EVERY}th run in file order is kept (20 runs) for CPU time"
+)
 
 
 def load_dev(*, every: int = BIG_EVERY) -> RunSet:

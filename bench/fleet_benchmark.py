@@ -185,21 +185,28 @@ def cold_warm(tmp: Path) -> dict:
             "--run", rid]  # fmt: skip
     res = {"run_id": rid}
     # first on the machine: every cache empty
-    first = run([CLI, "-v", *args, "--out", str(tmp / "first.csv")], env=env_with(tmp / "c0", empty_jit_caches=tmp / "jit"))
+    first = run(
+        [CLI, "-v", *args, "--out", str(tmp / "first.csv")], env=env_with(tmp / "c0", empty_jit_caches=tmp / "jit")
+    )
     res["first_on_machine_s"] = first["wall"]
     res["first_on_machine_compile_s"] = _logged_seconds(first["stderr"], "compiled a model in")
     # cold: empty bayesgrpo cache, PyTensor's / numba's caches as the machine has them (warmed by 'first')
-    cold = run([CLI, "-v", *args, "--out", str(tmp / "cold.csv")], env=env_with(tmp / "c1", empty_jit_caches=tmp / "jit"))
+    cold = run(
+        [CLI, "-v", *args, "--out", str(tmp / "cold.csv")], env=env_with(tmp / "c1", empty_jit_caches=tmp / "jit")
+    )
     res["cold_s"] = cold["wall"]
     res["cold_compile_s"] = _logged_seconds(cold["stderr"], "compiled a model in")
     warm = [run([CLI, "-v", *args, "--out", str(tmp / f"warm{i}.csv")], env=env_with(tmp / "c1", empty_jit_caches=tmp / "jit"))
             for i in range(2 if QUICK else 4)]  # fmt: skip
     for w in warm:
-        assert "loaded a compiled model from the disk cache" in w["stderr"] and "compiled a model" not in w["stderr"], \
+        assert "loaded a compiled model from the disk cache" in w["stderr"] and "compiled a model" not in w["stderr"], (
             f"a warm process compiled:\n{w['stderr'][-3000:]}"
+        )
     res["warm_s"] = [w["wall"] for w in warm]
     res["warm_median_s"] = statistics.median(res["warm_s"])
-    res["warm_load_s"] = statistics.median(_logged_seconds(w["stderr"], "loaded a compiled model from the disk cache in") for w in warm)
+    res["warm_load_s"] = statistics.median(
+        _logged_seconds(w["stderr"], "loaded a compiled model from the disk cache in") for w in warm
+    )
     res["warm_peak_rss_mb"] = max(w["peak_rss"] for w in warm) / 1e6
     res["ratio_cold_over_warm"] = res["cold_s"] / res["warm_median_s"]
     t_cold, t_warm = pd.read_csv(tmp / "cold.csv"), pd.read_csv(tmp / "warm0.csv")
@@ -254,7 +261,9 @@ def k_child(cache: str) -> dict:
             # the same NUTS run once more, for its statistics (gradient evaluations)
             arr, _ = prepare_arrays(rs, horizon=600, prior=fc.config.prior)
             c = sampling.compile_model(kind.graph_key(arr, fc.config.prior, False), None)
-            idata = sampling.nuts(c, data=arr.data(fc.config.prior), sampler=fc.sampler, seed=1, required=kind.required_data)
+            idata = sampling.nuts(
+                c, data=arr.data(fc.config.prior), sampler=fc.sampler, seed=1, required=kind.required_data
+            )
             n_grad = 0
             for g in ("sample_stats", "warmup_sample_stats"):
                 try:
@@ -267,7 +276,9 @@ def k_child(cache: str) -> dict:
         # through ctypes (as nutpie's Rust sampler calls it, plus ~1 µs of ctypes call overhead)
         import ctypes
 
-        cm = c.with_data(**{k: v for k, v in arr.data(fc.config.prior).items() if k in {s.name for s in c.shared_var_keys}})
+        cm = c.with_data(
+            **{k: v for k, v in arr.data(fc.config.prior).items() if k in {s.name for s in c.shared_var_keys}}
+        )
         fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p)(cm.compiled_logp_func.address)  # fmt: skip
         x = np.ascontiguousarray(c.initial_point_func.centre)
@@ -339,7 +350,7 @@ def batch_child(runs_csv: str, meta_csv: str, workers: int, out_csv: str, draws:
     dropped_vars = 13 - len([v for v in fit.posterior.data_vars if v in STORED_VARS])  # the sampler's 13 per-run vars
     t_max = max(i.last_step - i.s0 + 1 for i in fit.infos.values())
     stored = [min(len(i.future_steps()), 2000) for i in fit.infos.values()]
-    for rid in fit.forecast_ids[:PATH_CACHE_RUNS + 4]:
+    for rid in fit.forecast_ids[: PATH_CACHE_RUNS + 4]:
         fit.paths(rid)
     cached = sum(p.observed.nbytes + p.latent.nbytes for p in fit._cache.values())
     return {

@@ -53,10 +53,16 @@ CMD = ".venv/bin/python bench/forecast_benchmark.py"
 CONFIGS = {
     "oscillator": dict(model="oscillator", doc="the linear oscillator (recursion (1))"),
     "degeneracy": dict(model="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
-    "logistic": dict(model="logistic", doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF; "
-                                           "the degeneracy kind's LOSO priors, lam at its default prior)"),
-    "oscillator_ctx": dict(model="oscillator", context=True,
-                           doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)"),
+    "logistic": dict(
+        model="logistic",
+        doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF; "
+        "the degeneracy kind's LOSO priors, lam at its default prior)",
+    ),
+    "oscillator_ctx": dict(
+        model="oscillator",
+        context=True,
+        doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)",
+    ),
 }
 CTX_MAX = 8
 DEFAULT_SAMPLER = SamplerConfig()
@@ -193,7 +199,10 @@ def per_source(cases: pd.DataFrame) -> str:
 def pit_table(cases: pd.DataFrame, method: str) -> str:
     b = cases[(cases["method"] == method) & cases["ok"].astype(bool)]
     bins = np.linspace(0, 1, 6)
-    lines = ["| cutoff | " + " | ".join(f"{bins[i]:.1f}-{bins[i + 1]:.1f}" for i in range(5)) + " |", "|---|" + "---|" * 5]
+    lines = [
+        "| cutoff | " + " | ".join(f"{bins[i]:.1f}-{bins[i + 1]:.1f}" for i in range(5)) + " |",
+        "|---|" + "---|" * 5,
+    ]
     for c, g in b.groupby("cutoff"):
         h, _ = np.histogram(g["pit"].dropna(), bins=bins)
         lines.append(f"| {c:g} | " + " | ".join(f"{v / max(1, h.sum()):.2f}" for v in h) + " |")
@@ -214,15 +223,22 @@ def stop_section(cases: pd.DataFrame) -> list[str]:
         out += [f"{'Source-weighted' if weighted else 'Per run'}:", "", "| method | runs | stopped | steps saved | bad stops | reward lost |",
                 "|---|---|---|---|---|---|"]  # fmt: skip
         for r in t.sort_values("method").itertuples():
-            out.append(f"| {r.method} | {r.runs} | {r.stopped:.0%} | {r.steps_saved:.0%} | {r.bad_stops:.0%} | {r.reward_lost:.3f} |")
+            out.append(
+                f"| {r.method} | {r.runs} | {r.stopped:.0%} | {r.steps_saved:.0%} | {r.bad_stops:.0%} | {r.reward_lost:.3f} |"
+            )
         out.append("")
     stops.to_csv(RES / "forecast_stops.csv", index=False)
     # the trade-off: how many steps each method's forecasts save, and at what share of bad stops, as the
     # rule's threshold epsilon moves (same delta, checkpoints and runs)
-    out += ["Trade-off as the rule's threshold moves (steps saved / bad stops, per run; the oracle saves "
-            f"{summarize_stops(stops).set_index('method').loc['oracle', 'steps_saved']:.0%} with no bad stop):", ""]
+    out += [
+        "Trade-off as the rule's threshold moves (steps saved / bad stops, per run; the oracle saves "
+        f"{summarize_stops(stops).set_index('method').loc['oracle', 'steps_saved']:.0%} with no bad stop):",
+        "",
+    ]
     eps_grid = (0.1, 0.2, 0.3, 0.4, 0.5)
-    sweeps = {e: summarize_stops(stop_rule_backtest(cases, runs, delta=0.05, epsilon=e)).set_index("method") for e in eps_grid}
+    sweeps = {
+        e: summarize_stops(stop_rule_backtest(cases, runs, delta=0.05, epsilon=e)).set_index("method") for e in eps_grid
+    }
     methods = [m for m in sorted(sweeps[0.2].index) if m != "oracle"]
     out += ["| method | " + " | ".join(f"eps {e:g}" for e in eps_grid) + " |", "|---|" + "---|" * len(eps_grid)]
     for m in methods:

@@ -63,14 +63,18 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = Forecaster(CONFIG, prior=prior, calibration=cal if cal is not None else False).fit(
-                full.truncate(until_step=int(r["observed_until"])), horizon=int(r["horizon"]))
+                full.truncate(until_step=int(r["observed_until"])), horizon=int(r["horizon"])
+            )
         fig = fit.plot(r["run_id"], truth=full.run(r["run_id"]))
         fig.suptitle(f"{shape}: {s} (cutoff {r['cutoff']:g}; prior and calibration without this source)", fontsize=9)
         p = OUT / f"forecast_dev_{shape}.png"
         fig.savefig(p, dpi=100)
         row = fit.table().iloc[0]
-        print(f"{shape}: {r['run_id']} truth {r['truth']:.3f} final {row['final_q50']:.3f} "
-              f"[{row['final_q10']:.3f}, {row['final_q90']:.3f}] -> {p.relative_to(ROOT)}", flush=True)
+        print(
+            f"{shape}: {r['run_id']} truth {r['truth']:.3f} final {row['final_q50']:.3f} "
+            f"[{row['final_q10']:.3f}, {row['final_q90']:.3f}] -> {p.relative_to(ROOT)}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -78,7 +78,14 @@ def kernel_times():
 
     rows = []
     b2, m2 = best(loop_dispatch, 1)
-    rows.append({"K": 1, "kernel": "2-state (lag-free; what K = 1 runs use)", "us_best": round(b2, 1), "us_median": round(m2, 1)})
+    rows.append(
+        {
+            "K": 1,
+            "kernel": "2-state (lag-free; what K = 1 runs use)",
+            "us_best": round(b2, 1),
+            "us_median": round(m2, 1),
+        }
+    )
     for K in KERNEL_KS:
         b3, m3 = best(loop_three, K)
         rows.append({"K": K, "kernel": "3-state", "us_best": round(b3, 1), "us_median": round(m3, 1)})
@@ -104,10 +111,10 @@ def worker(K: int):
     """Runs in a fresh process with empty compile caches; prints one JSON line."""
     import warnings
 
-    from bayesgrpo.forecast.forecaster import Forecaster
-
-    import pymc  # noqa: F401  (imports before the clock)
     import nutpie  # noqa: F401
+    import pymc  # noqa: F401  (imports before the clock)
+
+    from bayesgrpo.forecast.forecaster import Forecaster
 
     runs, rid = simulated_runs(K)
     warnings.simplefilter("ignore")
@@ -136,8 +143,12 @@ def forecast_times():
     rows = []
     for K in FORECAST_KS:
         with tempfile.TemporaryDirectory() as d:
-            env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(d) / "numba"), PYTENSOR_FLAGS=f"compiledir={Path(d) / 'pytensor'}")
-            proc = subprocess.run([sys.executable, __file__, "--worker", str(K)], capture_output=True, text=True, env=env)
+            env = dict(
+                os.environ, NUMBA_CACHE_DIR=str(Path(d) / "numba"), PYTENSOR_FLAGS=f"compiledir={Path(d) / 'pytensor'}"
+            )
+            proc = subprocess.run(
+                [sys.executable, __file__, "--worker", str(K)], capture_output=True, text=True, env=env
+            )
         if proc.returncode != 0:
             raise SystemExit(f"worker K={K} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -110,8 +110,10 @@ def main(argv=None):
     with_runs = [res for k in kinds if k != "without" for res in runs[k]]
     log_per_call = sum(h["log_s"] for h in with_runs) / sum(h["log_calls"] for h in with_runs)
     begin_s = statistics.fmean(h["begin_s"] for h in with_runs)
-    table = ["| | median step | mean step | median vs without | mean vs without | forecasts logged mid-run per run |",
-             "|---|---:|---:|---:|---:|---|"]
+    table = [
+        "| | median step | mean step | median vs without | mean vs without | forecasts logged mid-run per run |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
     for k in kinds:
         st = pooled(k)
         med, mean = statistics.median(st), statistics.fmean(st)
@@ -138,8 +140,9 @@ def main(argv=None):
         f"({100 * log_per_call / med0:.2f}% of a median step of this tiny run, logging every step), the longest "
         f"{1e3 * max(h['max_log_s'] for h in with_runs):.1f} ms; `on_train_begin` (once) {1e3 * begin_s:.0f} ms.",
         "",
-        "Per run (median step, ms): " + "; ".join(
-            f"{k}: " + ", ".join(f"{1e3 * statistics.median(r['steps']):.2f}" for r in runs[k]) for k in kinds) + ".",
+        "Per run (median step, ms): "
+        + "; ".join(f"{k}: " + ", ".join(f"{1e3 * statistics.median(r['steps']):.2f}" for r in runs[k]) for k in kinds)
+        + ".",
         "",
         "Reading: the callback's direct cost is the hook time (a dict copy per log and a non-blocking queue poll); "
         "the rest of the difference is the background worker competing for this machine's CPU cores with a "

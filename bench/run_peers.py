@@ -1,6 +1,6 @@
 """Peers' backtest on the development runs (independent of bayesgrpo; run once, resumable).
 
-    .venv/bin/python bench/run_peers.py     # ledger: bench/results/forecast_runs/dev/peers/cases.csv
+.venv/bin/python bench/run_peers.py     # ledger: bench/results/forecast_runs/dev/peers/cases.csv
 """
 
 import sys
@@ -29,6 +29,14 @@ if __name__ == "__main__":
         if done % 25 == 0 or done == total:
             print(f"[{time.time() - t0:6.0f}s] {done}/{total} {msg}", flush=True)
 
-    backtest(rs, cutoffs=CUTOFFS, peers=PEERS, include_bayes=False, out_dir=OUT, progress=progress,
-             peer_kwargs=PEER_KW, make_figures=False)
+    backtest(
+        rs,
+        cutoffs=CUTOFFS,
+        peers=PEERS,
+        include_bayes=False,
+        out_dir=OUT,
+        progress=progress,
+        peer_kwargs=PEER_KW,
+        make_figures=False,
+    )
     print("done", flush=True)

@@ -1,7 +1,7 @@
 """Write the walkthrough notebooks (source of truth for their cells); execute with nbclient.
 
-    .venv/bin/python notebooks/build_notebooks.py            # write + execute all
-    BAYESGRPO_NB_DRAWS=200 ...                               # smaller sampling (CI uses this)
+.venv/bin/python notebooks/build_notebooks.py            # write + execute all
+BAYESGRPO_NB_DRAWS=200 ...                               # smaller sampling (CI uses this)
 """
 
 from __future__ import annotations
@@ -46,7 +46,9 @@ NB = {
             "seconds and are reproducible bit for bit; `bayesgrpo testbed sweep models/testbed_sweep.json` regenerates\n"
             "`data/testbed`. `bench/physics_validation.py` compares the runs with the predictions of `physics.md`."
         ),
-        new_code_cell(SETUP + "\nfrom bayesgrpo.testbed import TrainerConfig, run\nfrom IPython.display import Image, Markdown"),
+        new_code_cell(
+            SETUP + "\nfrom bayesgrpo.testbed import TrainerConfig, run\nfrom IPython.display import Image, Markdown"
+        ),
         new_code_cell(
             "runs = {}\n"
             "for G in (2, 16):\n"
@@ -82,11 +84,10 @@ NB = {
             "`trainer_state.json`) from its first 150 of 500 steps and compares with what the run then did."
         ),
         new_code_cell(SETUP),
-        new_code_cell(
-            'runs = read_runs(example_run(), meta=example_meta())\n'
-            "runs.summary()"
+        new_code_cell("runs = read_runs(example_run(), meta=example_meta())\nruns.summary()"),
+        new_markdown_cell(
+            "Keep only what had been logged at step 150, and forecast to step 500 (the run's `max_steps`)."
         ),
-        new_markdown_cell("Keep only what had been logged at step 150, and forecast to step 500 (the run's `max_steps`)."),
         new_code_cell(
             "early = runs.truncate(until_step=150)\n"
             'fit = Forecaster("oscillator", sampler=sampler).fit(early, horizon=500)\n'
@@ -99,7 +100,7 @@ NB = {
             "predictive bands; grey points are what the run logged after step 150 (not seen by the model)."
         ),
         new_code_cell(
-            'rid = runs.run_ids[0]\n'
+            "rid = runs.run_ids[0]\n"
             "from bayesgrpo.plots.fan import fan_chart\n"
             "show(fan_chart(fit, rid, truth=runs.run(rid)))"
         ),
@@ -114,10 +115,10 @@ NB = {
             "p = fit.paths(rid)\n"
             'pd.DataFrame({"plateau R*": p.r_star, "timescale tau (steps)": p.tau, "stiffness a": p.a, "momentum mu": p.mu}).describe(percentiles=[0.05, 0.5, 0.95]).T'
         ),
-        new_markdown_cell("Forecast quantiles per future step, and a save/load round trip (one self-describing netCDF file)."),
-        new_code_cell(
-            "fit.path_quantiles(rid).iloc[::50]"
+        new_markdown_cell(
+            "Forecast quantiles per future step, and a save/load round trip (one self-describing netCDF file)."
         ),
+        new_code_cell("fit.path_quantiles(rid).iloc[::50]"),
         new_code_cell(
             "from bayesgrpo import FittedForecast\n"
             'fit.save("/tmp/example_fit.nc")\n'
@@ -125,7 +126,9 @@ NB = {
             "pd.testing.assert_frame_equal(again.table(), table)\n"
             '"identical after reload"'
         ),
-        new_markdown_cell("## A real run\nThe same on a real run of the development set (skipped when the data are absent)."),
+        new_markdown_cell(
+            "## A real run\nThe same on a real run of the development set (skipped when the data are absent)."
+        ),
         new_code_cell(
             "if SHARED.exists():\n"
             '    real = read_runs(SHARED / "runs.csv", meta=SHARED / "meta.csv")\n'
@@ -159,7 +162,9 @@ NB = {
         ),
         new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
         new_code_cell("show(res.forest())"),
-        new_markdown_cell("Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"),
+        new_markdown_cell(
+            "Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"
+        ),
         new_code_cell("res.loo"),
         new_markdown_cell(
             "Sampler health. CI executes this notebook with very few draws (`BAYESGRPO_NB_DRAWS=150`), where r_hat and\n"
@@ -172,9 +177,12 @@ NB = {
             "# Deciding from the posterior: budgets, stopping, failure diagnostics\n\n"
             "Forecasts exist to decide: stop or continue, and whether a run is broken."
         ),
-        new_code_cell(SETUP + "\nfrom bayesgrpo.decisions import budget_table, recommend_stop\nfrom bayesgrpo.diagnose import diagnose_runs\nfrom bayesgrpo.plots.budget import plot_budget\nfrom bayesgrpo.plots.diagnosis import plot_diagnosis"),
         new_code_cell(
-            'runs = read_runs(example_run(), meta=example_meta())\n'
+            SETUP
+            + "\nfrom bayesgrpo.decisions import budget_table, recommend_stop\nfrom bayesgrpo.diagnose import diagnose_runs\nfrom bayesgrpo.plots.budget import plot_budget\nfrom bayesgrpo.plots.diagnosis import plot_diagnosis"
+        ),
+        new_code_cell(
+            "runs = read_runs(example_run(), meta=example_meta())\n"
             "rid = runs.run_ids[0]\n"
             "fit = Forecaster(sampler=sampler).fit(runs.truncate(until_step=150), horizon=500)\n"
             "draws = fit.paths(rid)"
@@ -189,7 +197,9 @@ NB = {
             "tab = budget_table(draws, **kw)\n"
             'tab[["step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_utility", "p_best"]].iloc[::35]'
         ),
-        new_code_cell("print(recommend_stop(draws, **kw).summary())\nshow(plot_budget(draws, tab, history=runs.run(rid), **kw))"),
+        new_code_cell(
+            "print(recommend_stop(draws, **kw).summary())\nshow(plot_budget(draws, tab, history=runs.run(rid), **kw))"
+        ),
         new_markdown_cell(
             "## Failure diagnostics\nThe four failure modes of physics.md section 7 on the testbed runs built to show each\n"
             "(and on a healthy run). Each finding has evidence, a severity, the onset step and the metrics that were missing."
@@ -213,7 +223,9 @@ def write(names=None):
     for name, cells in NB.items():
         if names and name not in names:
             continue
-        nb = new_notebook(cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+        nb = new_notebook(
+            cells=cells, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+        )
         nbformat.write(nb, HERE / name)
 
 

@@ -10,7 +10,6 @@ rise and sub-1 plateau of an LLM run while being reproducible bit for bit.
 import json
 from pathlib import Path
 
-
 from bayesgrpo.testbed import TrainerConfig, run
 
 HERE = Path(__file__).resolve().parents[1] / "bayesgrpo" / "resources" / "examples"
@@ -46,9 +45,14 @@ state = {
     "trial_name": None,
 }
 (HERE / "example-grpo-run" / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
-meta_out = {k: meta.get(k) for k in ("model", "family", "params_b", "group_size", "learning_rate", "beta1", "batch_size", "max_steps")}
+meta_out = {
+    k: meta.get(k)
+    for k in ("model", "family", "params_b", "group_size", "learning_rate", "beta1", "batch_size", "max_steps")
+}
 meta_out["run_id"] = "example-grpo-run"
 import pandas as pd
 
 pd.DataFrame([meta_out]).to_csv(HERE / "meta.csv", index=False)
-print(f"wrote {HERE / "example-grpo-run" / "trainer_state.json"} ({len(history)} steps; final expected reward {df['reward_expected'].iloc[-1]:.3f})")
+print(
+    f"wrote {HERE / 'example-grpo-run' / 'trainer_state.json'} ({len(history)} steps; final expected reward {df['reward_expected'].iloc[-1]:.3f})"
+)

@@ -20,7 +20,11 @@ def mock_sampler(monkeypatch):
     ``state["params"]`` holds the normalised parameter values, ``state["spread"]`` an sd added to
     ``r_star`` across draws; ``state["calls"]`` records the data of each sampled batch.
     """
-    state = {"params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01), "spread": 0.0, "calls": []}
+    state = {
+        "params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01),
+        "spread": 0.0,
+        "calls": [],
+    }
 
     def fake_nuts(compiled, *, data=None, sampler, seed, **extra):
         rng = np.random.default_rng(seed)
@@ -61,11 +65,18 @@ def prior_sampler(monkeypatch):
             pri = pm.sample_prior_predictive(draws=n, random_seed=seed)
         ds = pri["prior"].to_dataset() if hasattr(pri["prior"], "to_dataset") else pri["prior"]
         ds = ds.drop_vars([v for v in ("y", "mask") if v in ds])
-        ds = xr.concat([ds.isel(draw=slice(0, sampler.draws)),
-                        ds.isel(draw=slice(sampler.draws, n)).assign_coords(draw=np.arange(sampler.draws))], dim="chain")
+        ds = xr.concat(
+            [
+                ds.isel(draw=slice(0, sampler.draws)),
+                ds.isel(draw=slice(sampler.draws, n)).assign_coords(draw=np.arange(sampler.draws)),
+            ],
+            dim="chain",
+        )
         ds = ds.assign_coords(chain=[0, 1], draw=np.arange(sampler.draws))
-        stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((2, sampler.draws), dtype=bool))},
-                           coords={"chain": [0, 1], "draw": np.arange(sampler.draws)})
+        stats = xr.Dataset(
+            {"diverging": (("chain", "draw"), np.zeros((2, sampler.draws), dtype=bool))},
+            coords={"chain": [0, 1], "draw": np.arange(sampler.draws)},
+        )
         return xr.DataTree.from_dict({"posterior": ds, "sample_stats": stats})
 
     monkeypatch.setattr(sampling, "compile_model", compile_model)

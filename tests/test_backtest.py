@@ -24,8 +24,17 @@ class FakeFit:
     def table(self):
         rows = []
         for r in self.runs.run_ids:
-            rows.append(dict(run_id=r, r_hat_max=1.0, ess_min=400.0, divergences=0, p_stop_before_horizon=0.9,
-                             stop_q50=10.0, observed_until=int(self.runs.run(r)["step"].iloc[-1])))
+            rows.append(
+                dict(
+                    run_id=r,
+                    r_hat_max=1.0,
+                    ess_min=400.0,
+                    divergences=0,
+                    p_stop_before_horizon=0.9,
+                    stop_q50=10.0,
+                    observed_until=int(self.runs.run(r)["step"].iloc[-1]),
+                )
+            )
         return pd.DataFrame(rows)
 
     def final_draws(self, r):
@@ -55,8 +64,9 @@ def _bt(runs, tmp_path=None, calls=None, **kw):
     calls = [] if calls is None else calls
     kw.setdefault("peers", ())
     fake = BayesGRPOMethod(BAYES, forecaster=lambda hierarchical: FakeForecaster(calls))
-    return backtest(runs, cutoffs=kw.pop("cutoffs", (0.1, 0.5)), out_dir=tmp_path, make_figures=False,
-                    methods={BAYES: fake}, **kw), calls
+    return backtest(
+        runs, cutoffs=kw.pop("cutoffs", (0.1, 0.5)), out_dir=tmp_path, make_figures=False, methods={BAYES: fake}, **kw
+    ), calls
 
 
 # ------------------------------------------------------------------ truncation / horizon
@@ -145,8 +155,9 @@ def test_resume_skips_done_cases(tmp_path):
     assert (tmp_path / "cases.csv").exists() and (tmp_path / "summary.md").exists()
     res2, calls2 = _bt(rs, tmp_path, peers=("last_value",))
     assert calls2 == []  # nothing refitted
-    pd.testing.assert_frame_equal(res1.cases[["run_id", "cutoff", "method", "median"]],
-                                  res2.cases[["run_id", "cutoff", "method", "median"]])
+    pd.testing.assert_frame_equal(
+        res1.cases[["run_id", "cutoff", "method", "median"]], res2.cases[["run_id", "cutoff", "method", "median"]]
+    )
     # drop one bayesgrpo case from the ledger: exactly that one is redone
     led = pd.read_csv(tmp_path / "cases.csv")
     led = led[~((led.run_id == "r1") & (led.cutoff == 0.5) & (led.method == BAYES))]
@@ -163,7 +174,9 @@ def test_peers_and_failures_recorded():
     assert bool(c.loc["last_value", "ok"]) and "exponential" in c.index  # an alias keeps its name
     s = res.summary.set_index("method")
     assert s.loc[BAYES, "failure_rate"] == 0.0
-    assert resolve_methods("none") == () and "domhan" in resolve_methods("all") and "lc_pfn" not in resolve_methods("all")
+    assert (
+        resolve_methods("none") == () and "domhan" in resolve_methods("all") and "lc_pfn" not in resolve_methods("all")
+    )
     with pytest.raises(ValueError, match="unknown peer.*nonexistent_peer"):
         _bt(rs, peers=("last_value", "nonexistent_peer"), cutoffs=(0.3,))
 
@@ -198,8 +211,9 @@ def test_context_pool_excludes_self():
             return FakeFit(runs, horizon, [])
 
     fake = BayesGRPOMethod(BAYES_CTX, forecaster=lambda h: CtxForecaster(calls))
-    res = backtest(rs, cutoffs=(0.5,), context=rs, peers=(), include_single=False, make_figures=False,
-                   methods={BAYES_CTX: fake})
+    res = backtest(
+        rs, cutoffs=(0.5,), context=rs, peers=(), include_single=False, make_figures=False, methods={BAYES_CTX: fake}
+    )
     ctx = {c["ids"][0]: c["ctx"] for c in calls}
     assert ctx == {"r0": [], "r1": ["r2"], "r2": ["r1"]}
     assert set(res.cases["method"]) == {BAYES_CTX}

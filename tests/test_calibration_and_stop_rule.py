@@ -19,8 +19,14 @@ def _cases(n=400, true_sd=2.0, skew=0.0, seed=0):
     rows = []
     for i in range(n):
         c = (0.1, 0.2, 0.3, 0.5)[i % 4]
-        rows.append(dict(source=f"s{i % 7}", cutoff=c, truth=skew + true_sd * rng.standard_normal(),
-                         **{f"q{q}": v for q, v in zip(("05", "10", "25", "50", "75", "90", "95"), z)}))
+        rows.append(
+            dict(
+                source=f"s{i % 7}",
+                cutoff=c,
+                truth=skew + true_sd * rng.standard_normal(),
+                **{f"q{q}": v for q, v in zip(("05", "10", "25", "50", "75", "90", "95"), z)},
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -132,8 +138,19 @@ def test_leave_share_is_learned_where_runs_collapse_and_zero_where_none_do():
         truth = rng.uniform(0.0, 0.6) if collapsed else 0.8 + 0.02 * rng.standard_normal()
         x = 0.8 + 0.02 * rng.standard_normal(400)
         q = np.quantile(x, (0.1, 0.5, 0.9))
-        rows.append(dict(source=f"s{i % 6}", cutoff=(0.1, 0.3)[i % 2], truth=truth, range=1.0, level=0.6, floor=0.0,
-                         q10=q[0], q50=q[1], q90=q[2]))
+        rows.append(
+            dict(
+                source=f"s{i % 6}",
+                cutoff=(0.1, 0.3)[i % 2],
+                truth=truth,
+                range=1.0,
+                level=0.6,
+                floor=0.0,
+                q10=q[0],
+                q50=q[1],
+                q90=q[2],
+            )
+        )
         draws.append(x)
     cases = pd.DataFrame(rows)
     cal = fit_calibration(cases, draws=draws, grid=(0.1, 0.3), leave=True)
@@ -151,8 +168,17 @@ def test_additive_tails_widen_even_a_zero_width_forecast():
     rows = []
     for i in range(400):
         truth = 0.5 + 0.3 * abs(rng.standard_normal()) * 2.0  # scale 2.0: misses of 0.6 x |z| above
-        rows.append(dict(source=f"s{i % 5}", cutoff=(0.1, 0.5)[i % 2], truth=truth, scale=2.0,
-                         q10=0.5 - 1e-6, q50=0.5, q90=0.5 + 1e-6))
+        rows.append(
+            dict(
+                source=f"s{i % 5}",
+                cutoff=(0.1, 0.5)[i % 2],
+                truth=truth,
+                scale=2.0,
+                q10=0.5 - 1e-6,
+                q50=0.5,
+                q90=0.5 + 1e-6,
+            )
+        )
     cases = pd.DataFrame(rows)
     cal = fit_calibration(cases, additive=True, grid=(0.1, 0.5))
     assert cal.w_up == (1.0, 1.0)

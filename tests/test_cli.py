@@ -31,7 +31,9 @@ def test_summary_lists_100_real_runs():
 def test_summary_reads_shipped_example_and_gz_testbed():
     res = runner.invoke(app, ["summary", str(example_run())])
     assert res.exit_code == 0 and "1 run(s), 500 points" in res.output
-    res = runner.invoke(app, ["summary", str(ROOT / "data/testbed/runs.csv.gz"), "--meta", str(ROOT / "data/testbed/meta.csv.gz")])
+    res = runner.invoke(
+        app, ["summary", str(ROOT / "data/testbed/runs.csv.gz"), "--meta", str(ROOT / "data/testbed/meta.csv.gz")]
+    )
     assert res.exit_code == 0, res.output
     assert re.search(r"\d+ run\(s\), \d+ points", res.output)
 
@@ -61,9 +63,14 @@ def test_architecture_module_map_is_true():
     named = set(re.findall(r"`(bayesgrpo/[\w/]+(?:\.py|/))`", text))
     for path in named:
         assert (ROOT / path).exists(), f"ARCHITECTURE.md names {path}, which does not exist"
-    mods = {str(p.relative_to(ROOT)) for p in (ROOT / "bayesgrpo").rglob("*.py")
-            if "__pycache__" not in p.parts and not (p.name == "__init__.py" and p.parent != ROOT / "bayesgrpo"
-                                                     and p.parent.name not in ("io", "resources"))}
+    mods = {
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "bayesgrpo").rglob("*.py")
+        if "__pycache__" not in p.parts
+        and not (
+            p.name == "__init__.py" and p.parent != ROOT / "bayesgrpo" and p.parent.name not in ("io", "resources")
+        )
+    }
     missing = sorted(mods - named)
     assert not missing, f"modules missing from ARCHITECTURE.md: {missing}"
 
@@ -90,7 +97,10 @@ def test_summary_reads_every_committed_format_at_once():
 
 @pytest.mark.parametrize(
     ("key", "reason"),
-    [("edge_sft", "not a GRPO run (SFT or other Trainer?)"), ("tfevents.1739394275", "no scalar summaries in the TensorBoard event file(s)")],
+    [
+        ("edge_sft", "not a GRPO run (SFT or other Trainer?)"),
+        ("tfevents.1739394275", "no scalar summaries in the TensorBoard event file(s)"),
+    ],
 )
 def test_refused_fixtures_give_one_line_errors(key, reason):
     path = next(p for p in (ROOT / "tests" / "data" / "formats").rglob("*") if key in p.name)

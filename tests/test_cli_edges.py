@@ -36,7 +36,11 @@ def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
     rows = []
     for k, rid in enumerate(ids):
         s = np.arange(1, n + 1)
-        rows.append(pd.DataFrame({"run_id": rid, "step": s, "reward": 0.2 + 0.5 * (1 - np.exp(-s / 30)) + 0.02 * rng.standard_normal(n)}))
+        rows.append(
+            pd.DataFrame(
+                {"run_id": rid, "step": s, "reward": 0.2 + 0.5 * (1 - np.exp(-s / 30)) + 0.02 * rng.standard_normal(n)}
+            )
+        )
     p = tmp_path / name
     pd.concat(rows).to_csv(p, index=False)
     if meta is not None:
@@ -233,7 +237,14 @@ def test_help_of_every_verb_shares_the_grammar():
             assert opt in res.output, (verb, opt)
     for verb in ("forecast", "budget", "diagnose", "backtest", "compare"):
         res = invoke(verb, "--help")
-        for opt in ("--model" if verb != "compare" else "--models", "--draws", "--tune", "--chains", "--seed", "--out-dir"):
+        for opt in (
+            "--model" if verb != "compare" else "--models",
+            "--draws",
+            "--tune",
+            "--chains",
+            "--seed",
+            "--out-dir",
+        ):
             assert opt in res.output, (verb, opt)
 
 

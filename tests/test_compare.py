@@ -11,14 +11,16 @@ import pandas as pd
 import pytest
 
 from bayesgrpo.compare import model as C
-from bayesgrpo.physics.dynamics import simulate
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad
+from bayesgrpo.physics.dynamics import simulate
 from bayesgrpo.schema import RunSet
 
 
-def _sim_runs(groups=(2, 8), families=("fa", "fb"), seeds=(0,), n_steps=60, temp=4e-4, sigma_m=0.02, a=0.05, sizes=None, b=1.0):
+def _sim_runs(
+    groups=(2, 8), families=("fa", "fb"), seeds=(0,), n_steps=60, temp=4e-4, sigma_m=0.02, a=0.05, sizes=None, b=1.0
+):
     """Simulated complete runs with process-noise variance temp * G^-b (rewards in [0, 1])."""
     rows, meta = [], []
     k = 0
@@ -27,11 +29,31 @@ def _sim_runs(groups=(2, 8), families=("fa", "fb"), seeds=(0,), n_steps=60, temp
             for s in seeds:
                 rid = f"{fam}-G{g}-s{s}"
                 sp = np.sqrt(temp * g ** (-b))
-                sim = simulate(n_steps, r0=0.2, r_star=0.6 + 0.05 * fi, a=a, momentum=0.0, sigma_p=sp, sigma_m=sigma_m, seed=1000 + k)
+                sim = simulate(
+                    n_steps,
+                    r0=0.2,
+                    r_star=0.6 + 0.05 * fi,
+                    a=a,
+                    momentum=0.0,
+                    sigma_p=sp,
+                    sigma_m=sigma_m,
+                    seed=1000 + k,
+                )
                 k += 1
-                rows.append(pd.DataFrame({"run_id": rid, "step": np.arange(n_steps), "reward": np.clip(sim.observed, 0, 1)}))
+                rows.append(
+                    pd.DataFrame({"run_id": rid, "step": np.arange(n_steps), "reward": np.clip(sim.observed, 0, 1)})
+                )
                 size = (sizes or {}).get(fam, 1.0)
-                meta.append({"run_id": rid, "family": fam, "group_size": g, "params_b": size, "beta1": 0.0, "max_steps": n_steps})
+                meta.append(
+                    {
+                        "run_id": rid,
+                        "family": fam,
+                        "group_size": g,
+                        "params_b": size,
+                        "beta1": 0.0,
+                        "max_steps": n_steps,
+                    }
+                )
     return RunSet.from_frames(pd.concat(rows, ignore_index=True), pd.DataFrame(meta))
 
 
@@ -92,7 +114,10 @@ def test_pointwise_loglik_equals_filter_numpy(runs, prior_sampler):
     arr = res.arrays
     for j, rid in enumerate(arr.run_ids):
         for c, d in ((0, 0), (1, 7)):
-            p = {k: float(post[k].sel(run=rid, chain=c).isel(draw=d)) for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")}
+            p = {
+                k: float(post[k].sel(run=rid, chain=c).isel(draw=d))
+                for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")
+            }
             T = int(arr.n_steps[j])
             ref, _, _ = filter_numpy(arr.y[:T, j], arr.mask[:T, j], **p)
             assert np.isclose(float(ll.sel(run=rid, chain=c).isel(draw=d)), float(ref), rtol=1e-10)
@@ -161,5 +186,9 @@ def test_recovers_g_exponent():
     assert b["ci_low"] <= 1.0 <= b["ci_high"], b
     assert b["ci_low"] > 0.3, b
     # G-invariant mean trajectory: the plateau contrast between G = 2 and G = 16 covers 0
-    row = res.contrasts.loc[(res.contrasts["quantity"] == "plateau") & (res.contrasts["level_a"] == "2") & (res.contrasts["level_b"] == "16")].iloc[0]
+    row = res.contrasts.loc[
+        (res.contrasts["quantity"] == "plateau")
+        & (res.contrasts["level_a"] == "2")
+        & (res.contrasts["level_b"] == "16")
+    ].iloc[0]
     assert row["ci_low"] <= 0.0 <= row["ci_high"]

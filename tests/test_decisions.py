@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-from bayesgrpo.plots.budget import plot_budget
 from bayesgrpo.decisions.budget import (
     EPOCH_RULE_FRACTION,
     PathDraws,
@@ -14,6 +13,7 @@ from bayesgrpo.decisions.budget import (
     exponential_draws,
     recommend_stop,
 )
+from bayesgrpo.plots.budget import plot_budget
 
 TAU = 50.0
 
@@ -121,11 +121,25 @@ def test_no_cost_uses_the_stop_step():
 
 
 def test_table_columns_budgets_and_gain():
-    t = budget_table(det(), target=0.9, cost_per_step=0.001, budgets=[100, 250.0], gain_window=20,
-                     epoch_steps=500, steps_per_hour=50)
+    t = budget_table(
+        det(), target=0.9, cost_per_step=0.001, budgets=[100, 250.0], gain_window=20, epoch_steps=500, steps_per_hour=50
+    )
     assert t["step"].tolist() == [100, 250]
-    for col in ("run_id", "expected_reward", "reward_q05", "reward_q95", "expected_gain_next", "p_target",
-                "cost", "expected_utility", "p_best", "expected_regret", "hours_from_now", "epoch", "recommended"):
+    for col in (
+        "run_id",
+        "expected_reward",
+        "reward_q05",
+        "reward_q95",
+        "expected_gain_next",
+        "p_target",
+        "cost",
+        "expected_utility",
+        "p_best",
+        "expected_regret",
+        "hours_from_now",
+        "epoch",
+        "recommended",
+    ):
         assert col in t.columns
     assert t["expected_gain_next"].iloc[0] == pytest.approx(R(120) - R(100))
     assert t["recommended"].sum() == 1
@@ -137,8 +151,15 @@ def test_table_columns_budgets_and_gain():
 def test_uncertain_draws_give_probabilities():
     rng = np.random.default_rng(0)
     n = 300
-    d = exponential_draws("u", r0=0.1, r_star=rng.normal(0.8, 0.05, n), tau=rng.lognormal(np.log(60), 0.3, n),
-                          last_step=50, horizon=450, sigma_m=0.02)
+    d = exponential_draws(
+        "u",
+        r0=0.1,
+        r_star=rng.normal(0.8, 0.05, n),
+        tau=rng.lognormal(np.log(60), 0.3, n),
+        last_step=50,
+        horizon=450,
+        sigma_m=0.02,
+    )
     t = budget_table(d, target=0.7, cost_per_step=1e-4, max_steps=500)
     rec = t.attrs["recommendation"]
     assert 0 < rec.p_best < 1 and 0 <= rec.p_best <= rec.p_best_near <= 1
@@ -163,8 +184,16 @@ def test_pathdraws_validation():
 
 def test_plot_budget(tmp_path):
     rng = np.random.default_rng(1)
-    d = exponential_draws("p", r0=0.2, r_star=rng.normal(0.8, 0.03, 100), tau=80.0, last_step=100, horizon=300,
-                          sigma_m=0.03, units="accuracy")
+    d = exponential_draws(
+        "p",
+        r0=0.2,
+        r_star=rng.normal(0.8, 0.03, 100),
+        tau=80.0,
+        last_step=100,
+        horizon=300,
+        sigma_m=0.03,
+        units="accuracy",
+    )
     import pandas as pd
 
     hist = pd.DataFrame({"step": np.arange(0, 101), "reward": 0.8 - 0.6 * np.exp(-np.arange(0, 101) / 80.0)})

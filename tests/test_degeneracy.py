@@ -36,7 +36,13 @@ def _data(case, T=80, seed=3):
     for n in range(1, T):
         u = np.clip(1 + x[n - 1] / D, 1e-3, 1.0)
         h = 1.0 if x[n - 1] >= 0 else u**KAPPA * np.exp(case["lam"] * (1 - u))
-        x[n], xp = (1 + case["mu"]) * x[n - 1] - case["mu"] * xp - case["a"] * h * x[n - 1] + np.sqrt(case["q"]) * rng.normal(), x[n - 1]
+        x[n], xp = (
+            (1 + case["mu"]) * x[n - 1]
+            - case["mu"] * xp
+            - case["a"] * h * x[n - 1]
+            + np.sqrt(case["q"]) * rng.normal(),
+            x[n - 1],
+        )
     y = case["r_star"] + x + np.sqrt(case["r"]) * rng.normal(size=T)
     mask = (rng.random(T) < 0.8).astype(float)
     mask[0] = 1.0
@@ -81,7 +87,9 @@ def test_linear_limit_above_the_floor_is_the_exact_kalman_filter():
     y = (0.5 + 0.5 * 0.9**n + 0.1 * rng.normal(size=60))[:, None]
     mask = np.ones_like(y)
     ll, _ = _kernel(y, mask, [case[k] for k in NAMES])
-    ref = filter_numpy(y[:, 0], mask[:, 0].astype(bool), r0=1.0, r_star=0.5, a=0.05, mu=0.6, sigma_p=1e-4, sigma_m=0.1)[0]
+    ref = filter_numpy(y[:, 0], mask[:, 0].astype(bool), r0=1.0, r_star=0.5, a=0.05, mu=0.6, sigma_p=1e-4, sigma_m=0.1)[
+        0
+    ]
     assert ll[0] == pytest.approx(ref, rel=1e-6)
 
 

@@ -4,8 +4,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bayesgrpo.forecast.paths import PathDraws
-from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.diagnose.failure_modes import (
     MODES,
     degenerate_share,
@@ -14,7 +12,9 @@ from bayesgrpo.diagnose.failure_modes import (
     expected_group_std,
     posterior_instability,
 )
+from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.physics.dynamics import spectral_radius
+from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.schema import RunSet
 
 RANK = {"none": 0, "watch": 1, "warning": 2, "critical": 3}
@@ -29,15 +29,19 @@ def grpo_log(p_of_t, *, seed=0, n=N, G=G, entropy=None, length=None, eval_fn=Non
     # prompt heterogeneity: per-group success probabilities around p
     pq = np.clip(p[:, None] + rng.normal(0, 0.05, (n, B)), 0, 1)
     r = (rng.random((n, B, G)) < pq[..., None]).astype(float)
-    df = pd.DataFrame({
-        "run_id": "r", "step": t, "reward": r.mean(axis=(1, 2)),
-        "reward_std": r.std(axis=2, ddof=1).mean(axis=1),
-        "frac_reward_zero_std": (r.std(axis=2) == 0).mean(axis=1),
-        "kl": 0.02 * (1 - np.exp(-t / 100)) + rng.normal(0, 0.002, n),
-        "entropy": (entropy(t) if entropy else 1.5 - 0.6 * (p - p[0]) / max(p.max() - p[0], 1e-9))
-        + rng.normal(0, 0.02, n),
-        "completion_length": (length(t) if length else 200 + rng.normal(0, 8, n)),
-    })
+    df = pd.DataFrame(
+        {
+            "run_id": "r",
+            "step": t,
+            "reward": r.mean(axis=(1, 2)),
+            "reward_std": r.std(axis=2, ddof=1).mean(axis=1),
+            "frac_reward_zero_std": (r.std(axis=2) == 0).mean(axis=1),
+            "kl": 0.02 * (1 - np.exp(-t / 100)) + rng.normal(0, 0.002, n),
+            "entropy": (entropy(t) if entropy else 1.5 - 0.6 * (p - p[0]) / max(p.max() - p[0], 1e-9))
+            + rng.normal(0, 0.02, n),
+            "completion_length": (length(t) if length else 200 + rng.normal(0, 8, n)),
+        }
+    )
     ev = eval_fn(t, p) if eval_fn else p - 0.05
     df["eval/accuracy"] = np.where(t % 10 == 0, ev + rng.normal(0, 0.01, n), np.nan)
     return df
@@ -89,8 +93,22 @@ def test_growing_oscillation():
 def draws(a, mu, n=50, **kw):
     steps = np.arange(1, 3)
     z = np.zeros((n, 2))
-    return PathDraws("r", steps, z, z, np.zeros(n), np.ones(n), np.full(n, 10.0), a, mu, np.zeros(n), np.zeros(n),
-                     last_step=0, horizon=2, **kw)
+    return PathDraws(
+        "r",
+        steps,
+        z,
+        z,
+        np.zeros(n),
+        np.ones(n),
+        np.full(n, 10.0),
+        a,
+        mu,
+        np.zeros(n),
+        np.zeros(n),
+        last_step=0,
+        horizon=2,
+        **kw,
+    )
 
 
 def test_posterior_instability_matches_dynamics():
@@ -121,7 +139,7 @@ def test_posterior_flag_in_diagnose_runs():
 
 
 def test_reward_hacking_eval_decouples():
-    df = grpo_log(healthy, seed=6, eval_fn=lambda t, p: 0.3 + 0.2 * np.exp(-((t - 80) / 60.0) ** 2) - 0.0005 * t)
+    df = grpo_log(healthy, seed=6, eval_fn=lambda t, p: 0.3 + 0.2 * np.exp(-(((t - 80) / 60.0) ** 2)) - 0.0005 * t)
     f = sev(diagnose_run(df, group_size=G), "reward_hacking")
     assert f.severity == "critical", f.evidence
     assert "eval" in f.evidence and f.onset_step is not None
@@ -138,9 +156,9 @@ def test_reward_hacking_ceiling_and_length_runaway():
 
 def test_degeneracy_prediction_formula():
     assert degenerate_share(0.5, 2) == pytest.approx(0.5)
-    assert degenerate_share(0.2, 4) == pytest.approx(0.2 ** 4 + 0.8 ** 4)
+    assert degenerate_share(0.2, 4) == pytest.approx(0.2**4 + 0.8**4)
     assert np.allclose(degenerate_share(np.array([0.0, 1.0]), 16), 1.0)
-    assert degenerate_share(np.array([0.1, 0.5]), np.array([8, 8])) == pytest.approx([0.9 ** 8 + 0.1 ** 8, 2 * 0.5 ** 8])
+    assert degenerate_share(np.array([0.1, 0.5]), np.array([8, 8])) == pytest.approx([0.9**8 + 0.1**8, 2 * 0.5**8])
     # Monte Carlo: the zero-variance share of G Bernoulli(p) draws
     rng = np.random.default_rng(9)
     r = rng.random((200_000, 4)) < 0.3

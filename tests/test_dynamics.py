@@ -38,8 +38,14 @@ def _ar2_autocorr(a, mu, nlags):
 @pytest.mark.parametrize(
     ("mu", "a", "expected"),
     [
-        (0.0, 0.005, 314), (0.0, 0.02, 79), (0.0, 0.05, 31), (0.0, 0.2, 8),
-        (0.9, 0.005, 26), (0.9, 0.02, 6), (0.9, 0.05, 3), (0.9, 0.2, 1),
+        (0.0, 0.005, 314),
+        (0.0, 0.02, 79),
+        (0.0, 0.05, 31),
+        (0.0, 0.2, 8),
+        (0.9, 0.005, 26),
+        (0.9, 0.02, 6),
+        (0.9, 0.05, 3),
+        (0.9, 0.2, 1),
     ],
 )
 def test_first_unstable_lag_reference_values(mu, a, expected):
@@ -63,9 +69,7 @@ def test_first_unstable_lag_scan_reference(mu, a, expected):
 @given(mu=st.floats(0.0, 0.95), a=st.floats(0.03, 1.5))
 def test_first_unstable_lag_crossing_equals_scan(mu, a):
     # (crossing + argument-principle certificate) == brute-force eigenvalue scan
-    assert D.first_unstable_lag(a=a, momentum=mu) == D.first_unstable_lag(
-        a=a, momentum=mu, method="scan"
-    )
+    assert D.first_unstable_lag(a=a, momentum=mu) == D.first_unstable_lag(a=a, momentum=mu, method="scan")
 
 
 @settings(max_examples=40, deadline=None)
@@ -146,7 +150,9 @@ def test_refresh_one_equals_no_lag():
     )
     np.testing.assert_allclose(
         D.monodromy_matrix(a=0.03, momentum=0.9, refresh_interval=1),
-        D.transition_matrix(a=0.03, momentum=0.9), rtol=0, atol=1e-15,
+        D.transition_matrix(a=0.03, momentum=0.9),
+        rtol=0,
+        atol=1e-15,
     )
 
 
@@ -374,9 +380,7 @@ def test_stationary_variance_vs_long_simulation(a, mu):
     sigma_p = 0.1
     exact = D.stationary_variance(sigma_p=sigma_p, a=a, momentum=mu)
     cont = D.stationary_variance(sigma_p=sigma_p, a=a, momentum=mu, kind="continuum")
-    assert exact == pytest.approx(
-        D.stationary_covariance(a=a, momentum=mu, sigma_p=sigma_p)[0, 0], rel=1e-10
-    )
+    assert exact == pytest.approx(D.stationary_covariance(a=a, momentum=mu, sigma_p=sigma_p)[0, 0], rel=1e-10)
     n, burn, seeds = 200_000, 5_000, range(6)
     # effective sample size of the sample variance of a Gaussian process: n / (1 + 2 sum rho_k^2)
     rho = _ar2_autocorr(a, mu, 20_000)
@@ -441,7 +445,7 @@ def test_spectral_radius_predicts_boundedness(a, mu, d):
     assume(abs(math.log(rho)) > 5e-4)
     n = min(int(math.ceil(40 / abs(math.log(rho)))), 100_000) + 50
     x = D.simulate(n, r0=0.0, r_star=1.0, a=a, momentum=mu, lag=d).latent - 1.0
-    tail = np.max(np.abs(x[-max(10, n // 10):]))
+    tail = np.max(np.abs(x[-max(10, n // 10) :]))
     if rho < 1:
         assert np.all(np.isfinite(x))
         assert tail < 1e-4 * np.max(np.abs(x))
@@ -459,7 +463,7 @@ def test_monodromy_radius_predicts_boundedness(a, mu, k):
     periods = max(2, int(math.ceil(30 / abs(math.log(rho)))))  # the first and last period never the same points
     assume(periods * k <= 20_000)
     x = D.simulate(periods * k + 1, r0=0.0, r_star=1.0, a=a, momentum=mu, refresh_interval=k).latent - 1.0
-    start, end = np.max(np.abs(x[: k + 1])), np.max(np.abs(x[-k - 1:]))
+    start, end = np.max(np.abs(x[: k + 1])), np.max(np.abs(x[-k - 1 :]))
     if rho < 1:
         assert end < 1e-6 * start
     else:

@@ -125,7 +125,7 @@ def test_corrupt_or_stale_entry_is_rebuilt_never_trusted(tiny):
     (entry,) = cache.glob("*.model")
     good = entry.read_bytes()
     digest = entry.stem
-    head, _, body = good[len(mc._MAGIC):].partition(b"\n")
+    head, _, body = good[len(mc._MAGIC) :].partition(b"\n")
     desc = mc._Unpickler(__import__("io").BytesIO(body)).load()["desc"]
     store = mc.ModelCache(cache)
 
@@ -275,7 +275,9 @@ def test_backtest_spreads_case_groups_over_an_executor():
             self.runs = runs
 
         def table(self):
-            return pd.DataFrame([dict(run_id=r, r_hat_max=1.0, ess_min=400.0, divergences=0) for r in self.runs.run_ids])
+            return pd.DataFrame(
+                [dict(run_id=r, r_hat_max=1.0, ess_min=400.0, divergences=0) for r in self.runs.run_ids]
+            )
 
         def final_draws(self, r):
             return float(self.runs.run(r)["reward"].iloc[-1]) + np.linspace(-1, 1, 101)
@@ -288,7 +290,9 @@ def test_backtest_spreads_case_groups_over_an_executor():
             return Fit(runs)
 
     rows = [dict(run_id=f"r{k}", step=1 + i, reward=float(i + k)) for k in range(6) for i in range(60)]
-    rs = RunSet.from_frames(pd.DataFrame(rows), pd.DataFrame({"run_id": [f"r{k}" for k in range(6)], "source_repo": "A"}))
+    rs = RunSet.from_frames(
+        pd.DataFrame(rows), pd.DataFrame({"run_id": [f"r{k}" for k in range(6)], "source_repo": "A"})
+    )
     serial = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)},
                       make_figures=False)  # fmt: skip
     # one pool thread posing as two workers: warnings.catch_warnings is process-global, so concurrent

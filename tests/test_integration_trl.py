@@ -27,7 +27,13 @@ from bayesgrpo.integrations._worker import ForecastWorker, run_config_meta  # no
 from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop, UtilityStop  # noqa: E402
 
 SMALL = {"draws": 100, "tune": 100, "chains": 2}
-KEYS = ("bayesgrpo/final_q10", "bayesgrpo/final_q50", "bayesgrpo/final_q90", "bayesgrpo/stop_step_q50", "bayesgrpo/p_plateaued")
+KEYS = (
+    "bayesgrpo/final_q10",
+    "bayesgrpo/final_q50",
+    "bayesgrpo/final_q90",
+    "bayesgrpo/stop_step_q50",
+    "bayesgrpo/p_plateaued",
+)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +170,9 @@ def _answer(p_improve):
 
 def test_stop_rule_sets_should_training_stop_when_its_condition_holds(tmp_path, caplog):
     fake = FakeWorker(_answer(0.001))
-    cb = BayesGRPOCallback(every=2, stop=ImprovementStop(delta=0.0, epsilon=0.05, patience=2), worker=fake, warmup=False)
+    cb = BayesGRPOCallback(
+        every=2, stop=ImprovementStop(delta=0.0, epsilon=0.05, patience=2), worker=fake, warmup=False
+    )
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=60, callbacks=[cb])
     with caplog.at_level(logging.WARNING, logger="bayesgrpo"):
         tr.train()
@@ -187,7 +195,11 @@ def test_stop_rule_does_not_fire_when_improvement_is_likely(tmp_path):
 
 
 def test_utility_rule_stops_when_stopping_now_is_best(tmp_path):
-    ans = lambda req: {**_answer(0.5)(req), "stop_now": True, "recommended_stop": float(max(r["step"] for r in req["rows"]))}  # noqa: E731
+    ans = lambda req: {
+        **_answer(0.5)(req),
+        "stop_now": True,
+        "recommended_stop": float(max(r["step"] for r in req["rows"])),
+    }  # noqa: E731
     fake = FakeWorker(ans)
     cb = BayesGRPOCallback(every=2, stop=UtilityStop(cost_per_step=0.01, patience=1), worker=fake, warmup=False)
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=40, callbacks=[cb])
@@ -231,7 +243,9 @@ def test_run_config_from_a_grpo_config(tmp_path):
     assert m["group_size"] == 4 and m["batch_size"] == 16 and m["prompts_per_step"] == 4
     assert m["refresh_interval"] == 4  # 4 micro-batches per generation x 2 iterations / 2 per optimizer step
     # defaults: one generation per optimizer step, used once
-    d = run_config_meta(GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=8))
+    d = run_config_meta(
+        GRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=8)
+    )
     assert d["refresh_interval"] == 1
 
 
@@ -240,7 +254,14 @@ def test_old_trl_key_names_none_values_and_rows_without_reward_map_through_the_p
 
     old = [  # TRL <= 0.16 names
         {"step": 1, "loss": 0.1},  # logged between generations: no reward
-        {"step": 2, "reward": 0.2, "rewards/acc": 0.2, "completion_length": 50.0, "frac_zero_reward_std": 0.5, "kl": None},
+        {
+            "step": 2,
+            "reward": 0.2,
+            "rewards/acc": 0.2,
+            "completion_length": 50.0,
+            "frac_zero_reward_std": 0.5,
+            "kl": None,
+        },
         {"step": 2, "eval_reward": 0.3},  # the eval row of the same step
         {"step": 3, "reward": 0.3, "rewards/acc": 0.3, "completion_length": 48.0, "frac_zero_reward_std": 0.4},
     ]
@@ -249,6 +270,18 @@ def test_old_trl_key_names_none_values_and_rows_without_reward_map_through_the_p
     assert math.isnan(df.loc[0, "reward"]) and df.loc[1, "reward"] == 0.2
     assert df.loc[1, "eval/reward"] == 0.3 and df.loc[1, "reward_fn/acc"] == 0.2
     assert df.loc[1, "frac_reward_zero_std"] == 0.5 and df.loc[2, "completion_length"] == 48.0
-    new = [{"step": 1, "reward": 0.3, "rewards/acc/mean": 0.3, "completions/mean_length": 48.0, "frac_reward_zero_std": 0.4}]
+    new = [
+        {
+            "step": 1,
+            "reward": 0.3,
+            "rewards/acc/mean": 0.3,
+            "completions/mean_length": 48.0,
+            "frac_reward_zero_std": 0.4,
+        }
+    ]
     dn = _frame_from_rows(new, "r")
-    assert dn.loc[0, "reward_fn/acc"] == 0.3 and dn.loc[0, "completion_length"] == 48.0 and dn.loc[0, "frac_reward_zero_std"] == 0.4
+    assert (
+        dn.loc[0, "reward_fn/acc"] == 0.3
+        and dn.loc[0, "completion_length"] == 48.0
+        and dn.loc[0, "frac_reward_zero_std"] == 0.4
+    )

@@ -56,10 +56,28 @@ def at(rs, step, col="reward", run=None):
 # ------------------------------------------------------------------------------------ per file
 # (folder, key in name, format, runs, points of first run, first step, last step, {step: reward})
 CASES = [
-    ("trl_trainer_state", "IMJONEZZ", "trainer_state", 1, 250, 1, 250, {2: -0.046833336353302, 250: 1.3333333730697632}),
+    (
+        "trl_trainer_state",
+        "IMJONEZZ",
+        "trainer_state",
+        1,
+        250,
+        1,
+        250,
+        {2: -0.046833336353302, 250: 1.3333333730697632},
+    ),
     ("trl_trainer_state", "abdo-ashraf", "trainer_state", 1, 25, 10, 250, {10: 0.4269749991595745, 250: 1.5109375}),
     ("trl_trainer_state", "srinath", "trainer_state", 1, 50, 10, 500, {10: -9.6625, 500: 0.425}),
-    ("trl_trainer_state", "gauri0508", "trainer_state", 1, 100, 1, 100, {67: 0.3933500051498413, 100: 0.19474999606609344}),
+    (
+        "trl_trainer_state",
+        "gauri0508",
+        "trainer_state",
+        1,
+        100,
+        1,
+        100,
+        {67: 0.3933500051498413, 100: 0.19474999606609344},
+    ),
     ("trl_console", "rho1.00", "trl_console", 1, 40, 5, 200, {5: 0.9, 10: 0.75, 200: 0.0}),
     ("trl_console", "gate1_adq", "trl_console", 1, 200, 1, 200, {1: 0.125, 100: 0.125, 200: 0.875}),
     ("trl_console", "Ning-Guo", "trl_console", 1, 46, 20, 920, {20: 0.7255576837807893, 920: 0.7748442128300667}),
@@ -280,7 +298,10 @@ def test_grpo_public_long_csv_with_meta():
 def test_read_many_unique_ids_and_meta():
     a = cf("trl_trainer_state", "old-trl_every-10")
     with pytest.warns(DataWarning, match=r"already used; renamed to '.*#2'"):
-        rs = read_many([a, a, cf("wandb_csv", "iodt-2")], meta=pd.DataFrame({"run_id": ["fragrant-sea-49"], "model": ["Qwen/Qwen2-0.5B-Instruct"]}))
+        rs = read_many(
+            [a, a, cf("wandb_csv", "iodt-2")],
+            meta=pd.DataFrame({"run_id": ["fragrant-sea-49"], "model": ["Qwen/Qwen2-0.5B-Instruct"]}),
+        )
     stem = a.name[: -len(".json")]
     assert rs.run_ids == [stem, stem + "#2", "fragrant-sea-49"]
     assert rs.meta.loc["fragrant-sea-49", "model"] == "Qwen/Qwen2-0.5B-Instruct"
@@ -290,7 +311,11 @@ def test_read_many_unique_ids_and_meta():
 
 
 def test_run_id_and_meta_override():
-    rs = read_runs(cf("trl_trainer_state", "IMJONEZZ"), run_id="llama8b", meta={"model": "meta-llama/Llama-3.1-8B-Instruct", "group_size": 6})
+    rs = read_runs(
+        cf("trl_trainer_state", "IMJONEZZ"),
+        run_id="llama8b",
+        meta={"model": "meta-llama/Llama-3.1-8B-Instruct", "group_size": 6},
+    )
     assert rs.run_ids == ["llama8b"]
     assert rs.meta.loc["llama8b", "group_size"] == 6 and rs.meta.loc["llama8b", "max_steps"] == 250
     assert rs.meta.loc["llama8b", "model"] == "meta-llama/Llama-3.1-8B-Instruct"
@@ -323,9 +348,27 @@ def cf(folder: str, key: str) -> Path:
 # (folder, key in path, format, runs, points of first run, first step, last step, {step: reward})
 COMMITTED = [
     ("trl_trainer_state", "IMJONEZZ", "trainer_state", 1, 20, 1, 20, {2: -0.046833336353302, 20: 0.011333334259688854}),
-    ("trl_trainer_state", "old-trl_every-10", "trainer_state", 1, 10, 10, 100, {10: 0.4269749991595745, 100: 1.1962499976158143}),
+    (
+        "trl_trainer_state",
+        "old-trl_every-10",
+        "trainer_state",
+        1,
+        10,
+        10,
+        100,
+        {10: 0.4269749991595745, 100: 1.1962499976158143},
+    ),
     ("trl_trainer_state", "srinath", "trainer_state", 1, 8, 10, 80, {10: -9.6625, 80: 4.6875}),
-    ("trl_trainer_state", "gauri0508", "trainer_state", 1, 8, 63, 70, {63: 0.14309999346733093, 67: 0.3933500051498413, 70: 0.11885000020265579}),
+    (
+        "trl_trainer_state",
+        "gauri0508",
+        "trainer_state",
+        1,
+        8,
+        63,
+        70,
+        {63: 0.14309999346733093, 67: 0.3933500051498413, 70: 0.11885000020265579},
+    ),
     ("trl_trainer_state", "synthetic_grpo-eval", "trainer_state", 1, 4, 10, 40, {10: 0.4269749991595745}),
     ("trl_console", "rho1.00", "trl_console", 1, 40, 5, 200, {5: 0.9, 10: 0.75, 200: 0.0}),
     ("trl_console", "gate1_adq", "trl_console", 1, 60, 1, 60, {1: 0.125, 3: 0.625, 60: 0.375}),
@@ -337,13 +380,67 @@ COMMITTED = [
     ("verl_console", "synthetic_numpy2", "verl_console", 1, 2, 1, 2, {1: 0.5721990466117859, 2: 0.724267303943634}),
     ("verl_jsonl", "synthetic_file-logger", "verl_jsonl", 1, 3, 1, 3, {1: 0.5721990466117859, 3: 0.771440327167511}),
     ("wandb_csv", "Hetero-RL", "wandb_csv", 3, 30, 1, 1280, {3: 0.4453125, 1280: 0.31640625}),
-    ("wandb_csv", "iodt-2", "wandb_csv", 1, 30, 10, 300, {10: 0.06763294078409672, 20: 0.6129404842853546, 300: 0.770166665315628}),
+    (
+        "wandb_csv",
+        "iodt-2",
+        "wandb_csv",
+        1,
+        30,
+        10,
+        300,
+        {10: 0.06763294078409672, 20: 0.6129404842853546, 300: 0.770166665315628},
+    ),
     ("tensorboard", "1739394346", "tensorboard", 1, 1, 10, 10, {10: -0.13515624403953552}),
-    ("tensorboard", "1739866051", "tensorboard", 1, 21, 2, 650, {2: 0.28125, 10: 0.3359375, 630: 1.4895833730697632, 650: 1.5026042461395264}),
-    ("tensorboard", "1739956707", "tensorboard", 1, 13, 630, 654, {630: 1.4791667461395264, 650: 1.5182292461395264, 654: 1.4244792461395264}),
-    ("tensorboard", "1739959825", "tensorboard", 1, 15, 652, 680, {652: 1.4140625, 654: 1.4401042461395264, 680: 1.421875}),
-    ("from_scratch", "AxiomForgeAI__metrics.csv", "metrics_csv", 1, 11, 1, 11, {1: 0.914309, 5: 0.856875, 11: 0.969814}),
-    ("from_scratch", "metrics.jsonl", "metrics_jsonl", 1, 10, 1, 10, {1: 0.914308755129325, 5: 0.8568747993989829, 10: 0.8807654454859567}),
+    (
+        "tensorboard",
+        "1739866051",
+        "tensorboard",
+        1,
+        21,
+        2,
+        650,
+        {2: 0.28125, 10: 0.3359375, 630: 1.4895833730697632, 650: 1.5026042461395264},
+    ),
+    (
+        "tensorboard",
+        "1739956707",
+        "tensorboard",
+        1,
+        13,
+        630,
+        654,
+        {630: 1.4791667461395264, 650: 1.5182292461395264, 654: 1.4244792461395264},
+    ),
+    (
+        "tensorboard",
+        "1739959825",
+        "tensorboard",
+        1,
+        15,
+        652,
+        680,
+        {652: 1.4140625, 654: 1.4401042461395264, 680: 1.421875},
+    ),
+    (
+        "from_scratch",
+        "AxiomForgeAI__metrics.csv",
+        "metrics_csv",
+        1,
+        11,
+        1,
+        11,
+        {1: 0.914309, 5: 0.856875, 11: 0.969814},
+    ),
+    (
+        "from_scratch",
+        "metrics.jsonl",
+        "metrics_jsonl",
+        1,
+        10,
+        1,
+        10,
+        {1: 0.914308755129325, 5: 0.8568747993989829, 10: 0.8807654454859567},
+    ),
     ("from_scratch", "KardeniaPoyu", "metrics_csv", 1, 40, 0, 39, {0: 0.0, 39: 0.0}),
     ("from_scratch", "minimind", "minimind_log", 1, 40, 1, 40, {1: 0.3846, 3: 0.436, 40: 0.4246}),
     ("long", "csv.gz", "long", 2, 50, 1, 246, {1: 0.0, 6: -0.09333333373069763, 246: 2.454166889190674}),
@@ -352,11 +449,19 @@ COMMITTED = [
 ]
 # (folder, key, format, exact message after "<path>: ")
 COMMITTED_REFUSED = [
-    ("trl_trainer_state", "edge_sft", "trainer_state",
-     "no reward in any of the 6 training log entries (keys: epoch, grad_norm, learning_rate, loss); not a GRPO run "
-     "(SFT or other Trainer?) - expected TRL GRPOTrainer logs with a 'reward' key"),
-    ("tensorboard", "1739394275", "tensorboard",
-     "no scalar summaries in the TensorBoard event file(s) (text-only?); expected scalars such as train/reward"),
+    (
+        "trl_trainer_state",
+        "edge_sft",
+        "trainer_state",
+        "no reward in any of the 6 training log entries (keys: epoch, grad_norm, learning_rate, loss); not a GRPO run "
+        "(SFT or other Trainer?) - expected TRL GRPOTrainer logs with a 'reward' key",
+    ),
+    (
+        "tensorboard",
+        "1739394275",
+        "tensorboard",
+        "no scalar summaries in the TensorBoard event file(s) (text-only?); expected scalars such as train/reward",
+    ),
 ]
 
 
@@ -417,7 +522,13 @@ def test_committed_trainer_state_keys_nan_and_meta():
     rs = read_runs(cf("trl_trainer_state", "old-trl_every-10"))
     assert at(rs, 10, "reward_fn/correctness_reward_func") == 0.225 and at(rs, 10, "completion_length") == 542.6875
     m = rs.meta.iloc[0]
-    assert (m["max_steps"], m["logging_steps"], m["global_step"], m["train_batch_size"], m["reward_key"]) == (250, 10, 250, 8, "reward")
+    assert (m["max_steps"], m["logging_steps"], m["global_step"], m["train_batch_size"], m["reward_key"]) == (
+        250,
+        10,
+        250,
+        8,
+        "reward",
+    )
     # old keys every step; the checkpoint's top-level keys survive the trim (max_steps 250, 20 entries kept)
     rs = read_runs(cf("trl_trainer_state", "IMJONEZZ"))
     assert at(rs, 1, "completion_length") == 200.0 and "reward_fn/xmlcount_reward_func" in rs.metrics
@@ -427,7 +538,10 @@ def test_committed_trainer_state_keys_nan_and_meta():
     assert "kl" not in rs.metrics
     assert at(rs, 10, "entropy") == pytest.approx(1.4185649514198304) and at(rs, 80, "frac_reward_zero_std") == 0.7
     assert at(rs, 10, "completion_length") == 124.2125 and at(rs, 10, "reward_fn/gameplay_scores") == -8.7875
-    assert "rewards/gameplay_scores/std" in rs.metrics and rs.meta.iloc[0]["completion_length_key"] == "completions/mean_length"
+    assert (
+        "rewards/gameplay_scores/std" in rs.metrics
+        and rs.meta.iloc[0]["completion_length_key"] == "completions/mean_length"
+    )
     # bare NaN token (step 67), legacy completion_length next to the new keys, kl
     path = cf("trl_trainer_state", "gauri0508")
     assert '"grad_norm": NaN,' in path.read_text()
@@ -455,7 +569,12 @@ def test_committed_trl_console_three_step_sources():
     assert "\r{'loss'" in path.read_bytes().decode()  # a burst's first dict follows tqdm redraws on one line
     rs = read_runs(path)
     m = rs.meta.iloc[0]
-    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (5, "total steps / number of logs", True, 200)
+    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (
+        5,
+        "total steps / number of logs",
+        True,
+        200,
+    )
     assert at(rs, 5, "entropy") == 0.17924876864999534 and "reward_fn/reward_fn" in rs.metrics
     rs = quiet_read(path, logging_steps=1)
     assert list(rs.data["step"].iloc[:3]) == [1, 2, 3] and rs.meta.iloc[0]["step_source"] == "logging_steps option"
@@ -465,14 +584,26 @@ def test_committed_trl_console_three_step_sources():
     assert text.count("\r") == 239 and all(f"[rank{r}]" in text for r in range(4)) and "SIGHUP" in text
     rs = read_runs(path)
     m = rs.meta.iloc[0]
-    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (20, "progress-bar counter", False, 936)
-    assert at(rs, 100, "kl") == pytest.approx(0.037836826997227034) and at(rs, 20, "reward_fn/combined_reward") == pytest.approx(0.7255576837807893)
+    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (
+        20,
+        "progress-bar counter",
+        False,
+        936,
+    )
+    assert at(rs, 100, "kl") == pytest.approx(0.037836826997227034) and at(
+        rs, 20, "reward_fn/combined_reward"
+    ) == pytest.approx(0.7255576837807893)
     # transformers 5: every value a string; cut after 60 dicts (no summary) -> k assumed 1, with a warning
     path = cf("trl_console", "gate1_adq")
     with pytest.warns(DataWarning, match="assumed logging_steps=1"):
         rs = read_runs(path)
     m = rs.meta.iloc[0]
-    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (1, "assumed (no step information)", False, 200)
+    assert (m["logging_steps"], m["step_source"], m["completed"], m["max_steps"]) == (
+        1,
+        "assumed (no step information)",
+        False,
+        200,
+    )
     assert rs.data["reward"].dtype == float and rs.data["kl"].dtype == float
     assert at(rs, 1, "grad_norm") == 0.2221 and at(rs, 3, "kl") == 0.0002925 and at(rs, 3, "loss") == 1.169e-05
     assert at(rs, 60, "learning_rate") == 7.421e-05 and at(rs, 60, "epoch") == 0.03211
@@ -498,14 +629,18 @@ def test_committed_verl_console_quirks():
     assert b"\x1b[36m(TaskRunner pid=14640)\x1b[0m step:101 - " in raw and not raw.endswith(b"\n")
     with pytest.warns(DataWarning, match=r"line 110: last metric line is incomplete \(run cut off\?\); dropped it"):
         rs = read_runs(path)
-    assert at(rs, 110, "eval/openai/gsm8k/reward/mean@1") == 0.892 and math.isnan(at(rs, 109, "eval/openai/gsm8k/reward/mean@1"))
+    assert at(rs, 110, "eval/openai/gsm8k/reward/mean@1") == 0.892 and math.isnan(
+        at(rs, 109, "eval/openai/gsm8k/reward/mean@1")
+    )
     assert at(rs, 101, "entropy") == 0.035 and at(rs, 101, "completion_length") == 128.648  # old verl names
     assert at(rs, 101, "source_line") == 41 and rs.meta.iloc[0]["reward_key"] == "critic/score/mean"
     assert at(rs, 101, "training/global_step") == 101.0
     rs = read_runs(cf("verl_console", "grpo_ansi"))  # full-precision values, ray prefix, 'step N - ' in tracebacks
     assert at(rs, 1, "entropy") == 1.182466983795166 and at(rs, 1, "critic/rewards/mean") == 0.5721990466117859
     assert at(rs, 1, "reward_extra_info/overall") == 0.5721990710442653 and at(rs, 2, "source_line") == 35
-    with pytest.warns(DataWarning, match=r"dropped 1 row\(s\) with a missing \(NaN\) reward"):  # step 0: validation only
+    with pytest.warns(
+        DataWarning, match=r"dropped 1 row\(s\) with a missing \(NaN\) reward"
+    ):  # step 0: validation only
         rs = read_runs(cf("verl_console", "synthetic_numpy2"))
     assert at(rs, 1, "entropy") == 1.182466983795166 and at(rs, 1, "rollout/total_num_samples") == 96.0
     assert at(rs, 2, "actor/grad_norm") == pytest.approx(3.0837838649749756)
@@ -524,7 +659,9 @@ def test_committed_verl_jsonl_nulls_and_validation_step():
 
 def test_committed_wandb_runs_min_max_and_x_axis():
     path = cf("wandb_csv", "Hetero-RL")
-    assert path.read_text().startswith('"train/global_step","[paper]GRPO_online - _step",') and not path.read_text().endswith("\n")
+    assert path.read_text().startswith(
+        '"train/global_step","[paper]GRPO_online - _step",'
+    ) and not path.read_text().endswith("\n")
     rs = read_runs(path)
     assert rs.run_ids == ["[paper]GRPO_online", "[paper]GEPO_online", "[paper]GSPO_online"]
     assert [len(rs.run(r)) for r in rs.run_ids] == [30, 45, 45]
@@ -532,7 +669,9 @@ def test_committed_wandb_runs_min_max_and_x_axis():
     assert at(rs, 3, run="[paper]GEPO_online") == 0.44140625 and at(rs, 3, run="[paper]GSPO_online") == 0.421875
     assert at(rs, 1280, run="[paper]GEPO_online") == 0.6640625 and at(rs, 3, "_step", run="[paper]GRPO_online") == 237
     assert not any("__MIN" in c or "__MAX" in c for c in rs.metrics)
-    assert at(rs, 1271, "source_line", run="[paper]GRPO_online") == 22 and rs.meta.iloc[0]["x_axis"] == "train/global_step"
+    assert (
+        at(rs, 1271, "source_line", run="[paper]GRPO_online") == 22 and rs.meta.iloc[0]["x_axis"] == "train/global_step"
+    )
     rs2 = read_runs(path, x="_step")
     d = rs2.run("[paper]GRPO_online")
     assert (d["step"].iloc[0], d["step"].iloc[-1], len(d)) == (179, 43159, 30) and rs2.meta.iloc[0]["x_axis"] == "_step"
@@ -566,16 +705,26 @@ def test_committed_tensorboard_folders():
     assert rs.run_ids == ["qwen-2.5-3b-r1-countdown"] and len(rs.data) == 36 and rs.meta.iloc[0]["n_event_files"] == 3
     assert at(rs, 652) == 1.4140625
     rs = read_runs(CF / "tensorboard" / "Qwen2-0.5B-GRPO-test")  # the text-only file beside the scalar file is ignored
-    assert rs.run_ids == ["Qwen2-0.5B-GRPO-test"] and list(rs.data["step"]) == [10] and rs.meta.iloc[0]["n_event_files"] == 1
+    assert (
+        rs.run_ids == ["Qwen2-0.5B-GRPO-test"]
+        and list(rs.data["step"]) == [10]
+        and rs.meta.iloc[0]["n_event_files"] == 1
+    )
     assert "reward_fn/format_reward" in rs.metrics and "reward_fn/reward_function" in rs.metrics
 
 
 def test_committed_from_scratch_quirks():
-    path = cf("from_scratch", "AxiomForgeAI__metrics.csv")  # CRLF, sparse eval_* columns, string column, cut-off last line
+    path = cf(
+        "from_scratch", "AxiomForgeAI__metrics.csv"
+    )  # CRLF, sparse eval_* columns, string column, cut-off last line
     assert path.read_bytes().count(b"\r\n") == 12
     with pytest.warns(DataWarning, match=r"line 13: incomplete last line \(13 of 32 fields"):
         rs = read_runs(path)
-    assert at(rs, 5, "eval/combined") == 0.9192 and at(rs, 10, "eval/combined") == 0.9199 and math.isnan(at(rs, 6, "eval/combined"))
+    assert (
+        at(rs, 5, "eval/combined") == 0.9192
+        and at(rs, 10, "eval/combined") == 0.9199
+        and math.isnan(at(rs, 6, "eval/combined"))
+    )
     assert at(rs, 5, "training_phase") == "GROUNDED_ONLY" and rs.meta.iloc[0]["reward_key"] == "mean_reward"
     assert rs.meta.iloc[0]["reward_std_key"] == "std_reward" and at(rs, 11, "reward_std") == 0.098322
     path = cf("from_scratch", "metrics.jsonl")  # record 0 eval-only, eval merged into 5 and 10, nulls, cut-off
@@ -583,7 +732,11 @@ def test_committed_from_scratch_quirks():
         rs = read_runs(path)
     msgs = " | ".join(str(w.message) for w in rec)
     assert "line 12: incomplete last JSON line (run cut off?); dropped it" in msgs and "missing (NaN) reward" in msgs
-    assert at(rs, 5, "loss") == 8.118284122815567e-05 and at(rs, 5, "accuracy") == 0.9192 and math.isnan(at(rs, 4, "accuracy"))
+    assert (
+        at(rs, 5, "loss") == 8.118284122815567e-05
+        and at(rs, 5, "accuracy") == 0.9192
+        and math.isnan(at(rs, 4, "accuracy"))
+    )
     assert math.isnan(at(rs, 1, "chain_arith_score")) and at(rs, 1, "training_phase") == "GROUNDED_ONLY"
     rs = read_runs(cf("from_scratch", "KardeniaPoyu"))  # all-zero reward, step from 0
     assert (rs.data["reward"] == 0).all() and rs.meta.iloc[0]["reward_key"] == "success_rate"
@@ -596,8 +749,14 @@ def test_committed_from_scratch_quirks():
 def test_committed_long_gz_parquet_and_grpo_small():
     gz, pq = cf("long", "csv.gz"), cf("long", "parquet")
     a, b = read_runs(gz), read_runs(pq)
-    assert a.run_ids == b.run_ids == ["UnslothGRPO__checkpoint-250_trainer_state__e32c3be", "minimind-from-scratch__r1_main__5d13cb0"]
-    pd.testing.assert_frame_equal(a.data[["run_id", "step", "reward", "kl"]], b.data[["run_id", "step", "reward", "kl"]])
+    assert (
+        a.run_ids
+        == b.run_ids
+        == ["UnslothGRPO__checkpoint-250_trainer_state__e32c3be", "minimind-from-scratch__r1_main__5d13cb0"]
+    )
+    pd.testing.assert_frame_equal(
+        a.data[["run_id", "step", "reward", "kl"]], b.data[["run_id", "step", "reward", "kl"]]
+    )
     assert at(a, 6, "source_line") == 3 and "source_line" not in b.data.columns
     rs = read_runs(SMALL / "runs.csv", meta=SMALL / "meta.csv")
     assert len(rs) == 6 and len(rs.data) == 297
@@ -639,8 +798,11 @@ def test_grpo_small_matches_grpo_public_and_raw_files():
     small = pd.read_csv(SMALL / "runs.csv")
     pub = pd.read_csv(SHARED / "grpo-public" / "runs.csv")
     shared_ids = sorted(set(small["run_id"]) & set(pub["run_id"]))
-    assert shared_ids == ["UnslothGRPO__checkpoint-250_trainer_state__e32c3be", "colab__Qwen3__4B_-GRPO__07a98ee",
-                          "nips-grpo-dynamics__gates_1_2_gate1_adq_seed42__7446de7"]
+    assert shared_ids == [
+        "UnslothGRPO__checkpoint-250_trainer_state__e32c3be",
+        "colab__Qwen3__4B_-GRPO__07a98ee",
+        "nips-grpo-dynamics__gates_1_2_gate1_adq_seed42__7446de7",
+    ]
     for rid in shared_ids:
         s = small[small["run_id"] == rid].set_index("step")
         p = pub[pub["run_id"] == rid].set_index("step").loc[s.index]
@@ -650,7 +812,9 @@ def test_grpo_small_matches_grpo_public_and_raw_files():
 # ------------------------------------------------------------------------------------ malformed input
 def _state(entries: list[str]) -> str:
     body = ",\n".join("    {\n" + e + "\n    }" for e in entries)
-    return '{\n  "global_step": 3,\n  "log_history": [\n' + body + '\n  ],\n  "logging_steps": 1,\n  "max_steps": 3\n}\n'
+    return (
+        '{\n  "global_step": 3,\n  "log_history": [\n' + body + '\n  ],\n  "logging_steps": 1,\n  "max_steps": 3\n}\n'
+    )
 
 
 ENTRY = '      "loss": 0.0,\n      "reward": {r},\n      "step": {s}'
@@ -676,12 +840,16 @@ def test_trainer_state_non_numeric_reward_names_line(tmp_path):
 
 def test_trainer_state_eval_and_summary_entries(tmp_path):
     p = tmp_path / "trainer_state.json"
-    p.write_text(_state([
-        ENTRY.format(r=0.1, s=1),
-        '      "eval_loss": 1.5,\n      "eval_reward": 0.05,\n      "step": 1',
-        ENTRY.format(r=0.2, s=2),
-        '      "train_runtime": 10.0,\n      "train_loss": 0.0,\n      "step": 2',
-    ]))
+    p.write_text(
+        _state(
+            [
+                ENTRY.format(r=0.1, s=1),
+                '      "eval_loss": 1.5,\n      "eval_reward": 0.05,\n      "step": 1',
+                ENTRY.format(r=0.2, s=2),
+                '      "train_runtime": 10.0,\n      "train_loss": 0.0,\n      "step": 2',
+            ]
+        )
+    )
     rs = read_runs(p)
     assert list(rs.data["step"]) == [1, 2]
     assert at(rs, 1, "eval/reward") == 0.05 and math.isnan(at(rs, 2, "eval/loss"))
@@ -772,14 +940,24 @@ def test_verl_console_and_jsonl_spec(tmp_path):
     p = tmp_path / "run.log"
     p.write_text(
         "config dump step: 3\n"
-        + esc + "step:1 - actor/entropy:np.float64(1.5) - critic/score/mean:0.25 - critic/rewards/mean:0.2 - mode:fast\n"
-        + esc + "step:2 - critic/score/mean:0.5 - val-core/gsm8k/reward/mean@1:0.7\n"
-        + esc + "step:3 - critic/score/mean:abc\n"
+        + esc
+        + "step:1 - actor/entropy:np.float64(1.5) - critic/score/mean:0.25 - critic/rewards/mean:0.2 - mode:fast\n"
+        + esc
+        + "step:2 - critic/score/mean:0.5 - val-core/gsm8k/reward/mean@1:0.7\n"
+        + esc
+        + "step:3 - critic/score/mean:abc\n"
     )
     assert detect_format(p) == "verl_console"
     with pytest.raises(LogFormatError, match=r"line 4: reward value 'abc'"):
         read_runs(p)
-    p.write_text(esc + "step:1 - critic/score/mean:0.25\n" + esc + "step:2 - critic/score/mean:0.5 - garbage field\n" + esc + "step:3 - critic/score/mean:0.6\n")
+    p.write_text(
+        esc
+        + "step:1 - critic/score/mean:0.25\n"
+        + esc
+        + "step:2 - critic/score/mean:0.5 - garbage field\n"
+        + esc
+        + "step:3 - critic/score/mean:0.6\n"
+    )
     with pytest.raises(LogFormatError, match=r"run.log, line 2: malformed verl metric field"):
         read_runs(p)
     j = tmp_path / "exp.jsonl"
@@ -808,9 +986,16 @@ def test_wandb_malformed(tmp_path):
 
 def test_openrlhf_style_keys_map(tmp_path):
     p = tmp_path / "export.csv"
-    p.write_text("train/global_step,run a - train/rollout/reward_mean,run a - train/kl,run a - train/response_length\n1,0.1,0.01,100\n2,0.2,0.02,110\n")
+    p.write_text(
+        "train/global_step,run a - train/rollout/reward_mean,run a - train/kl,run a - train/response_length\n1,0.1,0.01,100\n2,0.2,0.02,110\n"
+    )
     rs = read_runs(p)
-    assert rs.run_ids == ["run a"] and at(rs, 2) == 0.2 and at(rs, 2, "kl") == 0.02 and at(rs, 1, "completion_length") == 100
+    assert (
+        rs.run_ids == ["run a"]
+        and at(rs, 2) == 0.2
+        and at(rs, 2, "kl") == 0.02
+        and at(rs, 1, "completion_length") == 100
+    )
 
 
 def test_detect_unknown(tmp_path):

@@ -61,14 +61,26 @@ def test_compiled_op_value_and_gradient(case):
     mask[0] = 1
     p = np.array([case[k] for k in ("r0", "r_star", "a", "mu")] + [case["sigma_p"] ** 2, case["sigma_m"] ** 2])
     ll, g = ar2_loglik_grad(y, mask, *[np.array([v]) for v in p])
-    ref = filter_numpy(y[:, 0], mask[:, 0].astype(bool), r0=p[0], r_star=p[1], a=p[2], mu=p[3], sigma_p=np.sqrt(p[4]), sigma_m=np.sqrt(p[5]))[0]
+    ref = filter_numpy(
+        y[:, 0],
+        mask[:, 0].astype(bool),
+        r0=p[0],
+        r_star=p[1],
+        a=p[2],
+        mu=p[3],
+        sigma_p=np.sqrt(p[4]),
+        sigma_m=np.sqrt(p[5]),
+    )[0]
     assert ll[0] == pytest.approx(ref, rel=1e-10)
     for k in range(6):
         h = 1e-6 * max(1.0, abs(p[k]))
         up, dn = p.copy(), p.copy()
         up[k] += h
         dn[k] -= h
-        fd = (ar2_loglik_grad(y, mask, *[np.array([v]) for v in up])[0][0] - ar2_loglik_grad(y, mask, *[np.array([v]) for v in dn])[0][0]) / (2 * h)
+        fd = (
+            ar2_loglik_grad(y, mask, *[np.array([v]) for v in up])[0][0]
+            - ar2_loglik_grad(y, mask, *[np.array([v]) for v in dn])[0][0]
+        ) / (2 * h)
         assert g[0, k] == pytest.approx(fd, rel=1e-5, abs=1e-6), k
 
 
@@ -81,7 +93,14 @@ def test_op_in_pytensor_graph_matches_kernel():
     rng = np.random.default_rng(3)
     y = rng.normal(size=(30, 2))
     mask = np.ones((30, 2))
-    pars = dict(r0=np.array([0.0, 0.1]), r_star=np.array([1.0, 0.5]), a=np.array([0.05, 0.2]), mu=np.array([0.9, 0.3]), sigma_p=np.array([0.1, 0.05]), sigma_m=np.array([0.3, 0.4]))
+    pars = dict(
+        r0=np.array([0.0, 0.1]),
+        r_star=np.array([1.0, 0.5]),
+        a=np.array([0.05, 0.2]),
+        mu=np.array([0.9, 0.3]),
+        sigma_p=np.array([0.1, 0.05]),
+        sigma_m=np.array([0.3, 0.4]),
+    )
     sym = {k: pt.dvector(k) for k in pars}
     ll = kalman_ar2_loglik(pt.as_tensor(y), pt.as_tensor(mask), **sym)
     gr = pytensor.grad(ll.sum(), sym["r_star"])
@@ -99,7 +118,9 @@ def test_propagation_matches_simulated_variance():
     a, mu, sp = 0.05, 0.5, 0.1
     n = 4000
     rng = np.random.default_rng(4)
-    x = propagate_numpy(np.zeros((n, 2)), np.zeros((n, 2, 2)), 400, a=np.full(n, a), mu=np.full(n, mu), sigma_p=np.full(n, sp), rng=rng)
+    x = propagate_numpy(
+        np.zeros((n, 2)), np.zeros((n, 2, 2)), 400, a=np.full(n, a), mu=np.full(n, mu), sigma_p=np.full(n, sp), rng=rng
+    )
     var = x[-1].var()
     exact = stationary_variance(sigma_p=sp, a=a, momentum=mu, kind="exact")
     # 4000 independent draws: the sample variance has relative sd sqrt(2/n) ~ 2.2%

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bayesgrpo.physics import dynamics
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad, refresh3_loglik_grad, refresh_loglik_grad
+from bayesgrpo.physics import dynamics
 
 KS = [1, 2, 3, 7, 32, 128]
 KERNELS = {"dispatch": refresh_loglik_grad, "three_state": refresh3_loglik_grad}
@@ -149,9 +149,17 @@ def test_batch_of_runs_with_different_K_and_lengths():
         assert ll.shape == (R,) and g.shape == (R, 6)
         for j in range(R):
             e = ends[j]
-            ref = filter_numpy(y[:e, j], mask[:e, j] > 0, lag=np.mod(np.arange(e), Ks[j]), D=max(2, int(Ks[j])), **{k: v[j] for k, v in pars.items()})[0]
+            ref = filter_numpy(
+                y[:e, j],
+                mask[:e, j] > 0,
+                lag=np.mod(np.arange(e), Ks[j]),
+                D=max(2, int(Ks[j])),
+                **{k: v[j] for k, v in pars.items()},
+            )[0]
             assert ll[j] == pytest.approx(ref, rel=1e-9), (label, j)
-            one, gone = kern(y[:, j : j + 1].copy(), mask[:, j : j + 1].copy(), Ks[j : j + 1], *[v[j : j + 1] for v in args])
+            one, gone = kern(
+                y[:, j : j + 1].copy(), mask[:, j : j + 1].copy(), Ks[j : j + 1], *[v[j : j + 1] for v in args]
+            )
             assert one[0] == ll[j] and np.array_equal(gone[0], g[j]), (label, j)  # runs do not interact
 
 
@@ -162,7 +170,17 @@ def test_k1_three_state_equals_lag_free_kernel():
     y = rng.normal(0.4, 0.3, (T, R))
     mask = (rng.random((T, R)) < 0.6).astype(float)
     mask[0] = 1.0
-    args = [np.array(v, dtype=float) for v in ([0.0, 0.2, -0.1], [0.8, 0.5, 0.3], [0.02, 0.001, 0.3], [0.9, 0.5, 0.0], [0.0025, 0.01, 1e-4], [0.04, 0.09, 0.01])]
+    args = [
+        np.array(v, dtype=float)
+        for v in (
+            [0.0, 0.2, -0.1],
+            [0.8, 0.5, 0.3],
+            [0.02, 0.001, 0.3],
+            [0.9, 0.5, 0.0],
+            [0.0025, 0.01, 1e-4],
+            [0.04, 0.09, 0.01],
+        )
+    ]
     K1 = np.ones(R, dtype=np.int64)
     ll2, g2 = ar2_loglik_grad(y, mask, *args)
     lld, gd = refresh_loglik_grad(y, mask, K1, *args)
@@ -213,7 +231,9 @@ def _graph_inputs():
 
 
 def _kernel_reference(y, mask, K, pars):
-    ll, g = refresh_loglik_grad(y, mask, K, pars["r0"], pars["r_star"], pars["a"], pars["mu"], pars["sigma_p"] ** 2, pars["sigma_m"] ** 2)
+    ll, g = refresh_loglik_grad(
+        y, mask, K, pars["r0"], pars["r_star"], pars["a"], pars["mu"], pars["sigma_p"] ** 2, pars["sigma_m"] ** 2
+    )
     # chain rule to (r0, r_star, a, mu, sigma_p, sigma_m)
     gs = g.copy()
     gs[:, 4] *= 2.0 * pars["sigma_p"]
@@ -265,8 +285,17 @@ def test_verify_grad():
             r0=r0, r_star=r_star, a=pt.exp(log_a), mu=mu, sigma_p=pt.exp(log_sp), sigma_m=pt.exp(log_sm),
         )  # fmt: skip
 
-    pt_vals = [pars["r0"], pars["r_star"], np.log(pars["a"]), pars["mu"], np.log(pars["sigma_p"]), np.log(pars["sigma_m"])]
-    verify_grad(fun, pt_vals, n_tests=3, rng=np.random.default_rng(8), mode="FAST_COMPILE", eps=1e-7, abs_tol=1e-5, rel_tol=1e-5)
+    pt_vals = [
+        pars["r0"],
+        pars["r_star"],
+        np.log(pars["a"]),
+        pars["mu"],
+        np.log(pars["sigma_p"]),
+        np.log(pars["sigma_m"]),
+    ]
+    verify_grad(
+        fun, pt_vals, n_tests=3, rng=np.random.default_rng(8), mode="FAST_COMPILE", eps=1e-7, abs_tol=1e-5, rel_tol=1e-5
+    )
 
 
 def test_K_must_be_an_integer_vector():
@@ -316,14 +345,28 @@ def test_numpy_refresh_propagation_matches_general_propagation(K):
     _, mD, PD = filter_numpy(y, obs, lag=np.mod(np.arange(T), K), D=max(2, K), **p)
     # sigma_p = 0: the filtered state is exact (P = 0) and the paths deterministic
     kw = dict(a=np.array([p["a"]]), mu=np.array([p["mu"]]), sigma_p=np.array([0.0]))
-    x3 = propagate_refresh_numpy(m3[None], np.zeros((1, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(0), **kw)
+    x3 = propagate_refresh_numpy(
+        m3[None], np.zeros((1, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(0), **kw
+    )
     lag_out = np.mod(np.arange(T - 1, T - 1 + n_future), K)
-    xD = propagate_numpy(mD[None], np.zeros((1,) + PD.shape), n_future, lag=lag_out, D=max(2, K), rng=np.random.default_rng(0), **kw)
+    xD = propagate_numpy(
+        mD[None], np.zeros((1,) + PD.shape), n_future, lag=lag_out, D=max(2, K), rng=np.random.default_rng(0), **kw
+    )
     np.testing.assert_allclose(x3, xD, rtol=1e-10, atol=1e-12)
     # with process noise: the variance of the end point over 4000 independent paths
     n = 4000
     kw = dict(a=np.full(n, p["a"]), mu=np.full(n, p["mu"]), sigma_p=np.full(n, 0.05))
-    v3 = propagate_refresh_numpy(np.tile(m3, (n, 1)), np.zeros((n, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(1), **kw)[-1].var()
-    vD = propagate_numpy(np.tile(mD, (n, 1)), np.zeros((n,) + PD.shape), n_future, lag=lag_out, D=max(2, K), rng=np.random.default_rng(2), **kw)[-1].var()
+    v3 = propagate_refresh_numpy(
+        np.tile(m3, (n, 1)), np.zeros((n, 3, 3)), n_future, K=K, n_last=T - 1, rng=np.random.default_rng(1), **kw
+    )[-1].var()
+    vD = propagate_numpy(
+        np.tile(mD, (n, 1)),
+        np.zeros((n,) + PD.shape),
+        n_future,
+        lag=lag_out,
+        D=max(2, K),
+        rng=np.random.default_rng(2),
+        **kw,
+    )[-1].var()
     # two independent sample variances of 4000 draws: relative sd of their ratio ~ sqrt(4/n) ~ 3%
     assert v3 == pytest.approx(vD, rel=0.12)

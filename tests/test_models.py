@@ -2,9 +2,8 @@
 
 import numpy as np
 import pandas as pd
-import pytest
-
 import pytensor
+import pytest
 
 from bayesgrpo.models.kinds import build_model
 
@@ -15,6 +14,8 @@ def evaluate(model, names, point):
     outs = model.replace_rvs_by_values([model[n] for n in names])
     f = pytensor.function(model.value_vars, outs, mode=FAST, on_unused_input="ignore")
     return f(**{v.name: point[v.name] for v in model.value_vars})
+
+
 from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.schema import RunSet
 
@@ -26,7 +27,16 @@ def runset(n_runs=3, K=None):
         steps = np.arange(1, 61 + 10 * j)
         r = 0.2 + 0.5 * (1 - np.exp(-steps / 30)) + 0.05 * rng.standard_normal(len(steps))
         rows.append(pd.DataFrame({"run_id": f"r{j}", "step": steps, "reward": r}))
-        meta.append({"run_id": f"r{j}", "family": "A" if j % 2 == 0 else "B", "params_b": 3.0 * (j + 1), "group_size": 4 * (j + 1), "max_steps": 200, "refresh_interval": K[j] if isinstance(K, list) else K})
+        meta.append(
+            {
+                "run_id": f"r{j}",
+                "family": "A" if j % 2 == 0 else "B",
+                "params_b": 3.0 * (j + 1),
+                "group_size": 4 * (j + 1),
+                "max_steps": 200,
+                "refresh_interval": K[j] if isinstance(K, list) else K,
+            }
+        )
     return RunSet.from_frames(pd.concat(rows), pd.DataFrame(meta))
 
 
@@ -65,10 +75,11 @@ def test_structure_and_finite_logp(kind, hierarchical):
 def test_lagged_model_uses_general_filter_and_matches_numpy():
     """With refresh intervals the likelihood is the compiled refresh Op (K per run, as data); the model's
     log-density term equals the numpy filter's with each run's lag pattern d_n = n mod K."""
+    from pytensor.graph.traversal import ancestors
+
+    from bayesgrpo.models.arrays import lag_sequence
     from bayesgrpo.models.kalman import filter_numpy
     from bayesgrpo.models.kalman_op import KalmanRefresh
-    from bayesgrpo.models.arrays import lag_sequence
-    from pytensor.graph.traversal import ancestors
 
     rs = runset(n_runs=3, K=[4, 1, 32])  # lag-free and lagged runs in one graph
     arr, infos = prepare_arrays(rs)

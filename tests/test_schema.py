@@ -10,7 +10,12 @@ from bayesgrpo.schema import RunSet
 
 def frame():
     return pd.DataFrame(
-        {"run_id": ["a"] * 4 + ["b"] * 3, "step": [1, 2, 3, 4, 10, 20, 30], "reward": [0.1, 0.2, 0.3, 0.35, 1.0, 2.0, 2.5], "kl": [0, 0.1, 0.2, 0.3, np.nan, 0.5, 0.6]}
+        {
+            "run_id": ["a"] * 4 + ["b"] * 3,
+            "step": [1, 2, 3, 4, 10, 20, 30],
+            "reward": [0.1, 0.2, 0.3, 0.35, 1.0, 2.0, 2.5],
+            "kl": [0, 0.1, 0.2, 0.3, np.nan, 0.5, 0.6],
+        }
     )
 
 
@@ -62,7 +67,9 @@ def test_unsorted_sorted_with_warning_and_duplicates():
 
 
 def test_xarray_round_trip_is_lossless():
-    rs = RunSet.from_frames(frame(), pd.DataFrame({"run_id": ["a", "b"], "model": ["m1", None], "params_b": [3.0, 7.0]}))
+    rs = RunSet.from_frames(
+        frame(), pd.DataFrame({"run_id": ["a", "b"], "model": ["m1", None], "params_b": [3.0, 7.0]})
+    )
     ds = rs.to_xarray()
     assert dict(ds.sizes) == {"run": 2, "step": 7}
     back = RunSet.from_xarray(ds)

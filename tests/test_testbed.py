@@ -21,9 +21,22 @@ from bayesgrpo.testbed import (
 from bayesgrpo.testbed.grpo import MLPPolicy, TabularPolicy, build, softmax
 
 SMALL = dict(task="bandit", n_prompts=8, batch_size=4, vocab_size=4, group_size=4, max_steps=30, learning_rate=0.1)
-SMALL_CTX = dict(task="contextual", n_prompts=64, n_eval_prompts=32, n_monitor_prompts=32, batch_size=8, vocab_size=4,
-                 answer_length=2, hidden=8, feature_dim=4, group_size=4, max_steps=25, learning_rate=0.01,
-                 init_accuracy=0.2, unlearnable_fraction=0.25)
+SMALL_CTX = dict(
+    task="contextual",
+    n_prompts=64,
+    n_eval_prompts=32,
+    n_monitor_prompts=32,
+    batch_size=8,
+    vocab_size=4,
+    answer_length=2,
+    hidden=8,
+    feature_dim=4,
+    group_size=4,
+    max_steps=25,
+    learning_rate=0.01,
+    init_accuracy=0.2,
+    unlearnable_fraction=0.25,
+)
 
 
 # ------------------------------------------------------------------------------ advantages
@@ -36,7 +49,9 @@ def test_group_advantages_hand_made():
     s3 = np.std([0, 0, 0, 1], ddof=1)  # 0.5
     np.testing.assert_allclose(a[2], np.array([-0.25, -0.25, -0.25, 0.75]) / s3)
     # with eps, population std, Dr.GRPO
-    np.testing.assert_allclose(group_advantages(r[:1], eps=1e-4, ddof=0)[0], np.array([0.5, -0.5, -0.5, 0.5]) / (0.5 + 1e-4))
+    np.testing.assert_allclose(
+        group_advantages(r[:1], eps=1e-4, ddof=0)[0], np.array([0.5, -0.5, -0.5, 0.5]) / (0.5 + 1e-4)
+    )
     np.testing.assert_allclose(group_advantages(r, scale=False)[2], [-0.25, -0.25, -0.25, 0.75])
     np.testing.assert_array_equal(group_advantages(np.zeros((1, 3)))[0], 0.0)
 
@@ -77,9 +92,13 @@ def _fd_check(pol, params, prompts, rng, clip_eps=0.2, kl_beta=0.3, L=1, V=4):
     adv = rng.standard_normal((B, G))
 
     def loss(th):
-        return grpo_loss(pol.probs(th, prompts), p_old, pol.probs(ref, prompts), actions, adv, clip_eps=clip_eps, kl_beta=kl_beta)
+        return grpo_loss(
+            pol.probs(th, prompts), p_old, pol.probs(ref, prompts), actions, adv, clip_eps=clip_eps, kl_beta=kl_beta
+        )
 
-    d, _ = grpo_logit_grad(pol.probs(params, prompts), p_old, pol.probs(ref, prompts), actions, adv, clip_eps=clip_eps, kl_beta=kl_beta)
+    d, _ = grpo_logit_grad(
+        pol.probs(params, prompts), p_old, pol.probs(ref, prompts), actions, adv, clip_eps=clip_eps, kl_beta=kl_beta
+    )
     g = pol.grad(params, prompts, d)
     h = 1e-6
     fd = np.array([(loss(params + h * e) - loss(params - h * e)) / (2 * h) for e in np.eye(len(params))])
@@ -191,10 +210,12 @@ def test_hack_reward_exceeds_true_accuracy():
 
 
 def test_sweep_schema_valid(tmp_path):
-    cfg = SweepConfig(groups=[
-        {"name": "a", "base": {**SMALL, "max_steps": 12}, "grid": {"group_size": [2, 4]}, "seeds": [0, 1]},
-        {"name": "f", "base": {**SMALL, "max_steps": 12}, "seeds": [0], "labels": {"failure_mode": "none"}},
-    ])
+    cfg = SweepConfig(
+        groups=[
+            {"name": "a", "base": {**SMALL, "max_steps": 12}, "grid": {"group_size": [2, 4]}, "seeds": [0, 1]},
+            {"name": "f", "base": {**SMALL, "max_steps": 12}, "seeds": [0], "labels": {"failure_mode": "none"}},
+        ]
+    )
     data, meta = sweep(cfg)
     rs = RunSet.from_frames(data, meta)
     assert len(rs) == 5 and set(rs.meta["group_size"]) == {2.0, 4.0}

@@ -79,7 +79,9 @@ def test_watch_reforecasts_every_n_new_steps_of_a_growing_file(tmp_path):
     w.start()
     seen = []
     worker = InstantWorker()
-    res = watch(p, every=10, interval=0.05, horizon=200, min_points=6, worker=worker, on_update=seen.append, idle_timeout=0.6)
+    res = watch(
+        p, every=10, interval=0.05, horizon=200, min_points=6, worker=worker, on_update=seen.append, idle_timeout=0.6
+    )
     w.join()
     assert res == seen and len(res) >= 3
     fc = [r for r in worker.requests if r.get("kind") == "forecast"]
@@ -213,12 +215,17 @@ def test_openrlhf_console_reader(tmp_path):
 
 def test_openrlhf_cut_off_last_line_and_malformed_line(tmp_path):
     p = tmp_path / "train.log"
-    p.write_text(OPENRLHF + "(TrainingActor pid=4242) INFO ...] \u2728 Global step 3: {'policy_loss': 0.1, 'rew", encoding="utf-8")
+    p.write_text(
+        OPENRLHF + "(TrainingActor pid=4242) INFO ...] \u2728 Global step 3: {'policy_loss': 0.1, 'rew",
+        encoding="utf-8",
+    )
     with pytest.warns(DataWarning, match="line 4: last metric line is incomplete"):
         rs = read_runs(p)
     assert list(rs.data["step"]) == [1, 2]
     p.write_text("x Global step 1: {'reward': 0.1,, }\n" + OPENRLHF, encoding="utf-8")
-    with pytest.raises(LogFormatError, match=r"train.log, line 1: cannot parse the metrics dict after 'Global step 1:'"):
+    with pytest.raises(
+        LogFormatError, match=r"train.log, line 1: cannot parse the metrics dict after 'Global step 1:'"
+    ):
         read_runs(p)
     p.write_text("Global step: nothing here\n", encoding="utf-8")
     with pytest.raises(LogFormatError):
@@ -228,7 +235,10 @@ def test_openrlhf_cut_off_last_line_and_malformed_line(tmp_path):
 def test_openrlhf_log_followed_while_written(tmp_path):
     p = tmp_path / "train.log"
     p.write_text("")
-    lines = [f"(TrainingActor pid=1) INFO x.py:1] \u2728 Global step {s}: {{'reward': {_reward(s)}, 'kl': 0.01}}\n" for s in range(1, 41)]
+    lines = [
+        f"(TrainingActor pid=1) INFO x.py:1] \u2728 Global step {s}: {{'reward': {_reward(s)}, 'kl': 0.01}}\n"
+        for s in range(1, 41)
+    ]
 
     def write():
         for ln in lines:

@@ -33,9 +33,13 @@ def _version(value: bool):
 @app.callback()
 def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="log progress details (stderr)")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
+    ] = False,
 ):
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 def _mount() -> None:

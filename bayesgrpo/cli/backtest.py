@@ -21,9 +21,9 @@ from bayesgrpo.cli.options import (
     FormatOpt,
     MetaOpt,
     ModelOpt,
-    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
+    RewardRangeOpt,
     RunOpt,
     RunsArg,
     SchedulerOpt,
@@ -41,19 +41,29 @@ def backtest_cmd(
     fmt: FormatOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
-    cutoffs: Annotated[str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")] = "0.1,0.2,0.3,0.5",
+    cutoffs: Annotated[
+        str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")
+    ] = "0.1,0.2,0.3,0.5",
     model: ModelOpt = DEFAULT_MODEL,
     reward_range: RewardRangeOpt = None,
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
-    peers: Annotated[str, typer.Option("--peers", help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast')] = "all",
+    peers: Annotated[
+        str,
+        typer.Option(
+            "--peers",
+            help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast',
+        ),
+    ] = "all",
     out: OutOpt = None,
     out_dir: OutDirOpt = Path("backtest_out"),
     seed: SeedOpt = 0,
     draws: DrawsOpt = DEFAULT_DRAWS,
     tune: TuneOpt = DEFAULT_TUNE,
     chains: ChainsOpt = DEFAULT_CHAINS,
-    resume: Annotated[bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")] = True,
+    resume: Annotated[
+        bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")
+    ] = True,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
 ) -> None:
@@ -96,7 +106,9 @@ def backtest_cmd(
     C.print_table(show, title="backtest per cutoff x method (errors, CRPS and widths divided by each run's reward range)",
                   floatfmt="{:.3f}")  # fmt: skip
     if len(res.skipped):
-        C.status(f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see {out_dir / 'skipped.csv'}")
+        C.status(
+            f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see {out_dir / 'skipped.csv'}"
+        )
     if out is not None:
         with C.guard():
             write_table(s, out)

@@ -20,9 +20,9 @@ from bayesgrpo.cli.options import (
     HorizonOpt,
     MetaOpt,
     ModelOpt,
-    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
+    RewardRangeOpt,
     RunOpt,
     RunsArg,
     SeedOpt,
@@ -47,11 +47,20 @@ def budget_cmd(
     model: ModelOpt = DEFAULT_MODEL,
     reward_range: RewardRangeOpt = None,
     target: Annotated[float | None, typer.Option("--target", help="target reward (the run's units)")] = None,
-    cost_per_step: Annotated[float | None, typer.Option("--cost-per-step", help="cost of one more optimizer step (in units of --value-per-reward)")] = None,
-    cost_per_hour: Annotated[float | None, typer.Option("--cost-per-hour", help="cost per hour of training (needs --steps-per-hour)")] = None,
+    cost_per_step: Annotated[
+        float | None,
+        typer.Option("--cost-per-step", help="cost of one more optimizer step (in units of --value-per-reward)"),
+    ] = None,
+    cost_per_hour: Annotated[
+        float | None, typer.Option("--cost-per-hour", help="cost per hour of training (needs --steps-per-hour)")
+    ] = None,
     steps_per_hour: Annotated[float | None, typer.Option("--steps-per-hour", help="optimizer steps per hour")] = None,
-    value_per_reward: Annotated[float | None, typer.Option("--value-per-reward", help="value of one reward unit at the end (default 1)")] = None,
-    epoch_steps: Annotated[int | None, typer.Option("--epoch-steps", help="steps per epoch (compare with paper B's 0.8-epoch rule)")] = None,
+    value_per_reward: Annotated[
+        float | None, typer.Option("--value-per-reward", help="value of one reward unit at the end (default 1)")
+    ] = None,
+    epoch_steps: Annotated[
+        int | None, typer.Option("--epoch-steps", help="steps per epoch (compare with paper B's 0.8-epoch rule)")
+    ] = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
     seed: SeedOpt = 0,
@@ -83,7 +92,9 @@ def budget_cmd(
     if cost_per_step is not None and cost_per_hour is not None:
         implied = cost_per_hour / steps_per_hour
         if abs(implied - cost_per_step) > 1e-9 * max(1.0, abs(cost_per_step)):
-            C.fail(f"--cost-per-step {cost_per_step:g} contradicts --cost-per-hour / --steps-per-hour = {implied:g}; give one of them")
+            C.fail(
+                f"--cost-per-step {cost_per_step:g} contradicts --cost-per-hour / --steps-per-hour = {implied:g}; give one of them"
+            )
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
@@ -102,7 +113,10 @@ def budget_cmd(
         recs.append(rec.to_dict())
         cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
                             "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
-        C.print_table(tab[cols].iloc[:: max(1, len(tab) // 12)], title=f"{rid}: budget (every {max(1, len(tab) // 12)}th forecast step)")
+        C.print_table(
+            tab[cols].iloc[:: max(1, len(tab) // 12)],
+            title=f"{rid}: budget (every {max(1, len(tab) // 12)}th forecast step)",
+        )
         C.status(rec.summary())
         if out_dir is not None:
             stem = safe_file_stem(rid, taken)

@@ -34,10 +34,27 @@ def compare_cmd(
     fmt: FormatOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
-    by: Annotated[str, typer.Option("--by", help="comma-separated metadata columns: family column first, then factors (e.g. group_size)")] = "family,group_size",
-    models: Annotated[str, typer.Option("--models", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")] = "oscillator,saturation,scaling",
-    fixed_g_exponent: Annotated[bool, typer.Option("--fixed-g-exponent", help="fix the noise-temperature exponent b at 1 (default: free, prior N(1,1))")] = False,
-    scale: Annotated[str, typer.Option("--scale", help="reward normalisation: auto, run, shared, or a metadata column of runs sharing a scale")] = "auto",
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by", help="comma-separated metadata columns: family column first, then factors (e.g. group_size)"
+        ),
+    ] = "family,group_size",
+    models: Annotated[
+        str, typer.Option("--models", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
+    ] = "oscillator,saturation,scaling",
+    fixed_g_exponent: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-g-exponent", help="fix the noise-temperature exponent b at 1 (default: free, prior N(1,1))"
+        ),
+    ] = False,
+    scale: Annotated[
+        str,
+        typer.Option(
+            "--scale", help="reward normalisation: auto, run, shared, or a metadata column of runs sharing a scale"
+        ),
+    ] = "auto",
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="use only steps <= this (speed)")] = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = Path("compare_out"),
@@ -70,7 +87,9 @@ def compare_cmd(
         C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
-    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, models {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}")
+    C.status(
+        f"compare: {len(rs)} runs, by {', '.join(by_t)}, models {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}"
+    )
     with C.guard():
         res = compare_runs(rs, by=by_t, models=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
                            scale=scale, max_steps=max_steps)  # fmt: skip
@@ -78,7 +97,11 @@ def compare_cmd(
             import warnings
 
             warnings.warn(msg, UserWarning, stacklevel=1)
-    C.print_table(res.contrasts.drop(columns=["model"]), title=f"contrasts ({res.primary} model; 90% intervals)", floatfmt="{:.3g}")
+    C.print_table(
+        res.contrasts.drop(columns=["model"]),
+        title=f"contrasts ({res.primary} model; 90% intervals)",
+        floatfmt="{:.3g}",
+    )
     if len(res.tau_by_size):
         C.print_table(res.tau_by_size, title="timescale vs model size", floatfmt="{:.3g}")
     C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
@@ -96,4 +119,6 @@ def compare_cmd(
         fig = res.forest()
         with atomic_path(out_dir / "forest.png") as tmp:
             fig.savefig(tmp, dpi=130, format="png")
-    C.status(f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png")
+    C.status(
+        f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
+    )

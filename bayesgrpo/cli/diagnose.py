@@ -36,8 +36,15 @@ def diagnose_cmd(
     fmt: FormatOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
-    ceiling: Annotated[float | None, typer.Option("--ceiling", help="verifiable reward ceiling for runs without reward_max in --meta (e.g. 1 for 0/1 rewards)")] = None,
-    posterior: Annotated[bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")] = False,
+    ceiling: Annotated[
+        float | None,
+        typer.Option(
+            "--ceiling", help="verifiable reward ceiling for runs without reward_max in --meta (e.g. 1 for 0/1 rewards)"
+        ),
+    ] = None,
+    posterior: Annotated[
+        bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")
+    ] = False,
     horizon: HorizonOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
     out: OutOpt = None,
@@ -68,19 +75,26 @@ def diagnose_cmd(
         hz = horizon if horizon is not None else {r: int(rs.run(r)["step"].iloc[-1]) + 1 for r in rs.run_ids}
         C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
         with C.guard(), C.progress_bar("sampling") as bar:
-            res = forecast_batch(rs, forecaster=Forecaster(model, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n))
+            res = forecast_batch(
+                rs, forecaster=Forecaster(model, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
+            )
         posts = {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
     with C.guard():
         res = diagnose_runs(rs, posteriors=posts, ceiling=ceil)
     sev = res["severity"].astype(str)
     flagged = res[sev.isin(["warning", "critical"])]
-    C.print_table(flagged[["run_id", "mode", "severity", "onset_step", "evidence"]],
-                  title=f"warnings and critical findings: {len(flagged)} of {len(res)} checks ({len(rs)} runs x 4 modes)")
+    C.print_table(
+        flagged[["run_id", "mode", "severity", "onset_step", "evidence"]],
+        title=f"warnings and critical findings: {len(flagged)} of {len(res)} checks ({len(rs)} runs x 4 modes)",
+    )
     n_watch = int((sev == "watch").sum())
     if n_watch:
-        C.status(f"{n_watch} more check(s) at severity 'watch'" + (f" are in {out}" if out else " (write them with --out)"))
+        C.status(
+            f"{n_watch} more check(s) at severity 'watch'" + (f" are in {out}" if out else " (write them with --out)")
+        )
     missing = res.groupby("run_id")["missing"].apply(
-        lambda s: ",".join(sorted({m for v in s for m in str(v).split(",") if m and m != "nan"})))
+        lambda s: ",".join(sorted({m for v in s for m in str(v).split(",") if m and m != "nan"}))
+    )
     for rid, m in missing.items():
         if m:
             C.status(f"{rid}: not logged, so not assessed from them: {m}")

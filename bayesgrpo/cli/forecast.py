@@ -25,9 +25,9 @@ from bayesgrpo.cli.options import (
     HorizonOpt,
     MetaOpt,
     ModelOpt,
-    RewardRangeOpt,
     OutDirOpt,
     OutOpt,
+    RewardRangeOpt,
     RunOpt,
     RunsArg,
     SchedulerOpt,
@@ -95,10 +95,15 @@ def run_forecast(
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
         fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
-    where = f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
-    C.status(f"{title}: {len(runs)} run(s), model {model}" + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
-             + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
-             "later runs load it from the disk cache), then about 1 s per run")
+    where = (
+        f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
+    )
+    C.status(
+        f"{title}: {len(runs)} run(s), model {model}"
+        + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
+        + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
+        "later runs load it from the disk cache), then about 1 s per run"
+    )
     with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("sampling") as bar:
         res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
                              context=ctx, strict=strict, progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
@@ -112,9 +117,9 @@ def run_forecast(
             write_table(res.table, out)
         C.status(f"wrote {out}")
     if out_dir is not None and figures and res.fit is not None:
-        from bayesgrpo.io.output import atomic_path
-
         import pandas as pd
+
+        from bayesgrpo.io.output import atomic_path
 
         out_dir.mkdir(parents=True, exist_ok=True)
         with C.guard():  # the fan charts' numbers: per-step predictive quantiles of the logged reward

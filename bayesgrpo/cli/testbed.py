@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
-testbed_app = typer.Typer(help="A small, exact, reproducible GRPO trainer (numpy) for validating the physics.", no_args_is_help=True)
+testbed_app = typer.Typer(
+    help="A small, exact, reproducible GRPO trainer (numpy) for validating the physics.", no_args_is_help=True
+)
 
 
 @testbed_app.command("sweep")
@@ -36,11 +38,16 @@ def sweep_cmd(
 
     def progress(k: int, total: int, run_id: str, dt: float) -> None:
         if not quiet:
-            typer.echo(f"[{k:4d}/{total}] {run_id:<40s} {dt:6.2f}s  (elapsed {time.perf_counter() - t0:7.1f}s)", err=True)
+            typer.echo(
+                f"[{k:4d}/{total}] {run_id:<40s} {dt:6.2f}s  (elapsed {time.perf_counter() - t0:7.1f}s)", err=True
+            )
 
     data, meta = sweep(cfg, jobs=jobs, progress=progress)
     p_runs, p_meta = write_runs(data, meta, out, gzip=gzip)
-    typer.echo(f"wrote {p_runs} ({len(data)} rows) and {p_meta} ({len(meta)} runs) in {time.perf_counter() - t0:.1f}s", err=True)
+    typer.echo(
+        f"wrote {p_runs} ({len(data)} rows) and {p_meta} ({len(meta)} runs) in {time.perf_counter() - t0:.1f}s",
+        err=True,
+    )
 
 
 @testbed_app.command("run")
@@ -52,13 +59,11 @@ def run_cmd(
     import json
 
     import pandas as pd
-
-    from bayesgrpo.testbed.config import TrainerConfig
-    from bayesgrpo.testbed.sweep import run_one, write_runs
-
     from pydantic import ValidationError
 
     from bayesgrpo.cli.common import fail, validate_outputs
+    from bayesgrpo.testbed.config import TrainerConfig
+    from bayesgrpo.testbed.sweep import run_one, write_runs
 
     validate_outputs(out_dir=out)
     kw = {}
@@ -79,7 +84,10 @@ def run_cmd(
         fail(f"--set {'.'.join(map(str, err['loc']))}: {err['msg']}")
     df, meta, dt = run_one(("run", cfg, {}))
     write_runs(df, pd.DataFrame([meta]), out)
-    typer.echo(f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}", err=True)
+    typer.echo(
+        f"ran {cfg.max_steps} steps in {dt:.2f}s; final reward_expected {df['reward_expected'].iloc[-1]:.4f}; wrote {out}",
+        err=True,
+    )
 
 
 if __name__ == "__main__":  # python -m bayesgrpo.cli.testbed sweep ...

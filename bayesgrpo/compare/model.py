@@ -146,7 +146,9 @@ def _scale_groups(runs: RunSet, scale: str) -> list[str]:
     return [str(v) for v in meta[scale].astype(object).where(meta[scale].notna(), "unknown")]
 
 
-def prepare_compare(runs: RunSet, *, by=("family", "group_size"), scale: str = "auto", max_steps: int | None = None) -> CompareArrays:
+def prepare_compare(
+    runs: RunSet, *, by=("family", "group_size"), scale: str = "auto", max_steps: int | None = None
+) -> CompareArrays:
     """Normalise complete runs onto the unit-step grid and code the grouping factors."""
     if max_steps is not None:
         runs = runs.truncate(until_step=int(max_steps))
@@ -181,8 +183,15 @@ def prepare_compare(runs: RunSet, *, by=("family", "group_size"), scale: str = "
     noise = np.maximum(arr.noise * f, 1e-4)
     fam_col = by[0]
     levels = {c: _level_labels(meta[c]) for c in by}
-    codes = {c: np.array([levels[c].index(_fmt_level(v if pd.notna(v) else "unknown")) for v in meta[c].astype(object)]) for c in by}
-    G = pd.to_numeric(meta["group_size"], errors="coerce").to_numpy(dtype=float) if "group_size" in meta else np.full(R, np.nan)
+    codes = {
+        c: np.array([levels[c].index(_fmt_level(v if pd.notna(v) else "unknown")) for v in meta[c].astype(object)])
+        for c in by
+    }
+    G = (
+        pd.to_numeric(meta["group_size"], errors="coerce").to_numpy(dtype=float)
+        if "group_size" in meta
+        else np.full(R, np.nan)
+    )
     okG = np.isfinite(G) & (G > 0)
     g_ref = float(np.exp(np.mean(np.log(G[okG])))) if okG.any() else 1.0
     log_g = np.where(okG, np.log(np.where(okG, G, 1.0) / g_ref), 0.0)
@@ -205,8 +214,9 @@ def prepare_compare(runs: RunSet, *, by=("family", "group_size"), scale: str = "
 
 
 # -------------------------------------------------------------------------------------- model
-def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_exponent: bool = True,
-                        prior: PopulationPrior | None = None):
+def build_compare_model(
+    arr: CompareArrays, *, kind: str = "oscillator", free_g_exponent: bool = True, prior: PopulationPrior | None = None
+):
     """The hierarchical comparison model (module docstring) as a ``pymc.Model`` with dims everywhere.
 
     The per-run building blocks (start level, momentum, stiffness, measurement noise, likelihood) are
@@ -229,7 +239,9 @@ def build_compare_model(arr: CompareArrays, *, kind: str = "oscillator", free_g_
         coords[f"{c}_effect"] = list(arr.levels[c][1:])
     span = arr.n_steps.astype(float)
     log_tau_c = float(np.log(0.2 * np.median(span)))
-    late = np.array([np.mean(arr.y[np.nonzero(arr.mask[:, j])[0][-max(3, int(0.2 * arr.mask[:, j].sum())):], j]) for j in range(R)])
+    late = np.array(
+        [np.mean(arr.y[np.nonzero(arr.mask[:, j])[0][-max(3, int(0.2 * arr.mask[:, j].sum())) :], j]) for j in range(R)]
+    )
     r_c = float(np.median(late))
     log_q_c = float(np.log(np.median(arr.noise) ** 2) - 5.0)
     r0c = arr.r0_obs - arr.r0_obs.mean()
@@ -356,8 +368,10 @@ class CompareResult:
             out.append("compare: only one run, so every contrast is its prior; compare needs several runs")
         fam_levels = self.arrays.levels[self.arrays.family_factor]
         if len(fam_levels) == 1:
-            out.append(f"compare: every run is in {self.arrays.family_factor} {fam_levels[0]!r} "
-                       f"(no {self.arrays.family_factor!r} metadata?), so there are no family contrasts")
+            out.append(
+                f"compare: every run is in {self.arrays.family_factor} {fam_levels[0]!r} "
+                f"(no {self.arrays.family_factor!r} metadata?), so there are no family contrasts"
+            )
         for c, lv in self.arrays.levels.items():
             if c != self.arrays.family_factor and len(lv) == 1:
                 out.append(f"compare: every run has {c} = {lv[0]}, so there is no {c} contrast")
@@ -366,7 +380,9 @@ class CompareResult:
             bad = {m: int((ks[m] > 1).sum()) for m in ks.columns if (ks[m] > 1).any()}
             if bad:
                 txt = ", ".join(f"{m}: {k} of {len(ks)} runs" for m, k in bad.items())
-                out.append(f"compare: PSIS-LOO rests on Pareto k > 1 for {txt}; the LOO ranking and weights are unreliable")
+                out.append(
+                    f"compare: PSIS-LOO rests on Pareto k > 1 for {txt}; the LOO ranking and weights are unreliable"
+                )
         return out
 
     def g_exponent(self) -> dict:
@@ -393,8 +409,12 @@ class CompareResult:
         al = self.contrasts.loc[self.contrasts["quantity"] == "alpha"]
         if len(al):
             a = al.iloc[0]
-            lines.append(f"- curvature-scaling exponent alpha (tau ~ N^alpha): {a['mean']:.2f} (90% {a['ci_low']:.2f} to {a['ci_high']:.2f}), P(alpha>0) = {a['p_gt_0']:.2f}")
-        lines.append(f"- reward scales: {len(set(self.arrays.scale_groups))} normalisation group(s); primary model for contrasts: `{self.primary}`")
+            lines.append(
+                f"- curvature-scaling exponent alpha (tau ~ N^alpha): {a['mean']:.2f} (90% {a['ci_low']:.2f} to {a['ci_high']:.2f}), P(alpha>0) = {a['p_gt_0']:.2f}"
+            )
+        lines.append(
+            f"- reward scales: {len(set(self.arrays.scale_groups))} normalisation group(s); primary model for contrasts: `{self.primary}`"
+        )
         lines += ["", "## Contrasts (90% equal-tailed intervals)", "", _md(self.contrasts.drop(columns=["model"]))]
         if len(self.tau_by_size):
             lines += ["", "## Timescale vs model size", "", _md(self.tau_by_size)]
@@ -492,14 +512,20 @@ def _contrasts(arr: CompareArrays, post, kind: str) -> pd.DataFrame:
         cov = bool(r["ci_low"] <= pred <= r["ci_high"]) if np.isfinite(pred) else None
         out.append([q, fct, la, lb, r["mean"], r["sd"], r["ci_low"], r["ci_high"], r["p_gt_0"], pred, cov, kind])
     df = pd.DataFrame(out, columns=CONTRAST_COLUMNS)
-    if not np.isfinite(df.loc[df["quantity"] == "g_exponent_b", "sd"]).all() or float(df.loc[df["quantity"] == "g_exponent_b", "sd"].iloc[0]) == 0.0:
+    if (
+        not np.isfinite(df.loc[df["quantity"] == "g_exponent_b", "sd"]).all()
+        or float(df.loc[df["quantity"] == "g_exponent_b", "sd"].iloc[0]) == 0.0
+    ):
         df.loc[df["quantity"] == "g_exponent_b", ["p_gt_0"]] = 1.0
     return df
 
 
 def _tau_by_size(arr: CompareArrays, post, runs_meta: pd.DataFrame) -> pd.DataFrame:
     post = _ds(post)
-    size = pd.to_numeric(runs_meta.reindex(list(arr.run_ids)).get("params_b", pd.Series(np.nan, index=list(arr.run_ids))), errors="coerce").to_numpy()
+    size = pd.to_numeric(
+        runs_meta.reindex(list(arr.run_ids)).get("params_b", pd.Series(np.nan, index=list(arr.run_ids))),
+        errors="coerce",
+    ).to_numpy()
     log_tau = np.log(post["tau"].to_numpy())
     rows = []
     fam_levels = arr.levels[arr.family_factor]
@@ -517,7 +543,11 @@ def _health(idata, kind: str, seconds: float) -> dict:
     import arviz as az
 
     post = _ds(idata["posterior"])
-    names = [v for v in (*HEALTH_VARS, "b", "alpha", "r_star_family", "log_tau_family", "log_temp_family") if v in post and post[v].std() > 0]
+    names = [
+        v
+        for v in (*HEALTH_VARS, "b", "alpha", "r_star_family", "log_tau_family", "log_temp_family")
+        if v in post and post[v].std() > 0
+    ]
     h = sampling.health(post, _ds(idata["sample_stats"]), var_names=names, dim=None)
     et = az.ess(post[names], method="tail")
     return {
@@ -590,20 +620,28 @@ def compare_runs(
         t0 = time.perf_counter()
         # the comparison graph folds the runs into its structure (factor codes), so it is not cached
         compiled = sampling.compile_model(
-            None, lambda kind=kind: build_compare_model(arr, kind=kind, free_g_exponent=free_g_exponent, prior=prior),
+            None,
+            lambda kind=kind: build_compare_model(arr, kind=kind, free_g_exponent=free_g_exponent, prior=prior),
             backend=sampler.backend,
         )
         idata = sampling.nuts(compiled, sampler=sampler, seed=seed + 1000 * i)
         dt = time.perf_counter() - t0
         post = _ds(idata["posterior"]).assign_coords(run=list(arr.run_ids))
         ll = pointwise_loglik(arr, post)
-        ll_ds = xr.Dataset({"reward": (("chain", "draw", "run"), ll)}, coords={"chain": post["chain"], "draw": post["draw"], "run": list(arr.run_ids)})
+        ll_ds = xr.Dataset(
+            {"reward": (("chain", "draw", "run"), ll)},
+            coords={"chain": post["chain"], "draw": post["draw"], "run": list(arr.run_ids)},
+        )
         tree = _tree(post, _ds(idata["sample_stats"]), ll_ds)
         fits[kind] = tree
         h = _health(idata, kind, dt)
         health.append(h)
         if h["divergences"] > 0 or h["r_hat_max"] > 1.05:
-            warnings.warn(f"compare [{kind}]: {h['divergences']} divergences, max r_hat {h['r_hat_max']:.3f}", SamplerWarning, stacklevel=2)
+            warnings.warn(
+                f"compare [{kind}]: {h['divergences']} divergences, max r_hat {h['r_hat_max']:.3f}",
+                SamplerWarning,
+                stacklevel=2,
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             loos[kind] = az.loo(tree, pointwise=True, var_name="reward")

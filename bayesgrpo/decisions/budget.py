@@ -60,7 +60,6 @@ def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
     return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))
 
 
-
 @dataclass(frozen=True)
 class StopRecommendation:
     """The recommended stop for one run, with what it saves and how it compares with paper B's rule.
@@ -110,11 +109,15 @@ class StopRecommendation:
 
     def summary(self) -> str:
         u = f" {self.units}" if self.units else ""
-        s = [f"{self.run_id}: stop at step {self.step} ({self.rule}); E[reward] = {self.expected_reward:.4g}{u} "
-             f"(90% {self.reward_q05:.4g}..{self.reward_q95:.4g})"]
+        s = [
+            f"{self.run_id}: stop at step {self.step} ({self.rule}); E[reward] = {self.expected_reward:.4g}{u} "
+            f"(90% {self.reward_q05:.4g}..{self.reward_q95:.4g})"
+        ]
         if self.p_best is not None:
-            s.append(f"P(best) = {self.p_best:.2f} (within +-{self.p_best_window} steps: {self.p_best_near:.2f}), "
-                     f"expected regret = {self.expected_regret:.3g}")
+            s.append(
+                f"P(best) = {self.p_best:.2f} (within +-{self.p_best_window} steps: {self.p_best_near:.2f}), "
+                f"expected regret = {self.expected_regret:.3g}"
+            )
         if self.p_target is not None:
             s.append(f"P(reward >= {self.target:g} by then) = {self.p_target:.2f}")
         if self.steps_saved is not None:
@@ -123,12 +126,16 @@ class StopRecommendation:
                 extra += f", {self.hours_saved:.3g} h"
             if self.cost_saved is not None:
                 extra += f", cost {self.cost_saved:.3g}"
-            s.append(f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}%{extra}) vs max_steps "
-                     f"{self.max_steps}, giving up E[{self.reward_given_up:.3g}] reward")
+            s.append(
+                f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}%{extra}) vs max_steps "
+                f"{self.max_steps}, giving up E[{self.reward_given_up:.3g}] reward"
+            )
         if self.rule80_step is not None:
             if self.rule80_expected_reward is not None:
-                s.append(f"paper-B rule (0.8 epoch) = step {self.rule80_step}: E[reward] "
-                         f"{self.rule80_expected_reward:.4g} ({self.rule80_status})")
+                s.append(
+                    f"paper-B rule (0.8 epoch) = step {self.rule80_step}: E[reward] "
+                    f"{self.rule80_expected_reward:.4g} ({self.rule80_status})"
+                )
             else:
                 s.append(f"paper-B rule (0.8 epoch) = step {self.rule80_step} ({self.rule80_status})")
         return "; ".join(s)
@@ -170,8 +177,19 @@ def _value_at(steps, lat, s):
     return (1 - w) * lat[:, j - 1] + w * lat[:, j]
 
 
-def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_per_hour, cost_per_hour,
-             max_steps, epoch_steps, gain_window):
+def _analyse(
+    draws,
+    *,
+    target,
+    budgets,
+    cost_per_step,
+    value_per_reward,
+    steps_per_hour,
+    cost_per_hour,
+    max_steps,
+    epoch_steps,
+    gain_window,
+):
     steps, lat = _grid(draws)
     n_draws = lat.shape[0]
     c = _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour)
@@ -191,9 +209,11 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
             raise ValueError("budgets is empty")
         bad = b[(b < steps[0]) | (b > steps[-1])]
         if bad.size:
-            raise ValueError(f"budget step(s) {bad.tolist()} outside the forecast grid {steps[0]}..{steps[-1]} "
-                             f"of run {draws.run_id!r} (last observed step {draws.last_step}, horizon "
-                             f"{draws.horizon}); forecast further or choose budgets inside it")
+            raise ValueError(
+                f"budget step(s) {bad.tolist()} outside the forecast grid {steps[0]}..{steps[-1]} "
+                f"of run {draws.run_id!r} (last observed step {draws.last_step}, horizon "
+                f"{draws.horizon}); forecast further or choose budgets inside it"
+            )
         # largest grid step <= budget (a run stopped at b has trained up to the last grid step <= b)
         idx = np.unique(np.searchsorted(steps, b, side="right") - 1)
 
@@ -226,16 +246,18 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
     if draws.stop_step is not None:
         p_settled = (draws.stop_reached[:, None] & (draws.stop_step[:, None] <= cand_steps[None, :])).mean(axis=0)
 
-    table = pd.DataFrame({
-        "run_id": draws.run_id,
-        "step": cand_steps.astype(int),
-        "steps_from_now": (cand_steps - draws.last_step).astype(int),
-        "expected_reward": mean[idx],
-        "reward_q05": q05[idx],
-        "reward_q95": q95[idx],
-        "expected_gain_next": gain[idx],
-        "gain_window": gain_window,
-    })
+    table = pd.DataFrame(
+        {
+            "run_id": draws.run_id,
+            "step": cand_steps.astype(int),
+            "steps_from_now": (cand_steps - draws.last_step).astype(int),
+            "expected_reward": mean[idx],
+            "reward_q05": q05[idx],
+            "reward_q95": q95[idx],
+            "expected_gain_next": gain[idx],
+            "gain_window": gain_window,
+        }
+    )
     if p_settled is not None:
         table["p_settled"] = p_settled
     if p_target is not None:
@@ -262,8 +284,10 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         rule = "none (no cost given and no stop-step draws)"
         j = idx.size - 1
         rec_step = int(cand_steps[j])
-        notes.append("without a cost the recommendation is the stop step, but these draws carry none: "
-                     "give cost_per_step (or cost_per_hour with steps_per_hour)")
+        notes.append(
+            "without a cost the recommendation is the stop step, but these draws carry none: "
+            "give cost_per_step (or cost_per_hour with steps_per_hour)"
+        )
     else:
         rule = "stop step (mean trajectory within 5% of its gain from the plateau)"
         if draws.stop_reached.mean() >= 0.5:
@@ -275,8 +299,10 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         else:
             j = idx.size - 1
             rec_step = int(cand_steps[j])
-            notes.append(f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
-                         "continue to the last forecast step")
+            notes.append(
+                f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
+                "continue to the last forecast step"
+            )
     table["recommended"] = False
     table.loc[table.index[j], "recommended"] = True
 
@@ -289,7 +315,8 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         if ms_eff is not None and ms_eff >= rec_step:
             at_max = _value_at(steps, lat, ms_eff)
             sv = dict(
-                max_steps=ms, max_steps_in_forecast=bool(in_fc),
+                max_steps=ms,
+                max_steps_in_forecast=bool(in_fc),
                 expected_reward_at_max=float(at_max.mean()),
                 reward_given_up=float(np.mean(at_max - lat[:, idx[j]])),
                 steps_saved=ms - rec_step,
@@ -298,8 +325,10 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
                 cost_saved=(c * (ms - rec_step)) if c is not None else None,
             )
             if not in_fc:
-                notes.append(f"max_steps {ms} lies beyond the forecast (to step {steps[-1]}): reward at max_steps "
-                             f"taken at the forecast end (a lower bound on the gain given up for a rising curve)")
+                notes.append(
+                    f"max_steps {ms} lies beyond the forecast (to step {steps[-1]}): reward at max_steps "
+                    f"taken at the forecast end (a lower bound on the gain given up for a rising curve)"
+                )
         else:
             sv = dict(max_steps=ms, max_steps_in_forecast=bool(in_fc), steps_saved=max(ms - rec_step, 0))
             notes.append(f"max_steps {ms} is not after the recommended step {rec_step}")
@@ -307,8 +336,7 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
     r80 = {}
     if epoch_steps:
         r80_step = int(round(EPOCH_RULE_FRACTION * float(epoch_steps)))
-        r80 = dict(epoch_steps=int(epoch_steps), rule80_step=r80_step,
-                   recommendation_minus_rule80=rec_step - r80_step)
+        r80 = dict(epoch_steps=int(epoch_steps), rule80_step=r80_step, recommendation_minus_rule80=rec_step - r80_step)
         if r80_step < draws.last_step:
             r80["rule80_status"] = "already passed"
         elif r80_step > steps[-1]:
@@ -320,8 +348,12 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
             r80["rule80_expected_utility"] = float(np.mean(v * at - (c or 0.0) * (r80_step - draws.last_step)))
 
     rec = StopRecommendation(
-        run_id=draws.run_id, step=rec_step, rule=rule,
-        expected_reward=float(mean[idx[j]]), reward_q05=float(q05[idx[j]]), reward_q95=float(q95[idx[j]]),
+        run_id=draws.run_id,
+        step=rec_step,
+        rule=rule,
+        expected_reward=float(mean[idx[j]]),
+        reward_q05=float(q05[idx[j]]),
+        reward_q95=float(q95[idx[j]]),
         p_best=float(p_best[j]) if c is not None else None,
         p_best_window=int(gain_window // 2) if c is not None else None,
         p_best_near=float(np.mean(np.abs(cand_steps[best] - rec_step) <= gain_window / 2)) if c is not None else None,
@@ -329,7 +361,11 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
         expected_utility=float(e_util[j]) if c is not None else None,
         p_target=float(p_target[idx[j]]) if p_target is not None else None,
         target=float(target) if target is not None else None,
-        last_step=draws.last_step, units=draws.units, notes=tuple(notes), **sv, **r80,
+        last_step=draws.last_step,
+        units=draws.units,
+        notes=tuple(notes),
+        **sv,
+        **r80,
     )
     table.attrs["recommendation"] = rec
     return table, rec
@@ -379,10 +415,18 @@ def budget_table(
         expected_utility, p_best, expected_regret, [hours_from_now], [epoch], recommended``.
         ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`.
     """
-    table, _ = _analyse(draws, target=target, budgets=budgets, cost_per_step=cost_per_step,
-                        value_per_reward=value_per_reward, steps_per_hour=steps_per_hour,
-                        cost_per_hour=cost_per_hour, max_steps=max_steps, epoch_steps=epoch_steps,
-                        gain_window=gain_window)
+    table, _ = _analyse(
+        draws,
+        target=target,
+        budgets=budgets,
+        cost_per_step=cost_per_step,
+        value_per_reward=value_per_reward,
+        steps_per_hour=steps_per_hour,
+        cost_per_hour=cost_per_hour,
+        max_steps=max_steps,
+        epoch_steps=epoch_steps,
+        gain_window=gain_window,
+    )
     return table
 
 

@@ -92,9 +92,16 @@ class Finding:
             self.score = float(score)
 
     def to_row(self) -> dict:
-        return {"run_id": self.run_id, "mode": self.mode, "severity": self.severity,
-                "onset_step": self.onset_step, "evidence": self.evidence,
-                "missing": ", ".join(self.missing), "assessed": self.assessed, "score": self.score}
+        return {
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "severity": self.severity,
+            "onset_step": self.onset_step,
+            "evidence": self.evidence,
+            "missing": ", ".join(self.missing),
+            "assessed": self.assessed,
+            "score": self.score,
+        }
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -106,7 +113,7 @@ def degenerate_share(p, group_size):
     """
     p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
     g = np.asarray(group_size, dtype=float)
-    return p ** g + (1.0 - p) ** g
+    return p**g + (1.0 - p) ** g
 
 
 def expected_group_std(p, group_size, *, given_nondegenerate: bool = False) -> float:
@@ -187,7 +194,9 @@ def _head_tail(y, frac=0.2):
 
 def _is_unit(y, ceiling):
     y = y[np.isfinite(y)]
-    return (ceiling is not None and float(ceiling) == 1.0 and y.min() >= -1e-9) or (y.min() >= -1e-9 and y.max() <= 1 + 1e-9)
+    return (ceiling is not None and float(ceiling) == 1.0 and y.min() >= -1e-9) or (
+        y.min() >= -1e-9 and y.max() <= 1 + 1e-9
+    )
 
 
 # ----------------------------------------------------------------------------- posterior
@@ -206,10 +215,18 @@ def posterior_instability(draws, *, max_draws: int = 400) -> dict:
         rho = spectral_radii(a, mu)
     else:
         idx = np.linspace(0, a.size - 1, min(a.size, max_draws)).astype(int)
-        rho = spectral_radii(a[idx], mu[idx], lag=draws.lag if draws.refresh_interval is None else 0,
-                             refresh_interval=draws.refresh_interval)
-    return {"p_c_le_0": float(np.mean(c <= 0)), "p_rho_ge_1": float(np.mean(rho >= 1.0)),
-            "rho_median": float(np.median(rho)), "c_median": float(np.median(c))}
+        rho = spectral_radii(
+            a[idx],
+            mu[idx],
+            lag=draws.lag if draws.refresh_interval is None else 0,
+            refresh_interval=draws.refresh_interval,
+        )
+    return {
+        "p_c_le_0": float(np.mean(c <= 0)),
+        "p_rho_ge_1": float(np.mean(rho >= 1.0)),
+        "rho_median": float(np.median(rho)),
+        "c_median": float(np.median(c)),
+    }
 
 
 # ----------------------------------------------------------------------------- the four modes
@@ -243,13 +260,13 @@ def _collapse(step, y, ceiling):
         tp = int(np.argmax(lev[: t + 1]))
         near = np.flatnonzero(lev[: t + 1] >= hi[t] - 0.2 * rng)
         t0 = min(int(near[-1]) + 1 if near.size else t, t)
-        pre = y[max(0, t0 - 2 * m): t0]
+        pre = y[max(0, t0 - 2 * m) : t0]
         if pre.size < 2:
-            pre = y[max(0, tp - m // 2): tp + m // 2 + 1]
+            pre = y[max(0, tp - m // 2) : tp + m // 2 + 1]
         recovered = np.max(lev[t:]) >= hi[t] - 0.5 * COLLAPSE_DROP * rng
         if recovered:
             seg_end = t + int(np.argmax(lev[t:] >= hi[t] - 0.5 * COLLAPSE_DROP * rng))
-            post = y[t: max(seg_end, t + 2)]
+            post = y[t : max(seg_end, t + 2)]
         else:
             post = y[t:]
         if pre.size < 2 or post.size < 2:
@@ -270,8 +287,11 @@ def _collapse(step, y, ceiling):
         se = noise / np.sqrt(m) if noise > 0 else 0.0
         share = (post_m - floor) / height if height > 0 else 1.0
         # a collapse must be material: at least 0.1 for 0/1-type rewards, else a quarter of the spread
-        material = 0.1 if (np.nanmin(y) >= -1e-9 and np.nanmax(y) <= 1 + 1e-9) else \
-            0.25 * float(np.nanquantile(y, 0.98) - np.nanquantile(y, 0.02))
+        material = (
+            0.1
+            if (np.nanmin(y) >= -1e-9 and np.nanmax(y) <= 1 + 1e-9)
+            else 0.25 * float(np.nanquantile(y, 0.98) - np.nanquantile(y, 0.02))
+        )
         sev = "critical" if (share <= COLLAPSE_FLOOR_SHARE and height > max(4 * se, material)) else "warning"
         if drop < material:
             sev = "watch"
@@ -282,15 +302,25 @@ def _collapse(step, y, ceiling):
         cross = [k for k in range(k0, t + 1) if np.isfinite(short[k]) and short[k] < mid]
         t0 = cross[0] if cross else t0
         kind = "collapse toward the floor" if sev == "critical" else "lasting drop (regression)"
-        out.update(severity=sev, onset=int(step[t0]), score=float(drop / rng),
-                   text=(f"{kind}: reward fell from {peak:.3g} (before the drop) to {post_m:.3g} (mean after "
-                         f"step {step[t]}), {drop / rng:.0%} of the run's range {rng:.3g}, keeping {share:.0%} of the "
-                         f"height above floor {floor:.3g}; z = {z:.1f}; onset step {step[t0]}; no recovery"))
+        out.update(
+            severity=sev,
+            onset=int(step[t0]),
+            score=float(drop / rng),
+            text=(
+                f"{kind}: reward fell from {peak:.3g} (before the drop) to {post_m:.3g} (mean after "
+                f"step {step[t]}), {drop / rng:.0%} of the run's range {rng:.3g}, keeping {share:.0%} of the "
+                f"height above floor {floor:.3g}; z = {z:.1f}; onset step {step[t0]}; no recovery"
+            ),
+        )
         return out
     if transient is not None:
         t, pk, po = transient
-        out.update(severity="watch", onset=int(step[t]), score=float((pk - po) / rng),
-                   text=f"significant transient drop from {pk:.3g} to {po:.3g} at step {step[t]}, later recovered")
+        out.update(
+            severity="watch",
+            onset=int(step[t]),
+            score=float((pk - po) / rng),
+            text=f"significant transient drop from {pk:.3g} to {po:.3g} at step {step[t]}, later recovered",
+        )
     return out
 
 
@@ -340,9 +370,15 @@ def _swings(step, y):
     k = len(rev)
     if k >= 4:
         sev = "critical" if k >= 6 else "warning"
-        out.update(severity=sev, onset=int(step[rev[0]]), score=float(k),
-                   text=(f"sustained large oscillation: {k - 1} swings ({k} extremes) of the rolling mean by >= "
-                         f"{SWING_SHARE:.0%} of its range {rng:.3g} (noise s.e. {se:.2g}), first at step {step[rev[0]]}"))
+        out.update(
+            severity=sev,
+            onset=int(step[rev[0]]),
+            score=float(k),
+            text=(
+                f"sustained large oscillation: {k - 1} swings ({k} extremes) of the rolling mean by >= "
+                f"{SWING_SHARE:.0%} of its range {rng:.3g} (noise s.e. {se:.2g}), first at step {step[rev[0]]}"
+            ),
+        )
     return out
 
 
@@ -383,10 +419,16 @@ def _sustained_oscillation(step, y):
     a3, a4 = float(np.std(r[:q])), float(np.std(r[q:]))
     if a4 < 0.7 * a3:
         return out
-    out.update(severity="warning", onset=int(step[h]), score=float(sd / max(noise, 1e-12)),
-               text=(f"sustained oscillation in the second half: period ~{period:.0f} steps, residual s.d. {sd:.3g} = "
-                     f"{sd / max(noise, 1e-12):.1f}x the point noise, ACF {acf[j]:.2f} at lag {j + 1} / {acf[k]:.2f} at lag "
-                     f"{k + 1}, amplitude last/third quarter {a4 / max(a3, 1e-12):.2f} (not decaying)"))
+    out.update(
+        severity="warning",
+        onset=int(step[h]),
+        score=float(sd / max(noise, 1e-12)),
+        text=(
+            f"sustained oscillation in the second half: period ~{period:.0f} steps, residual s.d. {sd:.3g} = "
+            f"{sd / max(noise, 1e-12):.1f}x the point noise, ACF {acf[j]:.2f} at lag {j + 1} / {acf[k]:.2f} at lag "
+            f"{k + 1}, amplitude last/third quarter {a4 / max(a3, 1e-12):.2f} (not decaying)"
+        ),
+    )
     return out
 
 
@@ -404,15 +446,19 @@ def _growing_oscillation(step, y, unit):
     if by.size < 4:
         return out
     tau, p_up, _, _ = _trend(bx, by, k)
-    first, last = float(np.mean(by[: max(1, k // 3)])), float(np.mean(by[-max(1, k // 3):]))
+    first, last = float(np.mean(by[: max(1, k // 3)])), float(np.mean(by[-max(1, k // 3) :]))
     ratio = last / first if first > 0 else np.inf
     if p_up < ALPHA and ratio >= 2.0:
         sev = "warning" if ratio >= 3.0 else "watch"
         # onset: first block whose envelope exceeds 1.5x the first third
         j = np.flatnonzero(by > 1.5 * first)
-        out.update(severity=sev, onset=int(bx[j[0]]) if j.size else None, score=float(ratio),
-                   text=f"fluctuation envelope of the detrended reward grows x{ratio:.2g} (Kendall tau {tau:.2f}, "
-                        f"p = {p_up:.2g})")
+        out.update(
+            severity=sev,
+            onset=int(bx[j[0]]) if j.size else None,
+            score=float(ratio),
+            text=f"fluctuation envelope of the detrended reward grows x{ratio:.2g} (Kendall tau {tau:.2f}, "
+            f"p = {p_up:.2g})",
+        )
     return out
 
 
@@ -428,8 +474,10 @@ def _instability(rid, df, draws, ceiling):
         p = max(pi["p_c_le_0"], pi["p_rho_ge_1"])
         sev = "critical" if p >= 0.5 else "warning" if p >= 0.1 else "watch" if p >= 0.01 else "none"
         f.raise_to(sev, score=p)
-        ev.append(f"posterior P(c <= 0) = {pi['p_c_le_0']:.3f}, P(spectral radius >= 1) = {pi['p_rho_ge_1']:.3f} "
-                  f"(median rho {pi['rho_median']:.4f}, median c {pi['c_median']:.3g})")
+        ev.append(
+            f"posterior P(c <= 0) = {pi['p_c_le_0']:.3f}, P(spectral radius >= 1) = {pi['p_rho_ge_1']:.3f} "
+            f"(median rho {pi['rho_median']:.4f}, median c {pi['c_median']:.3g})"
+        )
     col = _collapse(step, y, ceiling)
     if col["severity"] != "none":
         f.raise_to(col["severity"], col["onset"], col["score"])
@@ -453,8 +501,10 @@ def _instability(rid, df, draws, ceiling):
         f.raise_to(osc["severity"], osc["onset"], osc["score"])
         ev.append(osc["text"])
     if not ev:
-        ev.append("no lasting drop of the reward (rolling median within "
-                  f"{COLLAPSE_DROP:.0%} of the range of its running peak), no growing fluctuation envelope")
+        ev.append(
+            "no lasting drop of the reward (rolling median within "
+            f"{COLLAPSE_DROP:.0%} of the range of its running peak), no growing fluctuation envelope"
+        )
     f.evidence = "; ".join(ev)
     return f
 
@@ -516,8 +566,10 @@ def _degeneracy(rid, df, group_size, ceiling):
             e_nd0 = expected_group_std(ey, group_size, given_nondegenerate=True)
             implied0 = float(np.clip(1.0 - early_sd / e_nd0, 0.0, 1.0)) if e_nd0 > 0 else 1.0
             f.details["implied_share_late"] = implied
-            txt += (f"; implied zero-variance share {implied0:.2f} -> {implied:.2f} (predicted p^G+(1-p)^G "
-                    f"{pred:.2f} at mean reward {ylate:.2f}, G={int(group_size)})")
+            txt += (
+                f"; implied zero-variance share {implied0:.2f} -> {implied:.2f} (predicted p^G+(1-p)^G "
+                f"{pred:.2f} at mean reward {ylate:.2f}, G={int(group_size)})"
+            )
             if not _present(df, "frac_reward_zero_std"):
                 sev = _share_severity(implied, implied0, 0.0 if implied > implied0 + 0.1 else 1.0)
                 lv = 1.0 - np.clip(lev / max(e_nd, 1e-12), 0, 1)
@@ -528,21 +580,26 @@ def _degeneracy(rid, df, group_size, ceiling):
             cross = np.flatnonzero((lev < 0.25 * peak) & (np.arange(n) > np.argmax(lev)))
             f.raise_to(sev, step[cross[0]] if cross.size and sev != "none" else None, 1 - ratio)
         ev.append(txt + " (reward_std -> 0)" if ratio < 0.25 else txt)
-    share_late = max([v for v in (f.details.get("observed_late"), f.details.get("implied_share_late")) if v is not None],
-                     default=0.0)
+    share_late = max(
+        [v for v in (f.details.get("observed_late"), f.details.get("implied_share_late")) if v is not None], default=0.0
+    )
     if f.severity != "none":
         top = ceiling if ceiling is not None else (1.0 if unit else None)
         if top is not None and ylate >= 0.9 * top:
-            ev.append(f"reward is near the ceiling {top:g} ({ylate:.3g}): groups are all-solved, i.e. convergence; "
-                      "severity lowered")
+            ev.append(
+                f"reward is near the ceiling {top:g} ({ylate:.3g}): groups are all-solved, i.e. convergence; "
+                "severity lowered"
+            )
             f.severity = SEVERITIES[min(_RANK[f.severity] - 1, _RANK["watch"])]
             if f.severity == "none":
                 f.onset_step = None
         elif top is not None and ylate < 0.8 * top and share_late >= 0.65:
-            _, p_up_r, _, _ = _trend(step[n // 2:], y[n // 2:])
+            _, p_up_r, _, _ = _trend(step[n // 2 :], y[n // 2 :])
             if p_up_r > 0.05:
-                ev.append(f"reward has plateaued at {ylate:.3g} < 0.8 x ceiling {top:g} while groups degenerate: "
-                          "an early plateau from degeneracy, not convergence")
+                ev.append(
+                    f"reward has plateaued at {ylate:.3g} < 0.8 x ceiling {top:g} while groups degenerate: "
+                    "an early plateau from degeneracy, not convergence"
+                )
                 if f.severity == "watch":
                     f.raise_to("warning")
     if not ev:
@@ -572,7 +629,7 @@ def _concentration(rid, df, ceiling):
     rng = float(np.ptp(lev)) or 1.0
     unit = _is_unit(y, ceiling)
     top = ceiling if ceiling is not None else (1.0 if unit else None)
-    near_top = top is not None and float(np.mean(y[-max(2, n // 5):])) >= 0.9 * top
+    near_top = top is not None and float(np.mean(y[-max(2, n // 5) :])) >= 0.9 * top
     ev = []
     for wname, i0 in (("whole run", 0), ("second half", n // 2)):
         yy, ss = y[i0:], step[i0:]
@@ -626,7 +683,7 @@ def _coupling(step, y, es, ev_vals):
     rows = []
     for i in range(0, m - k + 1):
         dtr = tr[i + k - 1] - tr[i]
-        dev = np.mean(ev_vals[i + k - 1 - 1: i + k]) - np.mean(ev_vals[i: i + 2])
+        dev = np.mean(ev_vals[i + k - 1 - 1 : i + k]) - np.mean(ev_vals[i : i + 2])
         rows.append((es[i], es[i + k - 1], dtr, dev))
     return np.array(rows), float(np.ptp(lev))
 
@@ -665,21 +722,27 @@ def _hacking(rid, df, ceiling):
             ev_lev = _rolling_median(vals, max(3, (es.size // 10) | 1))
             onset = es[int(np.argmax(ev_lev))]
             f.raise_to("critical", onset, 1.0)
-            ev.append(f"{col}: eval fell {dev_all:+.3g} while train reward rose {dtr_all:+.3g} (first vs last quarter "
-                      f"of eval points; eval noise s.e. {se_ev:.2g}): coupling C = {dev_all / dtr_all:.2g} < 0; "
-                      f"eval peaked at step {onset}")
+            ev.append(
+                f"{col}: eval fell {dev_all:+.3g} while train reward rose {dtr_all:+.3g} (first vs last quarter "
+                f"of eval points; eval noise s.e. {se_ev:.2g}): coupling C = {dev_all / dtr_all:.2g} < 0; "
+                f"eval peaked at step {onset}"
+            )
             continue
         dtr, dev = rows[:, 2], rows[:, 3]
         material = dtr > thr_tr
         if material.sum() < 2:
-            ev.append(f"{col}: train reward did not rise materially (> {thr_tr:.2g}) over enough eval windows; "
-                      f"overall Δtrain {dtr_all:+.3g}, Δeval {dev_all:+.3g}")
+            ev.append(
+                f"{col}: train reward did not rise materially (> {thr_tr:.2g}) over enough eval windows; "
+                f"overall Δtrain {dtr_all:+.3g}, Δeval {dev_all:+.3g}"
+            )
             continue
         c_all = dev[material] / dtr[material]
         c_ref = float(np.median(c_all[: max(1, c_all.size // 2)]))
         c_late = float(c_all[-1])
-        txt = (f"{col}: coupling C_w = Δeval/Δtrain early {c_ref:.3g}, latest {c_late:.3g} "
-               f"over steps {int(rows[material][-1, 0])}-{int(rows[material][-1, 1])}")
+        txt = (
+            f"{col}: coupling C_w = Δeval/Δtrain early {c_ref:.3g}, latest {c_late:.3g} "
+            f"over steps {int(rows[material][-1, 0])}-{int(rows[material][-1, 1])}"
+        )
         if c_ref > 0:
             r = c_late / c_ref
             # the shortfall of eval against the early coupling must beat the eval noise
@@ -689,8 +752,13 @@ def _hacking(rid, df, ceiling):
             txt += f", shortfall {shortfall:.3g} vs eval noise {se_pair:.2g}"
             # C_w -> 0 alone may be eval saturation / overfitting: watch; eval falling (C_w < 0) while
             # the train reward rises: warning; overall fall of eval: critical (above)
-            sev = "warning" if (c_late < 0 and -float(dev[material][-1]) > 3.0 * se_pair) else \
-                "watch" if r < COUPLING_WATCH else "none"
+            sev = (
+                "warning"
+                if (c_late < 0 and -float(dev[material][-1]) > 3.0 * se_pair)
+                else "watch"
+                if r < COUPLING_WATCH
+                else "none"
+            )
             if not signif:
                 sev = "none"
             if sev != "none":
@@ -709,15 +777,17 @@ def _hacking(rid, df, ceiling):
             sev = "critical" if lvl_over.any() else "warning" if over.mean() > 0.05 else "watch"
             j = np.flatnonzero(lvl_over if lvl_over.any() else over)[0]
             f.raise_to(sev, step[j], float(over.mean()))
-            ev.append(f"reward exceeds the verifiable ceiling {ceiling:g} at {over.sum()} of {n} points "
-                      f"(max {np.nanmax(y):.3g}, rolling median max {np.nanmax(lev):.3g})")
+            ev.append(
+                f"reward exceeds the verifiable ceiling {ceiling:g} at {over.sum()} of {n} points "
+                f"(max {np.nanmax(y):.3g}, rolling median max {np.nanmax(lev):.3g})"
+            )
         else:
             ev.append(f"reward within the ceiling {ceiling:g} (max {np.nanmax(y):.3g})")
     if _present(df, "completion_length"):
         cl = df["completion_length"].to_numpy(float)
         a, b = _head_tail(cl)
         tau, p_up, _, _ = _trend(step, cl)
-        _, p_up_late, _, _ = _trend(step[n // 2:], cl[n // 2:])
+        _, p_up_late, _, _ = _trend(step[n // 2 :], cl[n // 2 :])
         ratio = b / a if a > 0 else np.inf
         txt = f"completion length {a:.4g} -> {b:.4g} (x{ratio:.2g}; Kendall tau {tau:.2f}, p_up {p_up:.2g}; second half p_up {p_up_late:.2g})"
         if p_up < ALPHA and ratio >= 1.5:
@@ -735,16 +805,19 @@ def _hacking(rid, df, ceiling):
 
 
 # ----------------------------------------------------------------------------- API
-def diagnose_run(df: pd.DataFrame, *, run_id: str | None = None, group_size=None, draws=None,
-                 ceiling: float | None = None) -> list[Finding]:
+def diagnose_run(
+    df: pd.DataFrame, *, run_id: str | None = None, group_size=None, draws=None, ceiling: float | None = None
+) -> list[Finding]:
     """The four :class:`Finding` objects for one run's long table (``step``, ``reward``, metrics)."""
     df = df.sort_values("step").reset_index(drop=True)
     df = df[np.isfinite(df["reward"].to_numpy(float))]
     rid = run_id if run_id is not None else str(df["run_id"].iloc[0]) if "run_id" in df.columns else "run"
     g = None if group_size is None or pd.isna(group_size) else float(group_size)
     if len(df) < MIN_POINTS:
-        return [Finding(rid, m, assessed=False, evidence=f"not assessable: {len(df)} finite reward points "
-                        f"(< {MIN_POINTS})") for m in MODES]
+        return [
+            Finding(rid, m, assessed=False, evidence=f"not assessable: {len(df)} finite reward points (< {MIN_POINTS})")
+            for m in MODES
+        ]
     return [
         _hacking(rid, df, ceiling),
         _degeneracy(rid, df, g, ceiling),
@@ -817,11 +890,18 @@ def diagnose_runs(runs, *, posteriors: dict | None = None, ceiling=None) -> pd.D
     rows = []
     meta = runs.meta
     for rid, df in runs.data.groupby("run_id", sort=False):
-        g = meta.loc[rid, "group_size"] if (meta is not None and "group_size" in meta.columns and rid in meta.index) else None
-        for f in diagnose_run(df, run_id=rid, group_size=g, draws=posteriors.get(rid),
-                              ceiling=_ceiling_for(ceiling, meta, rid)):
+        g = (
+            meta.loc[rid, "group_size"]
+            if (meta is not None and "group_size" in meta.columns and rid in meta.index)
+            else None
+        )
+        for f in diagnose_run(
+            df, run_id=rid, group_size=g, draws=posteriors.get(rid), ceiling=_ceiling_for(ceiling, meta, rid)
+        ):
             rows.append(f.to_row())
-    out = pd.DataFrame(rows, columns=["run_id", "mode", "severity", "onset_step", "evidence", "missing", "assessed", "score"])
+    out = pd.DataFrame(
+        rows, columns=["run_id", "mode", "severity", "onset_step", "evidence", "missing", "assessed", "score"]
+    )
     out["onset_step"] = out["onset_step"].astype("Int64")
     out["severity"] = pd.Categorical(out["severity"], categories=list(SEVERITIES), ordered=True)
     return out

@@ -80,9 +80,19 @@ def _facts(runs: RunSet, final_window: float) -> dict:
         df = runs.run(r)
         truth, rng_, s0, H = run_truth(df, final_window)
         has_expected = "reward_expected" in df.columns and df["reward_expected"].notna().sum() > 10
-        st = true_stop_step(df[STEP], df["reward_expected"], final_window=final_window) if has_expected else float("nan")
-        out[r] = dict(truth=truth, range=rng_, s0=s0, H=H, stop_true=st, has_expected=has_expected,
-                      plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]), df=df)
+        st = (
+            true_stop_step(df[STEP], df["reward_expected"], final_window=final_window) if has_expected else float("nan")
+        )
+        out[r] = dict(
+            truth=truth,
+            range=rng_,
+            s0=s0,
+            H=H,
+            stop_true=st,
+            has_expected=has_expected,
+            plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]),
+            df=df,
+        )
     return out
 
 
@@ -94,7 +104,14 @@ def _plan(runs: RunSet, facts: dict, cutoffs, src: dict, min_points: int):
             f = facts[r]
             pre = f["df"].loc[f["df"][STEP] <= f["s0"] + c * (f["H"] - f["s0"])]
             if len(pre) < min_points:
-                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason=f"only {len(pre)} logged point(s) before the cutoff (< {min_points})"))
+                skipped.append(
+                    dict(
+                        run_id=r,
+                        source=src[r],
+                        cutoff=c,
+                        reason=f"only {len(pre)} logged point(s) before the cutoff (< {min_points})",
+                    )
+                )
             elif int(pre[STEP].iloc[-1]) >= f["H"]:
                 skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason="nothing left to forecast"))
             elif not np.isfinite(f["truth"]):
@@ -265,7 +282,9 @@ def backtest(
                     progress(n_done, total, f"{name} @ {c:g}")
 
     cases_df = pd.DataFrame(rows, columns=CASE_COLUMNS)
-    cases_df = cases_df[cases_df["method"].isin(names) & cases_df["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])]
+    cases_df = cases_df[
+        cases_df["method"].isin(names) & cases_df["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])
+    ]
     cases_df = cases_df[cases_df["run_id"].isin(runs.run_ids)].reset_index(drop=True)
     res = BacktestResult(
         cases=cases_df,

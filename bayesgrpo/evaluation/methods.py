@@ -111,7 +111,9 @@ class BayesGRPOMethod:
         state["executor"] = None  # a worker runs its cases itself
         return state
 
-    def forecast_many(self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
+    def forecast_many(
+        self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0
+    ) -> list[PeerForecast]:
         """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""
         if self.executor is not None and self.executor.n_workers > 1 and len(cases) > 1:
             return self._forecast_on(self.executor, cases, final_window)
@@ -158,7 +160,8 @@ class BayesGRPOMethod:
         try:
             runs = RunSet.from_frames(data, meta)
             fit = self._forecaster(False, final_window).fit(
-                runs, horizon={c.run_id: int(c.horizon) for c in cases}, context=context)
+                runs, horizon={c.run_id: int(c.horizon) for c in cases}, context=context
+            )
             table = fit.table().set_index("run_id")
         except Exception as exc:  # noqa: BLE001 - a failed fit is an error row per case, not a lost batch
             msg = f"{type(exc).__name__}: {exc}"

@@ -217,8 +217,9 @@ def final_window_mask(steps, *, s0: float, horizon: float, final_window: float =
     return (s > thr + tol) & (s <= float(horizon) + tol)
 
 
-def final_reward(steps, rewards, *, horizon: float | None = None, s0: float | None = None,
-                 final_window: float = 0.1) -> float:
+def final_reward(
+    steps, rewards, *, horizon: float | None = None, s0: float | None = None, final_window: float = 0.1
+) -> float:
     """Truth of the forecast target from a complete run: mean reward over the final window.
 
     ``s0`` defaults to the first step and ``horizon`` to the last step of ``steps``. NaN rewards

@@ -416,8 +416,17 @@ class LSQPeer(Peer):
 
     min_points = 6
 
-    def __init__(self, name: str, func: Callable, param_names: tuple[str, ...],
-                 bounds: Callable, starts: Callable, *, jac: Callable | None = None, n_boot: int = 100):
+    def __init__(
+        self,
+        name: str,
+        func: Callable,
+        param_names: tuple[str, ...],
+        bounds: Callable,
+        starts: Callable,
+        *,
+        jac: Callable | None = None,
+        n_boot: int = 100,
+    ):
         self.name = name
         self.func = func
         self.jac = jac
@@ -435,8 +444,13 @@ class LSQPeer(Peer):
             try:
                 with np.errstate(all="ignore"):
                     res = optimize.least_squares(
-                        lambda th: self.func(u, *th) - y, p0, jac=jac, bounds=(lb, ub), method="trf",
-                        x_scale="jac", max_nfev=max_nfev,
+                        lambda th: self.func(u, *th) - y,
+                        p0,
+                        jac=jac,
+                        bounds=(lb, ub),
+                        method="trf",
+                        x_scale="jac",
+                        max_nfev=max_nfev,
                     )
             except (ValueError, FloatingPointError):
                 continue
@@ -454,7 +468,9 @@ class LSQPeer(Peer):
         res = self._fit(u, p.y, lb, ub, self._starts(u, p.y, lb, ub))
         if res is None:
             raise RuntimeError("no start converged")
-        return dict(zip(self.param_names, res.x)), (lambda s: (np.asarray(s, float) - p.s0 + p.dt) / (p.horizon - p.s0 + p.dt))
+        return dict(zip(self.param_names, res.x)), (
+            lambda s: (np.asarray(s, float) - p.s0 + p.dt) / (p.horizon - p.s0 + p.dt)
+        )
 
     def _forecast(self, p: _Problem, n_draws, rng):
         scale_u = p.horizon - p.s0 + p.dt
@@ -632,16 +648,77 @@ def _fam_ilog2(x, p, xp):
 
 _L = math.log
 DOMHAN_FAMILIES: list[tuple[str, list[tuple[str, str, float, float]], Callable]] = [
-    ("vap", [("a", "normal", -0.5, 1.0), ("b", "neglognormal", _L(0.5), 1.0), ("c", "lognormal", _L(0.05), 1.0)], _fam_vap),
-    ("pow3", [("c", "normal", 0.8, 1.0), ("a", "lognormal", _L(0.5), 1.0), ("alpha", "lognormal", _L(0.5), 1.0)], _fam_pow3),
+    (
+        "vap",
+        [("a", "normal", -0.5, 1.0), ("b", "neglognormal", _L(0.5), 1.0), ("c", "lognormal", _L(0.05), 1.0)],
+        _fam_vap,
+    ),
+    (
+        "pow3",
+        [("c", "normal", 0.8, 1.0), ("a", "lognormal", _L(0.5), 1.0), ("alpha", "lognormal", _L(0.5), 1.0)],
+        _fam_pow3,
+    ),
     ("loglog_linear", [("a", "lognormal", _L(0.3), 1.0), ("b", "lognormal", 0.5, 0.5)], _fam_loglog_linear),
-    ("hill3", [("theta", "lognormal", 0.0, 0.5), ("eta", "lognormal", 0.0, 0.75), ("kappa", "lognormal", _L(5.0), 1.5)], _fam_hill3),
-    ("log_power", [("a", "lognormal", 0.0, 0.5), ("b", "normal", 1.5, 1.5), ("c", "neglognormal", _L(0.5), 0.75)], _fam_log_power),
-    ("pow4", [("c", "normal", 0.8, 1.0), ("a", "lognormal", 0.0, 1.5), ("b", "lognormal", _L(0.5), 1.5), ("alpha", "lognormal", _L(0.5), 1.0)], _fam_pow4),
-    ("mmf", [("alpha", "normal", 0.8, 1.0), ("d", "lognormal", _L(0.5), 1.0), ("kappa", "lognormal", _L(0.1), 1.5), ("delta", "lognormal", 0.0, 0.75)], _fam_mmf),
-    ("exp4", [("c", "normal", 0.8, 1.0), ("a", "lognormal", _L(0.3), 1.5), ("alpha", "lognormal", _L(0.5), 0.75), ("b", "normal", -0.5, 1.0)], _fam_exp4),
-    ("janoschek", [("a", "normal", 0.8, 1.0), ("d", "lognormal", _L(0.5), 1.0), ("k", "lognormal", _L(0.2), 1.5), ("delta", "lognormal", _L(0.5), 0.75)], _fam_janoschek),
-    ("weibull", [("alpha", "normal", 0.8, 1.0), ("d", "lognormal", _L(0.5), 1.0), ("kappa", "lognormal", _L(0.05), 1.5), ("delta", "lognormal", _L(0.7), 0.75)], _fam_weibull),
+    (
+        "hill3",
+        [("theta", "lognormal", 0.0, 0.5), ("eta", "lognormal", 0.0, 0.75), ("kappa", "lognormal", _L(5.0), 1.5)],
+        _fam_hill3,
+    ),
+    (
+        "log_power",
+        [("a", "lognormal", 0.0, 0.5), ("b", "normal", 1.5, 1.5), ("c", "neglognormal", _L(0.5), 0.75)],
+        _fam_log_power,
+    ),
+    (
+        "pow4",
+        [
+            ("c", "normal", 0.8, 1.0),
+            ("a", "lognormal", 0.0, 1.5),
+            ("b", "lognormal", _L(0.5), 1.5),
+            ("alpha", "lognormal", _L(0.5), 1.0),
+        ],
+        _fam_pow4,
+    ),
+    (
+        "mmf",
+        [
+            ("alpha", "normal", 0.8, 1.0),
+            ("d", "lognormal", _L(0.5), 1.0),
+            ("kappa", "lognormal", _L(0.1), 1.5),
+            ("delta", "lognormal", 0.0, 0.75),
+        ],
+        _fam_mmf,
+    ),
+    (
+        "exp4",
+        [
+            ("c", "normal", 0.8, 1.0),
+            ("a", "lognormal", _L(0.3), 1.5),
+            ("alpha", "lognormal", _L(0.5), 0.75),
+            ("b", "normal", -0.5, 1.0),
+        ],
+        _fam_exp4,
+    ),
+    (
+        "janoschek",
+        [
+            ("a", "normal", 0.8, 1.0),
+            ("d", "lognormal", _L(0.5), 1.0),
+            ("k", "lognormal", _L(0.2), 1.5),
+            ("delta", "lognormal", _L(0.5), 0.75),
+        ],
+        _fam_janoschek,
+    ),
+    (
+        "weibull",
+        [
+            ("alpha", "normal", 0.8, 1.0),
+            ("d", "lognormal", _L(0.5), 1.0),
+            ("kappa", "lognormal", _L(0.05), 1.5),
+            ("delta", "lognormal", _L(0.7), 0.75),
+        ],
+        _fam_weibull,
+    ),
     ("ilog2", [("c", "normal", 0.8, 1.0), ("a", "lognormal", _L(0.5), 1.0)], _fam_ilog2),
 ]
 
@@ -718,8 +795,18 @@ class DomhanEnsemblePeer(Peer):
 
     min_points = 5
 
-    def __init__(self, name: str = "domhan", *, chains: int = 2, draws: int = 300, tune: int = 300,
-                 maxdepth: int = 8, target_accept: float = 0.9, backend: str = "nutpie", cores: int = 2):
+    def __init__(
+        self,
+        name: str = "domhan",
+        *,
+        chains: int = 2,
+        draws: int = 300,
+        tune: int = 300,
+        maxdepth: int = 8,
+        target_accept: float = 0.9,
+        backend: str = "nutpie",
+        cores: int = 2,
+    ):
         self.name = name
         self.chains, self.draws, self.tune = chains, draws, tune
         self.maxdepth, self.target_accept = maxdepth, target_accept
@@ -771,8 +858,13 @@ class DomhanEnsemblePeer(Peer):
         if self.backend == "nutpie":
             compiled = sampling.compile_model(("domhan",), self.build_model, backend="numba")
             t_compile = time.perf_counter() - t0 if fresh else 0.0
-            smp = sampling.SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains,
-                                         target_accept=self.target_accept, low_rank_mass_matrix=False)
+            smp = sampling.SamplerConfig(
+                draws=self.draws,
+                tune=self.tune,
+                chains=self.chains,
+                target_accept=self.target_accept,
+                low_rank_mass_matrix=False,
+            )
             tr = sampling.nuts(compiled, data={"x_obs": xo, "y_obs": yo, "w_obs": wo}, sampler=smp, seed=int(seed),
                                maxdepth=self.maxdepth, save_warmup=False)  # fmt: skip
         else:
@@ -782,10 +874,17 @@ class DomhanEnsemblePeer(Peer):
             with self.build_model() as model:
                 pm.set_data({"x_obs": xo, "y_obs": yo, "w_obs": wo})
                 tr = pm.sample(
-                    draws=self.draws, tune=self.tune, chains=self.chains, cores=1,
-                    random_seed=int(seed), nuts_sampler="pymc", progressbar=False,
-                    target_accept=self.target_accept, compute_convergence_checks=False,
-                    var_names=names, model=model,
+                    draws=self.draws,
+                    tune=self.tune,
+                    chains=self.chains,
+                    cores=1,
+                    random_seed=int(seed),
+                    nuts_sampler="pymc",
+                    progressbar=False,
+                    target_accept=self.target_accept,
+                    compute_convergence_checks=False,
+                    var_names=names,
+                    model=model,
                 )
         post = sampling.posterior_dataset(tr)
         out = {}
@@ -809,8 +908,10 @@ class DomhanEnsemblePeer(Peer):
         if good.sum() < 10:
             raise FloatingPointError("posterior curves are not finite")
         curves, sig = curves[good], post["sigma"][good]
-        info.update(n_posterior=int(good.sum()), mean_weights=dict(
-            zip([f[0] for f in DOMHAN_FAMILIES], map(float, post["w"][good].mean(axis=0)))))
+        info.update(
+            n_posterior=int(good.sum()),
+            mean_weights=dict(zip([f[0] for f in DOMHAN_FAMILIES], map(float, post["w"][good].mean(axis=0)))),
+        )
         if p.m_future:
             win = np.column_stack([curves[:, p.fut_win_idx].mean(axis=1), sig])
             win = _resample(win, n_draws, rng)
@@ -832,12 +933,21 @@ _DOMHAN_SETTINGS = {
 def _make_peers() -> dict[str, Callable[..., Peer]]:
     return {
         "last_value": LastValuePeer,
-        "sat_exp": lambda **kw: LSQPeer("sat_exp", _f_sat_exp, ("R_inf", "R0", "tau"), _sat_exp_bounds,
-                                        _sat_exp_starts, jac=_j_sat_exp, **kw),
-        "scalerl_sigmoid": lambda **kw: LSQPeer("scalerl_sigmoid", _f_scalerl, ("A", "R0", "C_mid", "B"),
-                                                _scalerl_bounds, _scalerl_starts, jac=_j_scalerl, **kw),
-        "pow3": lambda **kw: LSQPeer("pow3", _f_pow3, ("c", "a", "alpha"), _pow3_bounds, _pow3_starts,
-                                     jac=_j_pow3, **kw),
+        "sat_exp": lambda **kw: LSQPeer(
+            "sat_exp", _f_sat_exp, ("R_inf", "R0", "tau"), _sat_exp_bounds, _sat_exp_starts, jac=_j_sat_exp, **kw
+        ),
+        "scalerl_sigmoid": lambda **kw: LSQPeer(
+            "scalerl_sigmoid",
+            _f_scalerl,
+            ("A", "R0", "C_mid", "B"),
+            _scalerl_bounds,
+            _scalerl_starts,
+            jac=_j_scalerl,
+            **kw,
+        ),
+        "pow3": lambda **kw: LSQPeer(
+            "pow3", _f_pow3, ("c", "a", "alpha"), _pow3_bounds, _pow3_starts, jac=_j_pow3, **kw
+        ),
         "domhan": lambda **kw: DomhanEnsemblePeer("domhan", **{**_DOMHAN_SETTINGS["domhan"], **kw}),
         "domhan_fast": lambda **kw: DomhanEnsemblePeer("domhan_fast", **{**_DOMHAN_SETTINGS["domhan_fast"], **kw}),
     }
@@ -858,7 +968,9 @@ def get_peer(name: str, **kwargs: Any) -> Peer:
     """
     key = PEER_ALIASES.get(name, name)
     if key not in PEERS:
-        raise KeyError(f"unknown peer {name!r}; available: {', '.join(sorted(PEERS))} (aliases {', '.join(PEER_ALIASES)})")
+        raise KeyError(
+            f"unknown peer {name!r}; available: {', '.join(sorted(PEERS))} (aliases {', '.join(PEER_ALIASES)})"
+        )
     peer = PEERS[key](**kwargs)
     peer.name = name
     return peer

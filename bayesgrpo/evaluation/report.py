@@ -13,9 +13,26 @@ from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
 __all__ = ["write_outputs", "markdown_table", "TABLE_COLS", "TABLE_HEAD"]
 
 
-_FMT = {"median_nae": "{:.3f}", "mean_ncrps": "{:.3f}", "cover50": "{:.0%}", "cover80": "{:.0%}",
-        "cover90": "{:.0%}", "mean_nwidth80": "{:.3f}", "sec_per_forecast": "{:.2f}", "failure_rate": "{:.0%}"}
-TABLE_COLS = ["median_nae", "mean_ncrps", "cover80", "cover50", "cover90", "mean_nwidth80", "sec_per_forecast", "failure_rate"]
+_FMT = {
+    "median_nae": "{:.3f}",
+    "mean_ncrps": "{:.3f}",
+    "cover50": "{:.0%}",
+    "cover80": "{:.0%}",
+    "cover90": "{:.0%}",
+    "mean_nwidth80": "{:.3f}",
+    "sec_per_forecast": "{:.2f}",
+    "failure_rate": "{:.0%}",
+}
+TABLE_COLS = [
+    "median_nae",
+    "mean_ncrps",
+    "cover80",
+    "cover50",
+    "cover90",
+    "mean_nwidth80",
+    "sec_per_forecast",
+    "failure_rate",
+]
 TABLE_HEAD = ["median nAE", "mean nCRPS", "cov80", "cov50", "cov90", "width80 (norm.)", "s / forecast", "failures"]
 
 
@@ -47,23 +64,36 @@ def _method_sort(s: pd.Series):
     return s
 
 
-def write_outputs(res: BacktestResult, *, runs: RunSet | None = None, make_figures: bool = True,
-                  example_runs=None, title: str = "Backtest") -> None:
+def write_outputs(
+    res: BacktestResult,
+    *,
+    runs: RunSet | None = None,
+    make_figures: bool = True,
+    example_runs=None,
+    title: str = "Backtest",
+) -> None:
     out = res.out_dir
     res.skipped.to_csv(out / "skipped.csv", index=False)
     res.summary.to_csv(out / "summary.csv", index=False)
     js = {
         "n_cases": int(len(res.cases)),
         "n_skipped": int(len(res.skipped)),
-        "skipped_reasons": res.skipped.groupby("cutoff").size().rename(lambda c: f"{c:g}").to_dict() if len(res.skipped) else {},
+        "skipped_reasons": res.skipped.groupby("cutoff").size().rename(lambda c: f"{c:g}").to_dict()
+        if len(res.skipped)
+        else {},
         "summary": res.summary.to_dict("records"),
         "summary_weighted": res.summary_weighted.to_dict("records"),
         "summary_by_source": res.summary_by_source.to_dict("records"),
     }
     (out / "summary.json").write_text(json.dumps(js, indent=1, default=_json_default))
-    md = [f"# {title}\n", f"{len(res.cases)} scored cases (run x cutoff x method), {len(res.skipped)} skipped run x cutoff.\n",
-          "## Per cutoff x method (every case counts equally)\n", markdown_table(res.summary),
-          "\n## Source-weighted (each source counts equally)\n", markdown_table(res.summary_weighted, extra_cols=("n_sources",))]
+    md = [
+        f"# {title}\n",
+        f"{len(res.cases)} scored cases (run x cutoff x method), {len(res.skipped)} skipped run x cutoff.\n",
+        "## Per cutoff x method (every case counts equally)\n",
+        markdown_table(res.summary),
+        "\n## Source-weighted (each source counts equally)\n",
+        markdown_table(res.summary_weighted, extra_cols=("n_sources",)),
+    ]
     if len(res.skipped):
         md.append("\n## Skipped\n")
         for (c, reason), g in res.skipped.groupby(["cutoff", "reason"]):

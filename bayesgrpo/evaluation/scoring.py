@@ -80,8 +80,9 @@ def run_truth(df: pd.DataFrame, final_window: float = 0.1) -> tuple[float, float
     return final_reward(s, r, s0=s0, horizon=H, final_window=final_window), robust_range(r), s0, H
 
 
-def true_stop_step(steps, expected, *, stop_fraction: float = DEFAULT_STOP_FRACTION, final_window: float = 0.1,
-                   min_gain: float = 1e-3) -> float:
+def true_stop_step(
+    steps, expected, *, stop_fraction: float = DEFAULT_STOP_FRACTION, final_window: float = 0.1, min_gain: float = 1e-3
+) -> float:
     """Stop step of a noise-free reward curve (:mod:`bayesgrpo.physics.stopping`, the one definition).
 
     The curve's start is its first value and its plateau the mean over the final window; the stop
@@ -159,7 +160,9 @@ def _agg(g: pd.DataFrame) -> dict:
     d["median_stop_nerr"] = float(st.abs().median()) if len(st) else float("nan")
     pl = ok[["plateau_true", "plateau_pred"]].dropna() if "plateau_true" in ok else pd.DataFrame()
     d["n_plateau"] = int(len(pl))
-    d["plateau_acc"] = float((pl["plateau_true"].astype(bool) == pl["plateau_pred"].astype(bool)).mean()) if len(pl) else float("nan")
+    d["plateau_acc"] = (
+        float((pl["plateau_true"].astype(bool) == pl["plateau_pred"].astype(bool)).mean()) if len(pl) else float("nan")
+    )
     return d
 
 

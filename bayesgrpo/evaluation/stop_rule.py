@@ -57,8 +57,9 @@ def _level_and_scale(df: pd.DataFrame, upto: int) -> tuple[float, float]:
     return level, max(rng, 1e-9)
 
 
-def stop_rule_backtest(cases: pd.DataFrame, runs: RunSet, *, delta: float = 0.05, epsilon: float = 0.2,
-                       bad: float = 0.1) -> pd.DataFrame:
+def stop_rule_backtest(
+    cases: pd.DataFrame, runs: RunSet, *, delta: float = 0.05, epsilon: float = 0.2, bad: float = 0.1
+) -> pd.DataFrame:
     """Apply the rule (module docstring) to every method of backtest ``cases``; one row per run x method.
 
     ``cases`` are backtest rows (``run_id, cutoff, method, observed_until, s0, horizon, truth, range``

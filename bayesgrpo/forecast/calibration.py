@@ -52,7 +52,9 @@ class Calibration(BaseModel):
         n = len(self.fraction_grid)
         for name in ("w_up", "w_dn") + tuple(f for f in ("p_leave", "c_up", "c_dn") if getattr(self, f)):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"calibration {self.name!r}: {name} has {len(getattr(self, name))} values for {n} fractions")
+                raise ValueError(
+                    f"calibration {self.name!r}: {name} has {len(getattr(self, name))} values for {n} fractions"
+                )
         if any(not 0.0 <= v < 1.0 for v in self.p_leave):
             raise ValueError(f"calibration {self.name!r}: p_leave must lie in [0, 1)")
         return self
@@ -92,8 +94,9 @@ class Calibration(BaseModel):
         g = np.asarray(go, dtype=float)
         return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))
 
-    def leave(self, n: int, *, fraction: float, level: float = float("nan"),
-              floor: float = float("nan")) -> tuple[np.ndarray, np.ndarray]:
+    def leave(
+        self, n: int, *, fraction: float, level: float = float("nan"), floor: float = float("nan")
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The draws that leave the regime: ``(indices, final values)``.
 
         A share ``p_leave(f)`` of the ``n`` draws (a fixed subset: the same for the final reward and
@@ -110,8 +113,15 @@ class Calibration(BaseModel):
         lo = min(float(floor), float(level))
         return idx, lo + (float(level) - lo) * (rng.permutation(k) + 0.5) / k
 
-    def apply(self, draws, *, fraction: float, level: float = float("nan"), floor: float = float("nan"),
-              scale: float = float("nan")) -> np.ndarray:
+    def apply(
+        self,
+        draws,
+        *,
+        fraction: float,
+        level: float = float("nan"),
+        floor: float = float("nan"),
+        scale: float = float("nan"),
+    ) -> np.ndarray:
         """Calibrated draws (same number and order as ``draws``; run units).
 
         The widths scale each side about the median; the additive shifts (given the run's ``scale``,
@@ -161,7 +171,7 @@ def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float
     y = y[np.isfinite(y)]
     if y.size == 0:
         return float("nan"), float("nan")
-    level = float(y[-max(3, int(np.ceil(0.1 * y.size))):].mean())
+    level = float(y[-max(3, int(np.ceil(0.1 * y.size))) :].mean())
     if np.isfinite(reward_min):
         floor = float(reward_min)
     elif y.min() >= 0.0 and y.max() <= 1.0:
@@ -195,9 +205,18 @@ def _case_weights(source) -> np.ndarray:
 P_LEAVE_GRID = tuple(np.round(np.arange(0.0, 0.31, 0.02), 2))
 
 
-def fit_calibration(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: float = 0.8, w_min: float = 1.0,
-                    leave: bool = False, additive: bool = False, name: str = "calibration",
-                    provenance=None) -> Calibration:
+def fit_calibration(
+    cases,
+    *,
+    draws=None,
+    grid=(0.1, 0.2, 0.3, 0.5),
+    level: float = 0.8,
+    w_min: float = 1.0,
+    leave: bool = False,
+    additive: bool = False,
+    name: str = "calibration",
+    provenance=None,
+) -> Calibration:
     """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric).
 
     Parameters

@@ -84,8 +84,10 @@ class ForecastConfig(BaseModel):
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
     prior: PopulationPrior = Field(description="the population prior (default: the packaged prior of the kind)")
-    calibration: Calibration = Field(default_factory=identity_calibration,
-                                     description="calibration layer of the final-reward draws (default: the packaged one of the kind)")
+    calibration: Calibration = Field(
+        default_factory=identity_calibration,
+        description="calibration layer of the final-reward draws (default: the packaged one of the kind)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -208,7 +210,9 @@ class Forecaster:
             if lagged:
                 raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
                                     "runs only (use --model oscillator for it)")  # fmt: skip
-        log.info("population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model)
+        log.info(
+            "population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model
+        )
         if context is not None and not hierarchical:
             run_priors = self._context_priors(arrays, context)
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
@@ -242,7 +246,9 @@ class Forecaster:
                 progress(done, len(batches))
         import xarray as xr
 
-        posterior = xr.concat([p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run")
+        posterior = xr.concat(
+            [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
+        )
         posterior = posterior.sel(run=list(arrays.run_ids))
         hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
         return FittedForecast(
@@ -486,7 +492,8 @@ class FittedForecast:
         # the logged future points of the final window: their latent sum plus the measurement noise of n_win points
         self._window[run_id] = (
             (win_sum + n_win * p["r_star"] + np.sqrt(n_win) * p["sigma_m"] * rng.standard_normal(win_sum.shape))
-            * info.scale + n_win * info.loc,
+            * info.scale
+            + n_win * info.loc,
             n_win,
         )
         sc, lo = info.scale, info.loc
@@ -745,7 +752,10 @@ class FittedForecast:
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()
-        health = {str(r): {"r_hat_max": float(v.r_hat_max), "ess_min": float(v.ess_min), "divergences": int(v.divergences)} for r, v in hd.iterrows()}
+        health = {
+            str(r): {"r_hat_max": float(v.r_hat_max), "ess_min": float(v.ess_min), "divergences": int(v.divergences)}
+            for r, v in hd.iterrows()
+        }
         seconds = {str(r): float(v.seconds) for r, v in hd.iterrows()}
         hyper = dt["hyperparameters"].to_dataset() if "hyperparameters" in dt.children else None
         return cls(
@@ -759,4 +769,3 @@ def _version() -> str:
     from bayesgrpo import __version__
 
     return __version__
-

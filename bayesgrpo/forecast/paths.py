@@ -92,7 +92,8 @@ class PathDraws:
         for name, arr in (("observed", obs), ("latent", lat)):
             if arr.ndim != 2 or arr.shape[1] != steps.size:
                 raise ValueError(
-                    f"PathDraws {self.run_id!r}: {name} must have shape (n_draws, {steps.size}); got {arr.shape}")
+                    f"PathDraws {self.run_id!r}: {name} must have shape (n_draws, {steps.size}); got {arr.shape}"
+                )
         if obs.shape != lat.shape:
             raise ValueError(f"PathDraws {self.run_id!r}: observed {obs.shape} and latent {lat.shape} differ")
         n = lat.shape[0]
@@ -126,7 +127,9 @@ class PathDraws:
         set_("interval", max(1, int(self.interval)))
         set_("lag", int(self.lag))
         if steps[0] < self.last_step:
-            raise ValueError(f"PathDraws {self.run_id!r}: forecast steps start at {steps[0]} before last_step {self.last_step}")
+            raise ValueError(
+                f"PathDraws {self.run_id!r}: forecast steps start at {steps[0]} before last_step {self.last_step}"
+            )
 
     @property
     def n_draws(self) -> int:
@@ -174,8 +177,22 @@ def exponential_draws(
     idx, reached = settling_index(np.exp(-n_all[None, :] / tau[:, None]), fraction=stop_fraction)
     stop = start_step + np.minimum(idx, n_all[-1])
     return PathDraws(
-        run_id=run_id, steps=steps, observed=obs, latent=lat, r0=r0, r_star=r_star, tau=tau, a=a,
-        mu=np.full_like(r0, mu), sigma_p=np.zeros_like(r0), sigma_m=np.full_like(r0, sigma_m),
-        last_step=last_step, horizon=horizon, interval=interval, units=units,
-        latent_now=now if include_now else None, stop_step=stop, stop_reached=reached,
+        run_id=run_id,
+        steps=steps,
+        observed=obs,
+        latent=lat,
+        r0=r0,
+        r_star=r_star,
+        tau=tau,
+        a=a,
+        mu=np.full_like(r0, mu),
+        sigma_p=np.zeros_like(r0),
+        sigma_m=np.full_like(r0, sigma_m),
+        last_step=last_step,
+        horizon=horizon,
+        interval=interval,
+        units=units,
+        latent_now=now if include_now else None,
+        stop_step=stop,
+        stop_reached=reached,
     )

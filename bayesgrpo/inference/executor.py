@@ -174,7 +174,9 @@ class DaskExecutor(_Closing):
                 self.client = Client(scheduler, timeout=timeout)
                 self.client.wait_for_workers(1, timeout=timeout)
             except (OSError, TimeoutError) as e:
-                raise OptionError(f"--scheduler {scheduler}: cannot use that Dask cluster ({type(e).__name__}: {e})") from None
+                raise OptionError(
+                    f"--scheduler {scheduler}: cannot use that Dask cluster ({type(e).__name__}: {e})"
+                ) from None
         else:
             if int(workers) < 1:
                 raise OptionError(f"--workers must be at least 1, got {workers}")
@@ -210,7 +212,6 @@ class DaskExecutor(_Closing):
             self._cluster.close()
 
 
-
 def check_options(*, workers: int | None = None, scheduler: str | None = None) -> None:
     """Validate ``--workers`` / ``--scheduler`` before anything is read or started (:class:`OptionError`)."""
     if workers is not None and scheduler is not None:
@@ -219,7 +220,7 @@ def check_options(*, workers: int | None = None, scheduler: str | None = None) -
         raise OptionError(f"--workers must be at least 1 (0: this process), got {workers}")
     if scheduler is not None and not scheduler.strip():
         raise OptionError("--scheduler needs an address, e.g. tcp://host:8786")
-    if (scheduler is not None or (workers or 0) > 0):
+    if scheduler is not None or (workers or 0) > 0:
         from importlib.util import find_spec
 
         if find_spec("distributed") is None:

@@ -292,7 +292,9 @@ class ModelCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             f = open(self.root / f"{digest}.lock", "a+b")
-        except OSError as e:  # a read-only or missing cache folder: compile without the lock (and the store fails softly)
+        except (
+            OSError
+        ) as e:  # a read-only or missing cache folder: compile without the lock (and the store fails softly)
             log.warning("disk cache: cannot use %s (%s); compiled models are kept in this process only", self.root, e)
             yield
             return
@@ -304,7 +306,9 @@ class ModelCache:
                     break
                 except BlockingIOError:
                     if time.monotonic() - t0 > timeout:
-                        log.warning("disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest)
+                        log.warning(
+                            "disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest
+                        )
                         break
                     time.sleep(0.1)
                 except OSError as e:  # e.g. a network file system without locks
@@ -367,7 +371,9 @@ class ModelCache:
             "dims": {k: tuple(v) for k, v in (compiled.dims or {}).items()},
             "coords": {k: np.asarray(v).tolist() for k, v in (compiled.coords or {}).items()},
             "reparameterized": list(compiled.reparameterized_names or []),
-            "shared": [(var.name, key, np.asarray(compiled.shared_data[key])) for var, key in compiled.shared_var_keys.items()],
+            "shared": [
+                (var.name, key, np.asarray(compiled.shared_data[key])) for var, key in compiled.shared_var_keys.items()
+            ],
             "record_dtype": compiled.user_data.dtype.descr,
             "centre": x0,
             "logp": _library_state(compiled.compiled_logp_func),
@@ -403,7 +409,7 @@ class ModelCache:
 
         if not blob.startswith(_MAGIC):
             raise _Corrupt("not a bayesgrpo cache entry")
-        head, _, body = blob[len(_MAGIC):].partition(b"\n")
+        head, _, body = blob[len(_MAGIC) :].partition(b"\n")
         if hashlib.sha256(body).hexdigest().encode() != head:
             raise _Corrupt("checksum mismatch (truncated or altered file)")
         st = _Unpickler(io.BytesIO(body)).load()

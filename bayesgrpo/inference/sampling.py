@@ -25,7 +25,16 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SamplerConfig", "compile_model", "nuts", "batch_seed", "posterior_dataset", "health", "clear_cache", "is_cached"]
+__all__ = [
+    "SamplerConfig",
+    "compile_model",
+    "nuts",
+    "batch_seed",
+    "posterior_dataset",
+    "health",
+    "clear_cache",
+    "is_cached",
+]
 
 log = logging.getLogger("bayesgrpo")
 
@@ -57,8 +66,11 @@ class SamplerConfig(BaseModel):
     chains: int = Field(2, ge=1, le=64)
     target_accept: float = Field(0.99, gt=0.5, lt=1.0)
     low_rank_mass_matrix: bool = Field(True, description="adapt a low-rank mass matrix")
-    backend: str = Field("numba", pattern="^numba$",
-                         description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)")
+    backend: str = Field(
+        "numba",
+        pattern="^numba$",
+        description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)",
+    )
     seed: int = 0
 
 
@@ -132,7 +144,9 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
                     compiled = _compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
                     fresh = True
         if not fresh:
-            log.info("loaded a compiled model from the disk cache in %.2f s (entry %s)", time.perf_counter() - t0, digest)
+            log.info(
+                "loaded a compiled model from the disk cache in %.2f s (entry %s)", time.perf_counter() - t0, digest
+            )
         _LOADED[digest] = compiled
     _CACHE[key] = compiled
     return compiled
@@ -189,7 +203,9 @@ def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: st
             log.info("the compiled model cannot be stored on disk; compiling it in this process")
         else:
             tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            what = "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
+            what = (
+                "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
+            )
             log.warning("the compile process %s; compiling in this process", what)
     compiled = _compile(key, build, backend=backend, **kwargs)
     cache.store(digest, desc, compiled)

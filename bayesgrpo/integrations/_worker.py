@@ -38,8 +38,14 @@ import warnings
 from pathlib import Path
 
 __all__ = [
-    "ForecastWorker", "forecast_request", "run_config_meta", "summarize_fit", "SEVERITY_RANK",
-    "HISTORY_COLUMNS", "append_history", "write_latest",
+    "ForecastWorker",
+    "forecast_request",
+    "run_config_meta",
+    "summarize_fit",
+    "SEVERITY_RANK",
+    "HISTORY_COLUMNS",
+    "append_history",
+    "write_latest",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -504,7 +510,9 @@ class ForecastWorker:
     >>> w.close()                                                             # doctest: +SKIP
     """
 
-    def __init__(self, *, threads: int = 1, niceness: int = 19, log_file=None, max_restarts: int = 2, python: str | None = None):
+    def __init__(
+        self, *, threads: int = 1, niceness: int = 19, log_file=None, max_restarts: int = 2, python: str | None = None
+    ):
         self.threads = int(threads)
         self.niceness = int(niceness)
         self.log_file = Path(log_file) if log_file else None
@@ -596,7 +604,14 @@ class ForecastWorker:
                     self._start_locked()
                 else:
                     req, self._pending = self._pending, None
-                    self._results.put({"id": rid, "ok": False, "kind": req.get("kind"), "error": "the forecasting worker died repeatedly; no more forecasts"})
+                    self._results.put(
+                        {
+                            "id": rid,
+                            "ok": False,
+                            "kind": req.get("kind"),
+                            "error": "the forecasting worker died repeatedly; no more forecasts",
+                        }
+                    )
             self._cv.notify_all()
             return rid
 
@@ -690,12 +705,16 @@ class ForecastWorker:
             try:
                 _send(proc.stdin, req)
             except (OSError, ValueError, pickle.PicklingError) as e:
-                log.warning("bayesgrpo: could not send a request to the forecasting worker (%s: %s)", type(e).__name__, e)
+                log.warning(
+                    "bayesgrpo: could not send a request to the forecasting worker (%s: %s)", type(e).__name__, e
+                )
                 with self._cv:
                     self._inflight = None
                     self._dead = True
                     self._cv.notify_all()
-                self._results.put({"id": req["id"], "ok": False, "kind": req.get("kind"), "error": f"{type(e).__name__}: {e}"})
+                self._results.put(
+                    {"id": req["id"], "ok": False, "kind": req.get("kind"), "error": f"{type(e).__name__}: {e}"}
+                )
                 return
 
     def _recv_loop(self, proc) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
 from rich.markup import escape
 
 __all__ = ["watch_cmd", "mount", "WATCH_HELP"]
@@ -23,7 +22,16 @@ def _live_table(results, *, title: str):
     from rich.table import Table
 
     t = Table(title=escape(title), header_style="bold")
-    for c in ("step", "final reward [80%]", "P(>=target)", "stop step", "P(plateaued)", "budget stop", "flags", "fit s"):
+    for c in (
+        "step",
+        "final reward [80%]",
+        "P(>=target)",
+        "stop step",
+        "P(plateaued)",
+        "budget stop",
+        "flags",
+        "fit s",
+    ):
         t.add_column(c)
     for r in results[-12:]:
         if not r.get("ok"):
@@ -40,15 +48,21 @@ def _live_table(results, *, title: str):
 
 
 def watch_cmd(
-    path: Annotated[str, typer.Argument(help="log file, HF output folder, TensorBoard folder, or wandb:entity/project/run_id")],
+    path: Annotated[
+        str, typer.Argument(help="log file, HF output folder, TensorBoard folder, or wandb:entity/project/run_id")
+    ],
     every: Annotated[int, typer.Option(help="re-forecast after this many new logged steps")] = 5,
     interval: Annotated[float, typer.Option(help="seconds between polls of the log")] = 2.0,
     horizon: Annotated[int | None, typer.Option(help="step to forecast to (default: the log's max_steps)")] = None,
     target: Annotated[float | None, typer.Option(help="target reward: report P(final reward >= target)")] = None,
-    cost_per_step: Annotated[float | None, typer.Option(help="budget: cost of one more step (adds the recommended stop step)")] = None,
+    cost_per_step: Annotated[
+        float | None, typer.Option(help="budget: cost of one more step (adds the recommended stop step)")
+    ] = None,
     value_per_reward: Annotated[float, typer.Option(help="budget: value of one unit of final reward")] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="keep an updated fan chart PNG here")] = None,
-    history: Annotated[Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")] = None,
+    history: Annotated[
+        Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")
+    ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="log format (default: detected)")] = None,
     run: Annotated[str | None, typer.Option(help="run id to follow when the log holds several")] = None,
     ceiling: Annotated[float | None, typer.Option(help="verifiable reward ceiling for the diagnostics")] = None,
@@ -56,7 +70,9 @@ def watch_cmd(
     tune: Annotated[int, typer.Option(help="tuning steps per chain")] = 400,
     seed: int = 0,
     max_updates: Annotated[int | None, typer.Option(help="exit after this many forecasts")] = None,
-    idle_timeout: Annotated[float | None, typer.Option(help="exit when the log has not changed for this many seconds")] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="exit when the log has not changed for this many seconds")
+    ] = None,
     plain: Annotated[bool, typer.Option(help="plain lines even on a terminal")] = False,
 ):
     """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
@@ -67,7 +83,9 @@ def watch_cmd(
 
     con = Console(highlight=False, soft_wrap=True)
     tty = sys.stdout.isatty() and not plain
-    utility = {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
+    utility = (
+        {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
+    )
     results: list[dict] = []
     live = None
     if tty:

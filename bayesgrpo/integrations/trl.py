@@ -91,12 +91,20 @@ class ImprovementStop:
 
     kind = "improvement"
 
-    def __init__(self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0):
+    def __init__(
+        self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0
+    ):
         if not 0 < epsilon < 1:
             raise ValueError(f"epsilon must be in (0, 1); got {epsilon}")
         if patience < 1 or window < 1:
             raise ValueError(f"patience and window must be >= 1; got {patience}, {window}")
-        self.delta, self.epsilon, self.patience, self.window, self.min_step = float(delta), float(epsilon), int(patience), int(window), int(min_step)
+        self.delta, self.epsilon, self.patience, self.window, self.min_step = (
+            float(delta),
+            float(epsilon),
+            int(patience),
+            int(window),
+            int(min_step),
+        )
 
     def request(self) -> dict:
         return {"improve": {"delta": self.delta, "window": self.window}}
@@ -159,8 +167,10 @@ class UtilityStop:
             return None
         cost = (f"{self.cost_per_step:g}/step" if self.cost_per_step is not None
                 else f"{self.cost_per_hour:g}/h at {self.steps_per_hour:g} steps/h")  # fmt: skip
-        return (f"expected utility is highest now: recommended stop step {result['recommended_stop']:.0f} <= current "
-                f"step {result['observed_until']} (cost {cost}, value {self.value_per_reward:g}/reward)")
+        return (
+            f"expected utility is highest now: recommended stop step {result['recommended_stop']:.0f} <= current "
+            f"step {result['observed_until']} (cost {cost}, value {self.value_per_reward:g}/reward)"
+        )
 
     def to_dict(self) -> dict:
         return {"rule": self.kind, "cost_per_step": self.cost_per_step, "cost_per_hour": self.cost_per_hour,
@@ -365,7 +375,9 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.horizon = None if horizon is None else int(horizon)
         self.stop = _stop_rule(stop)
         self.model = model
-        self.sampler = dict(LIVE_SAMPLER if sampler is None else (sampler.model_dump() if hasattr(sampler, "model_dump") else sampler))
+        self.sampler = dict(
+            LIVE_SAMPLER if sampler is None else (sampler.model_dump() if hasattr(sampler, "model_dump") else sampler)
+        )
         self.min_points = int(min_points)
         self.ceiling = ceiling
         self.diagnose = bool(diagnose)
@@ -448,7 +460,9 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         if ls < 1:  # a fraction of the run
             ls = max(1.0, ls * float(state.max_steps or 0))
         self._every = self.every or max(1, math.ceil(50 / ls))
-        self._meta = run_config_meta(args, world_size=int(getattr(args, "world_size", 1) or 1), max_steps=state.max_steps)
+        self._meta = run_config_meta(
+            args, world_size=int(getattr(args, "world_size", 1) or 1), max_steps=state.max_steps
+        )
         if kwargs.get("model") is not None:
             self._meta.update(_model_meta(kwargs["model"]))
         self._hz = self.horizon or self._meta.get("max_steps")
@@ -464,12 +478,16 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             if self._hist_dir is not None:
                 self._files = _HistoryWriter()
             if self._worker is None:
-                self._worker = ForecastWorker(threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None)
+                self._worker = ForecastWorker(
+                    threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None
+                )
                 self._own_worker = True
             if self.warmup:
                 self._safe_submit({"kind": "warmup", "model": self.model, "sampler": self.sampler,
                                    "meta": {k: v for k, v in self._meta.items() if k in ("beta1", "refresh_interval")}})  # fmt: skip
-            log.info("bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id)
+            log.info(
+                "bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id
+            )
         self._tick(t0, on_log=False)
 
     def on_log(self, args, state, control, logs=None, **kwargs):

@@ -105,7 +105,12 @@ class LogSource:
         if sig == self._sig:
             return 0
         size = sig[1] if t.is_file() else None
-        if size is not None and self._size is not None and size < self._size and t == getattr(self, "_last_target", None):
+        if (
+            size is not None
+            and self._size is not None
+            and size < self._size
+            and t == getattr(self, "_last_target", None)
+        ):
             self.truncations += 1
             log.info("bayesgrpo watch: %s shrank (%d -> %d bytes; a restarted run?); keeping the %d steps seen so far",
                      t, self._size, size, len(self.rows))  # fmt: skip

@@ -39,6 +39,7 @@ from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP, RunSet
 
 __all__ = ["FORMATS", "REGISTRY", "LogFormat", "read_runs", "read_many", "detect_format"]
 
+
 @dataclass(frozen=True)
 class LogFormat:
     """One supported log format: its reader and, for plain-text logs, the pattern that detects it.
@@ -59,19 +60,39 @@ REGISTRY: dict[str, LogFormat] = {
         LogFormat("long", "long:read_long", "long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)"),
         LogFormat("trainer_state", "trl:read_trainer_state", "Hugging Face / TRL trainer_state.json (log_history)"),
         LogFormat("unsloth_notebook", "trl:read_notebook", "executed .ipynb with the Trainer's HTML progress table"),
-        LogFormat("openrlhf_console", "openrlhf:read_openrlhf_console",
-                  "OpenRLHF trainer lines 'Global step N: {'reward': ..., ...}'", re.compile(r"Global step \d+: \{")),
-        LogFormat("verl_console", "verl:read_verl_console", "verl console logger lines 'step:N - key:value - ...'",
-                  re.compile(r"step:\d+ - [^\s:]+:")),
-        LogFormat("trl_console", "trl:read_trl_console", "TRL / HF Trainer stdout: printed dicts {'loss': ..., 'reward': ...}",
-                  re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:")),
-        LogFormat("verl_jsonl", "verl:read_verl_jsonl", "verl file logger {\"step\": N, \"data\": {...}} per line"),
+        LogFormat(
+            "openrlhf_console",
+            "openrlhf:read_openrlhf_console",
+            "OpenRLHF trainer lines 'Global step N: {'reward': ..., ...}'",
+            re.compile(r"Global step \d+: \{"),
+        ),
+        LogFormat(
+            "verl_console",
+            "verl:read_verl_console",
+            "verl console logger lines 'step:N - key:value - ...'",
+            re.compile(r"step:\d+ - [^\s:]+:"),
+        ),
+        LogFormat(
+            "trl_console",
+            "trl:read_trl_console",
+            "TRL / HF Trainer stdout: printed dicts {'loss': ..., 'reward': ...}",
+            re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:"),
+        ),
+        LogFormat("verl_jsonl", "verl:read_verl_jsonl", 'verl file logger {"step": N, "data": {...}} per line'),
         LogFormat("wandb_csv", "wandb:read_wandb_csv", "W&B panel CSV export, '<run> - <metric>' columns"),
-        LogFormat("tensorboard", "tensorboard:read_tensorboard", "TensorBoard event files or a folder of them (via tbparse)"),
+        LogFormat(
+            "tensorboard", "tensorboard:read_tensorboard", "TensorBoard event files or a folder of them (via tbparse)"
+        ),
         LogFormat("metrics_csv", "scratch:read_metrics_csv", "generic per-step metrics CSV of from-scratch GRPO loops"),
-        LogFormat("metrics_jsonl", "scratch:read_metrics_jsonl", "generic per-step metrics JSONL of from-scratch GRPO loops"),
-        LogFormat("minimind_log", "scratch:read_minimind_log", "MiniMind-style lines 'Epoch:[e/E](i/N), Reward: x, ...'",
-                  re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)")),
+        LogFormat(
+            "metrics_jsonl", "scratch:read_metrics_jsonl", "generic per-step metrics JSONL of from-scratch GRPO loops"
+        ),
+        LogFormat(
+            "minimind_log",
+            "scratch:read_minimind_log",
+            "MiniMind-style lines 'Epoch:[e/E](i/N), Reward: x, ...'",
+            re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)"),
+        ),
     )
 }
 #: Format names accepted by ``read_runs(..., format=...)`` and returned by :func:`detect_format`.
@@ -150,7 +171,7 @@ def detect_format(path) -> str:
         if '"log_history"' in head or '"log_history"' in _head(p, 1 << 30):
             return "trainer_state"
         raise LogFormatError(
-            f"{p}: JSON file without a \"log_history\" key; expected a Hugging Face/TRL "
+            f'{p}: JSON file without a "log_history" key; expected a Hugging Face/TRL '
             "trainer_state.json (pass format=... for other JSON layouts)"
         )
     if suf == ".jsonl" or suf == ".ndjson":
@@ -201,7 +222,11 @@ def _load_meta(meta) -> pd.DataFrame | None:
             try:
                 obj = json.loads(mp.read_text(encoding="utf-8"))
             except ValueError as e:
-                raise fmt_error(mp, f"line {getattr(e, 'lineno', '?')}", f"not valid JSON ({e}); expected a metadata object or list of objects") from None
+                raise fmt_error(
+                    mp,
+                    f"line {getattr(e, 'lineno', '?')}",
+                    f"not valid JSON ({e}); expected a metadata object or list of objects",
+                ) from None
             if isinstance(obj, dict) and all(isinstance(v, dict) for v in obj.values()) and obj:
                 m = pd.DataFrame.from_dict(obj, orient="index").rename_axis(RUN).reset_index()
             elif isinstance(obj, dict):
@@ -271,8 +296,10 @@ def _check_reward(data: pd.DataFrame, path) -> None:
             line = data.loc[i, SOURCE_LINE] if SOURCE_LINE in data.columns else None
             where = f"line {int(line)}" if line is not None and pd.notna(line) else f"record {i + 1}"
             raise fmt_error(
-                path, where, f"reward value {col[i]!r} is not a number (run {data.loc[i, RUN]!r}); "
-                f"{len(bad)} such record(s). Expected a numeric reward."
+                path,
+                where,
+                f"reward value {col[i]!r} is not a number (run {data.loc[i, RUN]!r}); "
+                f"{len(bad)} such record(s). Expected a numeric reward.",
             )
     vals = pd.to_numeric(col, errors="coerce")
     for rid, g in vals.groupby(data[RUN], sort=False):
@@ -283,7 +310,9 @@ def _check_reward(data: pd.DataFrame, path) -> None:
             )
 
 
-def _finish(data: pd.DataFrame, meta: pd.DataFrame | None, path, *, run_id, user_meta, on_duplicate, used=None, parts=False) -> RunSet:
+def _finish(
+    data: pd.DataFrame, meta: pd.DataFrame | None, path, *, run_id, user_meta, on_duplicate, used=None, parts=False
+) -> RunSet:
     data = data.copy()
     data[RUN] = data[RUN].astype(str)
     if parts:
@@ -329,7 +358,9 @@ def _map_and_finish(data, meta, path, **kw) -> RunSet:
 
 
 # ----------------------------------------------------------------------------- API
-def read_runs(path, *, format: str | None = None, meta=None, run_id: str | None = None, on_duplicate: str = "last", **options) -> RunSet:
+def read_runs(
+    path, *, format: str | None = None, meta=None, run_id: str | None = None, on_duplicate: str = "last", **options
+) -> RunSet:
     """Read one training log (or one run split over several files) into a :class:`RunSet`.
 
     Parameters
@@ -361,7 +392,9 @@ def read_runs(path, *, format: str | None = None, meta=None, run_id: str | None 
         reward series.
     """
     if isinstance(path, (list, tuple)):
-        return _read_parts([Path(p) for p in path], format=format, meta=meta, run_id=run_id, on_duplicate=on_duplicate, **options)
+        return _read_parts(
+            [Path(p) for p in path], format=format, meta=meta, run_id=run_id, on_duplicate=on_duplicate, **options
+        )
     p = Path(path)
     fmt = format or detect_format(p)
     if fmt not in FORMATS:
@@ -371,7 +404,13 @@ def read_runs(path, *, format: str | None = None, meta=None, run_id: str | None 
     reward_key = options.pop("reward_key", None)
     data, found_meta = _reader(fmt)(p, **options)
     return _map_and_finish(
-        data, found_meta, p, run_id=run_id, user_meta=meta, on_duplicate=on_duplicate, reward_key=reward_key,
+        data,
+        found_meta,
+        p,
+        run_id=run_id,
+        user_meta=meta,
+        on_duplicate=on_duplicate,
+        reward_key=reward_key,
         parts=p.is_dir(),
     )
 
@@ -381,14 +420,25 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
         raise ValueError("read_runs got an empty list of paths")
     fmts = {format or detect_format(p) for p in paths}
     if len(fmts) != 1:
-        raise LogFormatError(f"the parts of one run must share a format; got {sorted(fmts)} for {[str(p) for p in paths]}")
+        raise LogFormatError(
+            f"the parts of one run must share a format; got {sorted(fmts)} for {[str(p) for p in paths]}"
+        )
     fmt = fmts.pop()
     if fmt == "tensorboard":
         from bayesgrpo.io.tensorboard import read_tensorboard
 
         reward_key = options.pop("reward_key", None)
         data, found = read_tensorboard(paths, **options)
-        return _map_and_finish(data, found, _parts_source(paths), run_id=run_id, user_meta=meta, on_duplicate=on_duplicate, reward_key=reward_key, parts=True)
+        return _map_and_finish(
+            data,
+            found,
+            _parts_source(paths),
+            run_id=run_id,
+            user_meta=meta,
+            on_duplicate=on_duplicate,
+            reward_key=reward_key,
+            parts=True,
+        )
     reward_key = options.pop("reward_key", None)
     frames, metas = [], []
     rid = run_id or _reader_default_id(paths[0])
@@ -400,7 +450,16 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
             metas.append(m.assign(**{RUN: rid}) if len(m) == 1 else m)
     data = pd.concat(frames, ignore_index=True)
     found = pd.concat(metas, ignore_index=True) if metas else None
-    return _map_and_finish(data, found, _parts_source(paths), run_id=None, user_meta=meta, on_duplicate=on_duplicate, reward_key=reward_key, parts=True)
+    return _map_and_finish(
+        data,
+        found,
+        _parts_source(paths),
+        run_id=None,
+        user_meta=meta,
+        on_duplicate=on_duplicate,
+        reward_key=reward_key,
+        parts=True,
+    )
 
 
 def _parts_source(paths: list[Path]) -> str:

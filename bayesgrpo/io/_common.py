@@ -93,7 +93,7 @@ def canonical_name(key: str) -> str | None:
         return f"reward_fn/{m.group('fn')}"
     for pre, sub in _EVAL_PREFIXES:
         if key.startswith(pre) and len(key) > len(pre):
-            return f"eval/{sub}{key[len(pre):]}"
+            return f"eval/{sub}{key[len(pre) :]}"
     return None
 
 

@@ -22,7 +22,9 @@ def read_long(path: Path):
         try:
             df = pd.read_parquet(path)
         except Exception as e:  # noqa: BLE001
-            raise fmt_error(path, None, f"cannot read Parquet ({type(e).__name__}: {e}); expected a long table run_id, step, reward") from None
+            raise fmt_error(
+                path, None, f"cannot read Parquet ({type(e).__name__}: {e}); expected a long table run_id, step, reward"
+            ) from None
     else:
         from bayesgrpo.io._common import logical_suffix
 
@@ -37,7 +39,11 @@ def read_long(path: Path):
             df[SOURCE_LINE] = df.index + 2
     missing = [c for c in (RUN, STEP, REWARD) if c not in df.columns]
     if missing:
-        raise fmt_error(path, "line 1", f"missing column(s) {missing}; expected a long table with columns run_id, step, reward (found {list(df.columns)[:12]})")
+        raise fmt_error(
+            path,
+            "line 1",
+            f"missing column(s) {missing}; expected a long table with columns run_id, step, reward (found {list(df.columns)[:12]})",
+        )
     if len(df) == 0:
         raise fmt_error(path, None, "no data rows; expected one row per (run_id, step)")
     bad = pd.to_numeric(df[STEP], errors="coerce").isna()

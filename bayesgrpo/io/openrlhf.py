@@ -89,7 +89,8 @@ def read_openrlhf_console(path: Path):
                 )
                 continue
             raise fmt_error(
-                path, f"line {i + 1}",
+                path,
+                f"line {i + 1}",
                 f"cannot parse the metrics dict after 'Global step {m.group(1)}:' ({type(e).__name__}); "
                 "expected a Python dict repr like {'reward': 0.5, 'kl': 0.01, ...}",
             ) from None
@@ -98,6 +99,8 @@ def read_openrlhf_console(path: Path):
         rec[SOURCE_LINE] = i + 1
         recs.append(rec)
     return single_run_frame(
-        recs, path, empty="no OpenRLHF metric line ('Global step N: {...}') found; expected OpenRLHF trainer console output",
+        recs,
+        path,
+        empty="no OpenRLHF metric line ('Global step N: {...}') found; expected OpenRLHF trainer console output",
         framework="openrlhf",
     )

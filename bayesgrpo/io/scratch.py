@@ -18,7 +18,6 @@ import re
 import warnings
 from pathlib import Path
 
-
 from bayesgrpo.errors import DataWarning
 from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
 from bayesgrpo.schema import SOURCE_LINE, STEP
@@ -31,7 +30,9 @@ STEP_KEYS = ("step", "global_step", "train/global_step", "training/global_step",
 def _step_key(keys, path, where) -> str:
     k = next((s for s in STEP_KEYS if s in keys), None)
     if k is None:
-        raise fmt_error(path, where, f"no step column; expected one of {', '.join(STEP_KEYS)} (found {list(keys)[:10]})")
+        raise fmt_error(
+            path, where, f"no step column; expected one of {', '.join(STEP_KEYS)} (found {list(keys)[:10]})"
+        )
     return k
 
 
@@ -108,9 +109,13 @@ def read_metrics_jsonl(path: Path):
             obj = json.loads(ln)
         except ValueError as e:
             if i == last and i > 0:
-                warnings.warn(f"{path}, {where}: incomplete last JSON line (run cut off?); dropped it", DataWarning, stacklevel=3)
+                warnings.warn(
+                    f"{path}, {where}: incomplete last JSON line (run cut off?); dropped it", DataWarning, stacklevel=3
+                )
                 continue
-            raise fmt_error(path, where, f"not valid JSON ({e}); expected one JSON object of metrics per line") from None
+            raise fmt_error(
+                path, where, f"not valid JSON ({e}); expected one JSON object of metrics per line"
+            ) from None
         if not isinstance(obj, dict):
             raise fmt_error(path, where, f"record is a JSON {type(obj).__name__}; expected an object of metrics")
         rec = _flatten(obj)

@@ -50,7 +50,7 @@ def _run_folder(f: Path) -> Path:
 
 
 def _tag_name(tag: str) -> str:
-    return tag[len("train/"):] if tag.startswith("train/") and len(tag) > 6 else tag
+    return tag[len("train/") :] if tag.startswith("train/") and len(tag) > 6 else tag
 
 
 def read_tensorboard(path: Path | Sequence[Path]):
@@ -72,7 +72,9 @@ def read_tensorboard(path: Path | Sequence[Path]):
                 warnings.simplefilter("ignore")  # tbparse uses deprecated pandas/tensorboard APIs
                 s = SummaryReader(str(f), extra_columns={"wall_time"}).scalars
         except Exception as e:  # noqa: BLE001 - tbparse/tensorboard raise many types
-            raise fmt_error(f, None, f"cannot read TensorBoard event file ({type(e).__name__}: {e}); expected TFRecord event data") from None
+            raise fmt_error(
+                f, None, f"cannot read TensorBoard event file ({type(e).__name__}: {e}); expected TFRecord event data"
+            ) from None
         if len(s):
             parts.append((float(s["wall_time"].min()), f, s))
     if not parts:

@@ -23,7 +23,15 @@ from bayesgrpo.schema import REWARD, RUN, SOURCE_LINE, STEP
 __all__ = ["read_trainer_state", "read_trl_console", "read_notebook"]
 
 _SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
-_STATE_META = ("max_steps", "logging_steps", "eval_steps", "save_steps", "global_step", "num_train_epochs", "train_batch_size")
+_STATE_META = (
+    "max_steps",
+    "logging_steps",
+    "eval_steps",
+    "save_steps",
+    "global_step",
+    "num_train_epochs",
+    "train_batch_size",
+)
 
 
 def _is_eval(rec: dict) -> bool:
@@ -95,9 +103,13 @@ def read_trainer_state(path: Path):
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
-        raise fmt_error(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON ({e.msg}); expected a complete Hugging Face trainer_state.json (truncated file?)") from None
+        raise fmt_error(
+            path,
+            f"line {e.lineno}, column {e.colno}",
+            f"invalid JSON ({e.msg}); expected a complete Hugging Face trainer_state.json (truncated file?)",
+        ) from None
     if not isinstance(obj, dict) or not isinstance(obj.get("log_history"), list):
-        raise fmt_error(path, "line 1", "no \"log_history\" list; expected a Hugging Face trainer_state.json")
+        raise fmt_error(path, "line 1", 'no "log_history" list; expected a Hugging Face trainer_state.json')
     lh = obj["log_history"]
     lines = _record_lines(text, len(lh))
     train, evals = [], []
@@ -106,7 +118,7 @@ def read_trainer_state(path: Path):
         if not isinstance(rec, dict):
             raise fmt_error(path, where, f"entry is {type(rec).__name__}, expected a JSON object of metrics")
         if "step" not in rec:
-            raise fmt_error(path, where, "entry has no \"step\"; expected {..., \"step\": <int>}")
+            raise fmt_error(path, where, 'entry has no "step"; expected {..., "step": <int>}')
         step = num(rec["step"])
         if not isinstance(step, float) or step != step:
             raise fmt_error(path, where, f"step {rec['step']!r} is not a number")
@@ -119,7 +131,8 @@ def read_trainer_state(path: Path):
     if not any(_has_reward(r) for r in train):
         keys = sorted({k for r in train for k in r if k not in (STEP, SOURCE_LINE)})
         raise fmt_error(
-            path, None,
+            path,
+            None,
             f"no reward in any of the {len(train)} training log entries (keys: {', '.join(keys[:8]) or 'none'}); "
             "not a GRPO run (SFT or other Trainer?) - expected TRL GRPOTrainer logs with a 'reward' key",
         )
@@ -135,7 +148,9 @@ def read_trainer_state(path: Path):
 
 
 # ----------------------------------------------------------------------------- console logs
-_DICT_RE = re.compile(r"\{'(?:loss|train_runtime|train_loss|eval_[A-Za-z_]+|reward|grad_norm|learning_rate)'\s*:[^{}\n\r]*\}")
+_DICT_RE = re.compile(
+    r"\{'(?:loss|train_runtime|train_loss|eval_[A-Za-z_]+|reward|grad_norm|learning_rate)'\s*:[^{}\n\r]*\}"
+)
 _BARE_NONFINITE = re.compile(r"(:\s*)(-?(?:nan|inf))(?=\s*[,}])")
 _COUNTER_RE = re.compile(r"(?<![\d/])(\d+)/(\d+) \[")
 _TOTAL_RE = re.compile(r"Total optimization steps = ([\d,]+)")
@@ -145,7 +160,11 @@ def _parse_dict(s: str, path, line: int) -> dict:
     try:
         d = ast.literal_eval(_BARE_NONFINITE.sub(r"\1'\2'", s))
     except (ValueError, SyntaxError) as e:
-        raise fmt_error(path, f"line {line}", f"cannot parse the printed metrics dict ({type(e).__name__}); expected a Python dict repr like {{'loss': 0.1, 'reward': 0.5, ...}}") from None
+        raise fmt_error(
+            path,
+            f"line {line}",
+            f"cannot parse the printed metrics dict ({type(e).__name__}); expected a Python dict repr like {{'loss': 0.1, 'reward': 0.5, ...}}",
+        ) from None
     if not isinstance(d, dict) or not all(isinstance(k, str) for k in d):
         raise fmt_error(path, f"line {line}", "expected a dict of metric name -> value")
     return d
@@ -189,7 +208,11 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
         segments.append(cur)
     segments = [s for s in segments if s["train"]]
     if not segments:
-        raise fmt_error(path, None, "no training metrics dict found; expected printed dicts like {'loss': ..., 'reward': ...} from the Hugging Face Trainer")
+        raise fmt_error(
+            path,
+            None,
+            "no training metrics dict found; expected printed dicts like {'loss': ..., 'reward': ...} from the Hugging Face Trainer",
+        )
     base = default_run_id(path)
     frames, metas = [], []
     for si, seg in enumerate(segments):
@@ -209,7 +232,12 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
                 cs.append(prev[-1][1] if prev else None)
             if all(c is not None for c in cs) and cs[0] > 0 and all(c == cs[0] * (i + 1) for i, c in enumerate(cs)):
                 k, how = cs[0], "progress-bar counter"
-            elif seg["summary"] is not None and bar_total and bar_total >= len(tr) and bar_total // (bar_total // len(tr)) == len(tr):
+            elif (
+                seg["summary"] is not None
+                and bar_total
+                and bar_total >= len(tr)
+                and bar_total // (bar_total // len(tr)) == len(tr)
+            ):
                 k, how = bar_total // len(tr), "total steps / number of logs"
             else:
                 k, how = 1, "assumed (no step information)"
@@ -264,9 +292,11 @@ def read_notebook(path: Path):
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as e:
-        raise fmt_error(path, f"line {e.lineno}, column {e.colno}", f"invalid notebook JSON ({e.msg}); expected an .ipynb file") from None
+        raise fmt_error(
+            path, f"line {e.lineno}, column {e.colno}", f"invalid notebook JSON ({e.msg}); expected an .ipynb file"
+        ) from None
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise fmt_error(path, None, "no \"cells\" list; expected a Jupyter notebook (nbformat 4)")
+        raise fmt_error(path, None, 'no "cells" list; expected a Jupyter notebook (nbformat 4)')
     tables = []
     for ci, cell in enumerate(nb["cells"]):
         for out in cell.get("outputs", []) or []:
@@ -284,7 +314,11 @@ def read_notebook(path: Path):
                     continue
                 tables.append((ci, header, rows[1:], prog))
     if not tables:
-        raise fmt_error(path, None, "no training progress table (header 'Step | Training Loss | ...') in any cell output; expected an executed Trainer notebook")
+        raise fmt_error(
+            path,
+            None,
+            "no training progress table (header 'Step | Training Loss | ...') in any cell output; expected an executed Trainer notebook",
+        )
     base = default_run_id(path)
     frames, metas = [], []
     for ci, header, rows, prog in tables:
@@ -294,7 +328,11 @@ def read_notebook(path: Path):
         for ri, row in enumerate(rows, start=1):
             cells = [_cell_text(c) for _, c in _CELL_RE.findall(row)]
             if len(cells) != len(cols):
-                raise fmt_error(path, f"cell {ci}, table row {ri}", f"{len(cells)} values, expected {len(cols)} (one per header column)")
+                raise fmt_error(
+                    path,
+                    f"cell {ci}, table row {ri}",
+                    f"{len(cells)} values, expected {len(cols)} (one per header column)",
+                )
             rec = dict(zip(cols, cells))
             st = num(rec.pop("Step"))
             if not isinstance(st, float) or st != st:
@@ -303,7 +341,9 @@ def read_notebook(path: Path):
             rec[SOURCE_LINE] = ri
             recs.append(rec)
         if not recs:
-            raise fmt_error(path, f"cell {ci}", "the training progress table has no rows; expected at least one logged step")
+            raise fmt_error(
+                path, f"cell {ci}", "the training progress table has no rows; expected at least one logged step"
+            )
         df = records_frame(recs, path)
         df[RUN] = rid
         frames.append(df)

@@ -18,7 +18,6 @@ import re
 import warnings
 from pathlib import Path
 
-
 from bayesgrpo.errors import DataWarning
 from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
 from bayesgrpo.schema import SOURCE_LINE, STEP
@@ -67,9 +66,15 @@ def read_verl_console(path: Path):
                     stacklevel=3,
                 )
                 continue
-            raise fmt_error(path, f"line {i + 1}", f"malformed verl metric field {bad[:60]!r}; expected 'key:value' fields separated by ' - '")
+            raise fmt_error(
+                path,
+                f"line {i + 1}",
+                f"malformed verl metric field {bad[:60]!r}; expected 'key:value' fields separated by ' - '",
+            )
         recs.append(rec)
-    return single_run_frame(recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output")
+    return single_run_frame(
+        recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output"
+    )
 
 
 def read_verl_jsonl(path: Path):
@@ -83,9 +88,11 @@ def read_verl_jsonl(path: Path):
         try:
             obj = json.loads(ln)
         except ValueError as e:
-            raise fmt_error(path, f"line {i}", f"not valid JSON ({e}); expected {{\"step\": N, \"data\": {{...}}}} per line") from None
+            raise fmt_error(
+                path, f"line {i}", f'not valid JSON ({e}); expected {{"step": N, "data": {{...}}}} per line'
+            ) from None
         if not isinstance(obj, dict) or "step" not in obj or not isinstance(obj.get("data"), dict):
-            raise fmt_error(path, f"line {i}", "expected a record {\"step\": N, \"data\": {...}}")
+            raise fmt_error(path, f"line {i}", 'expected a record {"step": N, "data": {...}}')
         st = num(obj["step"])
         if not isinstance(st, float) or st != st:
             raise fmt_error(path, f"line {i}", f"step {obj['step']!r} is not a number")

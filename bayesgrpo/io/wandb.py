@@ -22,7 +22,7 @@ __all__ = ["read_wandb_csv"]
 
 
 def _metric_name(m: str) -> str:
-    return m[len("train/"):] if m.startswith("train/") and len(m) > 6 else m
+    return m[len("train/") :] if m.startswith("train/") and len(m) > 6 else m
 
 
 def read_wandb_csv(path: Path, *, x: str | None = None):
@@ -37,7 +37,9 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
     runs: dict[str, dict[str, int]] = {}
     for j, h in enumerate(header[1:], start=1):
         if " - " not in h:
-            raise fmt_error(path, "line 1", f"column {j + 1} {h!r} is not '<run name> - <metric>'; expected a W&B panel CSV export")
+            raise fmt_error(
+                path, "line 1", f"column {j + 1} {h!r} is not '<run name> - <metric>'; expected a W&B panel CSV export"
+            )
         run, _, metric = h.rpartition(" - ")
         if metric.endswith("__MIN") or metric.endswith("__MAX"):
             continue
@@ -61,9 +63,17 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
             sx = row[ms[x]] if x is not None else row[0]
             st = num(sx)
             if not isinstance(st, float) or st != st:
-                raise fmt_error(path, f"line {i}", f"x axis value {sx!r} (column {x or header[0]!r}) is not a number; expected a step")
+                raise fmt_error(
+                    path,
+                    f"line {i}",
+                    f"x axis value {sx!r} (column {x or header[0]!r}) is not a number; expected a step",
+                )
             if st != int(st):
-                raise fmt_error(path, f"line {i}", f"x axis value {sx!r} (column {x or header[0]!r}) is not an integer step; export with a step x axis or pass x='_step'")
+                raise fmt_error(
+                    path,
+                    f"line {i}",
+                    f"x axis value {sx!r} (column {x or header[0]!r}) is not an integer step; export with a step x axis or pass x='_step'",
+                )
             rec = {_metric_name(m): v for m, v in vals.items()}
             rec[RUN] = run
             rec[STEP] = int(st)

@@ -42,7 +42,7 @@ def _api(api):
 
 
 def _metric(k: str) -> str:
-    return k[len("train/"):] if k.startswith("train/") and len(k) > 6 else k
+    return k[len("train/") :] if k.startswith("train/") and len(k) > 6 else k
 
 
 def wandb_rows(history: Iterable[dict], *, x: str | None = None) -> list[dict]:
@@ -66,7 +66,9 @@ def wandb_rows(history: Iterable[dict], *, x: str | None = None) -> list[dict]:
         if not isinstance(row, dict):
             raise LogFormatError(f"W&B history row {i + 1} is {type(row).__name__}, expected a dict")
         keys = (x,) if x else _STEP_KEYS
-        sx = next((row[k] for k in keys if isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool)), None)
+        sx = next(
+            (row[k] for k in keys if isinstance(row.get(k), (int, float)) and not isinstance(row.get(k), bool)), None
+        )
         if sx is None and not x:
             sx = row.get("_step")
         if sx is None or sx != sx:
@@ -117,7 +119,7 @@ def read_wandb_run(path: str, *, api=None, x: str | None = None, min_step: int |
     from bayesgrpo.integrations._worker import run_config_meta
     from bayesgrpo.io import _map_and_finish
 
-    p = path[len("wandb:"):] if path.startswith("wandb:") else path
+    p = path[len("wandb:") :] if path.startswith("wandb:") else path
     p = p.strip("/")
     if p.count("/") != 2:
         raise LogFormatError(f"{path}: expected a W&B run path 'entity/project/run_id'")

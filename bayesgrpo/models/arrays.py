@@ -198,7 +198,10 @@ def prepare_arrays(
         lo_b, hi_b, bsrc = reward_bounds(meta, rn)
         if bsrc == "metadata":  # declared bounds the log contradicts would clip every forecast silently
             tol = 1e-9 * max(1.0, abs(lo_b) if math.isfinite(lo_b) else 0.0, abs(hi_b) if math.isfinite(hi_b) else 0.0)
-            for bad, name, bound in ((r > hi_b + tol, "above reward_max", hi_b), (r < lo_b - tol, "below reward_min", lo_b)):
+            for bad, name, bound in (
+                (r > hi_b + tol, "above reward_max", hi_b),
+                (r < lo_b - tol, "below reward_min", lo_b),
+            ):
                 if bad.any():
                     k = int(np.flatnonzero(bad)[0])
                     raise ForecastError(
@@ -295,4 +298,3 @@ def lag_sequence(info: RunInfo, steps_from_s0: np.ndarray) -> np.ndarray:
     if info.refresh_interval <= 1:
         return np.zeros(len(steps_from_s0), dtype=int)
     return np.mod(steps_from_s0, info.refresh_interval).astype(int)
-

@@ -235,7 +235,9 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0
     """
     y = np.asarray(y, dtype=float)
     mask = np.asarray(mask, dtype=bool)
-    r0, r_star, a, mu, sp, sm, L, lam = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L, lam)))
+    r0, r_star, a, mu, sp, sm, L, lam = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L, lam))
+    )
     batch = np.broadcast_shapes(r0.shape, y.shape[1:])
     D = np.maximum(r_star - L, D_MIN)
     m0 = np.broadcast_to(r0 - r_star, batch).copy()

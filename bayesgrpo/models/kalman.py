@@ -87,7 +87,9 @@ def filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, lag=None, D: i
     lag = np.zeros(T, dtype=int) if lag is None else np.asarray(lag, dtype=int)
     if lag.max(initial=0) >= D:
         raise ValueError(f"lag {lag.max()} needs a state dimension D > lag, got D={D}")
-    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m)))
+    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m))
+    )
     batch = np.broadcast_shapes(r0.shape, y.shape[1:])
     m = np.broadcast_to((r0 - r_star)[..., None], batch + (D,)).copy()
     P = np.zeros(batch + (D, D))
@@ -202,7 +204,9 @@ def filter_refresh_numpy(y, mask, *, K: int, r0, r_star, a, mu, sigma_p, sigma_m
     y = np.asarray(y, dtype=float)
     mask = np.asarray(mask, dtype=bool)
     T = y.shape[0]
-    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m)))
+    r0, r_star, a, mu, sp, sm = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m))
+    )
     batch = np.broadcast_shapes(r0.shape, y.shape[1:])
     F_keep, F_reset, g_keep, g_reset = _refresh_rows(np.broadcast_to(mu, batch), np.broadcast_to(a, batch), batch)
     Q_keep = np.outer(g_keep, g_keep)

@@ -407,7 +407,9 @@ class KalmanAR2(_KalmanBase):
 
     def perform(self, node, inputs, output_storage):
         y, mask, *pars = inputs
-        ll, g = ar2_loglik_grad(np.ascontiguousarray(y), np.ascontiguousarray(mask), *(np.ascontiguousarray(p) for p in pars))
+        ll, g = ar2_loglik_grad(
+            np.ascontiguousarray(y), np.ascontiguousarray(mask), *(np.ascontiguousarray(p) for p in pars)
+        )
         output_storage[0][0] = ll
         output_storage[1][0] = g
 

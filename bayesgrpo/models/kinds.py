@@ -39,8 +39,22 @@ import numpy as np
 __all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
-DATA_VARS = ("y", "mask", "refresh", "span", "noise", "r0_obs", "family_idx", "log_size", "size_known", "mu_mean",
-             "mu_known", "floor", "floor_known", "fraction")
+DATA_VARS = (
+    "y",
+    "mask",
+    "refresh",
+    "span",
+    "noise",
+    "r0_obs",
+    "family_idx",
+    "log_size",
+    "size_known",
+    "mu_mean",
+    "mu_known",
+    "floor",
+    "floor_known",
+    "fraction",
+)
 
 
 @dataclass(frozen=True)
@@ -163,7 +177,9 @@ class ModelKind:
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
             span = vec["span"]
             # the population prior enters as per-run data: one compile serves every prior and fraction
-            hp = {k: pm.Data(f"prior_{k}", v, dims="run", shape=(None,)) for k, v in prior.values_at(arr.fraction).items()}
+            hp = {
+                k: pm.Data(f"prior_{k}", v, dims="run", shape=(None,)) for k, v in prior.values_at(arr.fraction).items()
+            }
 
             g_mu, g_sd = hp["gain_mu"], hp["gain_sd"]
             t_mu, t_sd = hp["log_tau_mu"], hp["log_tau_sd"]
@@ -250,11 +266,21 @@ MODEL_KINDS: dict[str, ModelKind] = {
     k.name: k
     for k in (
         ModelKind("oscillator", "damped oscillator of recursion (1): inertia from momentum, plateau, timescale"),
-        ModelKind("degeneracy", "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): "
-                                "slow starts, S-curves", degeneracy=True),  # fmt: skip
-        ModelKind("logistic", "degeneracy kind with heterogeneous prompt difficulty (generalised logistic): slow "
-                              "starts, fast rises that turn into slow climbs", degeneracy=True, heterogeneity=True),  # fmt: skip
-        ModelKind("saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False),
+        ModelKind(
+            "degeneracy",
+            "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): slow starts, S-curves",
+            degeneracy=True,
+        ),  # fmt: skip
+        ModelKind(
+            "logistic",
+            "degeneracy kind with heterogeneous prompt difficulty (generalised logistic): slow "
+            "starts, fast rises that turn into slow climbs",
+            degeneracy=True,
+            heterogeneity=True,
+        ),  # fmt: skip
+        ModelKind(
+            "saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False
+        ),
         ModelKind("scaling", "oscillator whose timescale scales with model size, tau ~ N^alpha", size_scaling=True),
     )
 }

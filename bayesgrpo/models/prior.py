@@ -29,8 +29,22 @@ __all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_
 
 #: hyperparameters that enter the compiled graph as per-run data (so one compile serves every prior,
 #: e.g. the leave-one-source-out priors of a benchmark, and every observed fraction)
-VECTOR_FIELDS = ("gain_mu", "gain_sd", "log_tau_mu", "log_tau_sd", "log_wander_mu", "log_wander_sd", "r0_sd",
-                 "log_noise_sd", "mu_conc", "mu_conc_known", "log_delta_mu", "log_delta_sd", "lam_logit_mu", "lam_logit_sd")
+VECTOR_FIELDS = (
+    "gain_mu",
+    "gain_sd",
+    "log_tau_mu",
+    "log_tau_sd",
+    "log_wander_mu",
+    "log_wander_sd",
+    "r0_sd",
+    "log_noise_sd",
+    "mu_conc",
+    "mu_conc_known",
+    "log_delta_mu",
+    "log_delta_sd",
+    "lam_logit_mu",
+    "lam_logit_sd",
+)
 
 #: file name of the packaged population prior inside ``bayesgrpo/resources``
 PRIOR_RESOURCE = "population_prior.json"
@@ -83,10 +97,15 @@ class PopulationPrior(BaseModel):
     log_wander_sd: float = Field(gt=0)
     r0_sd: float = Field(gt=0, description="sd of r0 around the mean of the first observed points")
     log_noise_sd: float = Field(gt=0, description="sd of log measurement noise around its robust estimate")
-    mu_default: float = Field(0.9, gt=0, lt=1, description="momentum prior mean when beta1 is not logged (Adam's default)")
+    mu_default: float = Field(
+        0.9, gt=0, lt=1, description="momentum prior mean when beta1 is not logged (Adam's default)"
+    )
     mu_conc: float = Field(10.0, gt=0, description="Beta concentration of the momentum prior when beta1 is unknown")
     mu_conc_known: float = Field(200.0, gt=0, description="Beta concentration when beta1 is logged")
-    log_delta_mu: float = Field(-0.7, description="mean log distance (normalised) of the reward floor below the start, when the floor is unknown")
+    log_delta_mu: float = Field(
+        -0.7,
+        description="mean log distance (normalised) of the reward floor below the start, when the floor is unknown",
+    )
     log_delta_sd: float = Field(1.0, gt=0)
     lam_logit_mu: float = Field(-1.0, description="mean logit(lam / LAM_MAX), the heterogeneity of the logistic kind")
     lam_logit_sd: float = Field(1.0, gt=0)
@@ -172,8 +191,13 @@ class PopulationPrior(BaseModel):
 
 # ----------------------------------------------------------------------------- fitting
 #: columns of the per-run fit table that :func:`fit_population` aggregates -> prior fields
-FIT_COLUMNS = {"gain": "gain", "log_tau": "log_tau", "log_wander": "log_wander", "log_delta": "log_delta",
-               "lam_logit": "lam_logit"}
+FIT_COLUMNS = {
+    "gain": "gain",
+    "log_tau": "log_tau",
+    "log_wander": "log_wander",
+    "log_delta": "log_delta",
+    "lam_logit": "lam_logit",
+}
 _SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3, "lam_logit": 0.5}
 
 
@@ -186,8 +210,14 @@ def _wstats(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
     return mu, float(np.sqrt(np.sum(w * (x - mu) ** 2) / np.sum(w)))
 
 
-def fit_population(rows, *, exclude_source: str | None = None, name: str = "population", provenance=None,
-                   base: PopulationPrior | None = None) -> PopulationPrior:
+def fit_population(
+    rows,
+    *,
+    exclude_source: str | None = None,
+    name: str = "population",
+    provenance=None,
+    base: PopulationPrior | None = None,
+) -> PopulationPrior:
     """The population prior from per-run fits of complete runs, every source weighing the same.
 
     Parameters
@@ -236,7 +266,11 @@ def fit_population(rows, *, exclude_source: str | None = None, name: str = "popu
     _, n_sd = _wstats(df["log_noise_dev"].to_numpy(dtype=float), w_all)
     kw["r0_sd"] = round(max(2 * r0_sd, 0.1), 4)
     kw["log_noise_sd"] = round(max(2 * n_sd, 0.2), 4)
-    fixed = {} if base is None else {k: getattr(base, k) for k in ("mu_default", "mu_conc", "mu_conc_known", "alpha_mu", "alpha_sd")}
+    fixed = (
+        {}
+        if base is None
+        else {k: getattr(base, k) for k in ("mu_default", "mu_conc", "mu_conc_known", "alpha_mu", "alpha_sd")}
+    )
     prov = dict(provenance or {})
     prov.update(runs=int(df["run_id"].nunique()), sources=int(df["source"].nunique()), fits=int(len(df)),
                 excluded_source=exclude_source, weighting="each source weighs the same at each observed fraction")  # fmt: skip
@@ -280,7 +314,9 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant or repaired curves: the fit of one complete run only
-        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=BROAD_PRIOR, normalize_with=prefix.select(ok))
+        arr, infos = prepare_arrays(
+            runs.select(ok), horizon=horizon, prior=BROAD_PRIOR, normalize_with=prefix.select(ok)
+        )
     for j, info in enumerate(infos):
         sub = arr.subset([j])
         compiled = sampling.compile_model(spec.graph_key(sub, BROAD_PRIOR, False),
@@ -333,5 +369,6 @@ def context_prior(base: PopulationPrior, rows, *, fraction: float, name: str = "
         kw[f"{col}_mu"] = round((m0 / s0**2 + x.size * float(np.mean(x)) / s_w**2) / prec, 4)
         kw[f"{col}_sd"] = round(float(np.sqrt(s_w**2 + 1.0 / prec)), 4)
     keep = base.model_dump(exclude={"by_fraction", "fraction_grid", "name", "provenance", *kw})
-    return PopulationPrior(**keep, **kw, name=name,
-                           provenance={"base": base.identity, "context_runs": int(len(df)), "fraction": fraction})
+    return PopulationPrior(
+        **keep, **kw, name=name, provenance={"base": base.identity, "context_runs": int(len(df)), "fraction": fraction}
+    )

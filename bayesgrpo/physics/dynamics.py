@@ -239,8 +239,7 @@ def simulate(
     sigma_m = np.asarray(sigma_m, dtype=float)
     if np.any(sigma_p < 0) or np.any(sigma_m < 0):
         raise ValueError("sigma_p and sigma_m must be >= 0")
-    batch = np.broadcast_shapes(r0.shape, r_star.shape, a_arr.shape, mu.shape,
-                                sigma_p.shape, sigma_m.shape)
+    batch = np.broadcast_shapes(r0.shape, r_star.shape, a_arr.shape, mu.shape, sigma_p.shape, sigma_m.shape)
     rng = np.random.default_rng(seed)
     eps = rng.standard_normal(batch + (n_steps - 1,)) * sigma_p[..., None]
     meas = rng.standard_normal(batch + (n_steps,)) * sigma_m[..., None]
@@ -252,8 +251,7 @@ def simulate(
         d = int(lags[0]) if n_steps else 0
         x = np.empty(batch + (n_steps,))
         for idx in np.ndindex(*batch):
-            x[idx] = _simulate_constant_lag_1d(float(x0[idx]), float(mu_b[idx]),
-                                               float(a_b[idx]), d, eps[idx])
+            x[idx] = _simulate_constant_lag_1d(float(x0[idx]), float(mu_b[idx]), float(a_b[idx]), d, eps[idx])
     else:
         x = _simulate_loop(x0, mu_b, a_b, lags, eps)
     latent = x + np.broadcast_to(r_star, batch)[..., None]
@@ -299,8 +297,7 @@ class Coefficients:
 def _regime_from(zeta, damping, rtol=CRITICAL_RTOL):
     zeta = np.asarray(zeta, dtype=float)
     damping = np.asarray(damping, dtype=float)
-    out = np.where(np.abs(zeta - 1.0) <= rtol, "critical",
-                   np.where(zeta > 1.0, "overdamped", "underdamped"))
+    out = np.where(np.abs(zeta - 1.0) <= rtol, "critical", np.where(zeta > 1.0, "overdamped", "underdamped"))
     out = np.where(damping <= 0, "unstable", out)
     return out.item() if out.ndim == 0 else out
 
@@ -349,15 +346,21 @@ def coefficients(
     zeta = c / (2.0 * np.sqrt(m * k))
     regime = _regime_from(zeta, c)
     disc = c * c - 4.0 * m * k
-    over = (np.asarray(regime) == "overdamped")
+    over = np.asarray(regime) == "overdamped"
     with np.errstate(invalid="ignore", divide="ignore"):
         root = np.sqrt(np.where(over, disc, np.nan))
-        tau_s = np.where(over, (c + root) / (2.0 * k), np.nan)   # -1/l+  (stable form)
-        tau_f = np.where(over, 2.0 * m / (c + root), np.nan)     # -1/l-
+        tau_s = np.where(over, (c + root) / (2.0 * k), np.nan)  # -1/l+  (stable form)
+        tau_f = np.where(over, 2.0 * m / (c + root), np.nan)  # -1/l-
     tau = c / k
     return Coefficients(
-        mass=_scalar(m), damping=_scalar(c), stiffness=_scalar(k), omega0=_scalar(omega0),
-        zeta=_scalar(zeta), tau_s=_scalar(tau_s), tau_f=_scalar(tau_f), tau=_scalar(tau),
+        mass=_scalar(m),
+        damping=_scalar(c),
+        stiffness=_scalar(k),
+        omega0=_scalar(omega0),
+        zeta=_scalar(zeta),
+        tau_s=_scalar(tau_s),
+        tau_f=_scalar(tau_f),
+        tau=_scalar(tau),
         regime=regime,
     )
 
@@ -598,9 +601,11 @@ def _crossing_lag(a: float, mu: float) -> float:
     (the left side increases on [0, pi]); the phase condition
     ``(d-1) theta* + (pi + theta*)/2 + arg(e^{i theta*} - mu) = pi`` then gives the lag.
     """
+
     def gap(th):
         z = complex(math.cos(th), math.sin(th))
         return abs(z - 1.0) * abs(z - mu) - a
+
     import scipy.optimize
 
     th = scipy.optimize.brentq(gap, 0.0, math.pi, xtol=1e-15, rtol=4 * np.finfo(float).eps)
@@ -680,8 +685,10 @@ def first_unstable_lag(*, a, momentum, max_lag: int = 100_000, method: str = "cr
         return 0
     if method == "crossing":
         d = max(1, math.ceil(_crossing_lag(a_f, mu)))
-        if d <= max_lag and _is_stable_certified(a_f, mu, d - 1) is True and (
-            _is_stable_certified(a_f, mu, d) is False
+        if (
+            d <= max_lag
+            and _is_stable_certified(a_f, mu, d - 1) is True
+            and (_is_stable_certified(a_f, mu, d) is False)
         ):
             return d
     elif method != "scan":
@@ -721,9 +728,7 @@ def refresh_threshold(*, a, momentum, exact: bool = True, max_interval: int = 1_
         cur, prev = (1.0 + mu) * cur - mu * prev - a_f * anchor, cur
         if np.max(np.abs(np.linalg.eigvals(np.vstack([cur, prev])))) >= 1.0:
             return k
-    raise ValueError(
-        f"no unstable refresh interval up to {max_interval} for a={a}, momentum={momentum}"
-    )
+    raise ValueError(f"no unstable refresh interval up to {max_interval} for a={a}, momentum={momentum}")
 
 
 def spectral_radii(a, momentum, *, lag: int = 0, refresh_interval: int | None = None) -> np.ndarray:
@@ -738,8 +743,9 @@ def spectral_radii(a, momentum, *, lag: int = 0, refresh_interval: int | None = 
     if lag:
         out = np.empty(a.shape)
         for idx in np.ndindex(*a.shape):
-            out[idx] = spectral_radius(a=max(float(a[idx]), 1e-12), momentum=min(max(float(mu[idx]), 0.0), 0.999999),
-                                       lag=int(lag))
+            out[idx] = spectral_radius(
+                a=max(float(a[idx]), 1e-12), momentum=min(max(float(mu[idx]), 0.0), 0.999999), lag=int(lag)
+            )
         return out
     if not refresh_interval or int(refresh_interval) <= 1:
         b = 1.0 + mu - a
@@ -818,8 +824,7 @@ def stationary_covariance(*, a, momentum, sigma_p, lag: int = 0) -> np.ndarray:
     return 0.5 * (p + p.T)
 
 
-def stationary_variance(*, sigma_p, a, momentum, lag: int = 0,
-                        kind: Literal["exact", "continuum"] = "exact"):
+def stationary_variance(*, sigma_p, a, momentum, lag: int = 0, kind: Literal["exact", "continuum"] = "exact"):
     """Stationary variance of ``x_n`` around the plateau (physics.md section 5).
 
     Parameters
@@ -903,8 +908,9 @@ def time_to_fraction(
     n = 1024
     while True:
         n = min(n, max_steps + 1)
-        lat = simulate(n, r0=r0, r_star=r_star, a=a, momentum=momentum, lag=lag,
-                       refresh_interval=refresh_interval).latent
+        lat = simulate(
+            n, r0=r0, r_star=r_star, a=a, momentum=momentum, lag=lag, refresh_interval=refresh_interval
+        ).latent
         x = (lat - float(r_star)) / (float(r0) - float(r_star))
         idx, reached = settling_index(x, fraction=min(frac, 1.0))
         # trust a settling index only with a long tail inside the band after it

@@ -89,8 +89,9 @@ def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None)
     return out
 
 
-def stop_steps(a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION,
-               refresh_interval: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def stop_steps(
+    a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION, refresh_interval: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Stop step (in steps from the start) of recursion (1) per draw, censored at ``n_steps``.
 
     Streams the recursion (memory O(draws), whatever ``n_steps``) and applies the same rule as

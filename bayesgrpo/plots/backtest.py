@@ -13,8 +13,8 @@ import pandas as pd
 
 from bayesgrpo.conventions import INTERVALS as LEVELS
 from bayesgrpo.evaluation.backtest import example_path, load_example
-from bayesgrpo.evaluation.metrics import final_reward
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
+from bayesgrpo.evaluation.metrics import final_reward
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["plot_all", "plot_examples"]
@@ -129,7 +129,7 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
     nrow = math.ceil(len(items) / ncol)
     fig = Figure(figsize=(5.4 * ncol, 3.6 * nrow), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False)
-    for ax in axes.ravel()[len(items):]:
+    for ax in axes.ravel()[len(items) :]:
         ax.set_visible(False)
     for ax, (r, d) in zip(axes.ravel(), items):
         df = runs.run(r)
@@ -158,8 +158,17 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
             fq = d[m]["final_q"]
             x = H + span * (0.03 + 0.025 * k)
             cc = (colors or {}).get(m, "C%d" % k)
-            ax.errorbar([x], [fq[2]], yerr=[[fq[2] - fq[1]], [fq[3] - fq[2]]], fmt="o", ms=3.5, color=cc,
-                        capsize=2, lw=1.4, label=f"{m} final 80%")
+            ax.errorbar(
+                [x],
+                [fq[2]],
+                yerr=[[fq[2] - fq[1]], [fq[3] - fq[2]]],
+                fmt="o",
+                ms=3.5,
+                color=cc,
+                capsize=2,
+                lw=1.4,
+                label=f"{m} final 80%",
+            )
         ax.axhline(truth, color="#c0392b", lw=1, ls="--", label="true final reward")
         ax.axvline(last, color="0.3", ls=":", lw=1)
         ax.set_xlim(df[STEP].iloc[0], H + span * (0.06 + 0.025 * len(meths)))
@@ -172,8 +181,9 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         for hh, ll in zip(*ax.get_legend_handles_labels()):
             allh.setdefault(ll, hh)
     fig.legend(list(allh.values()), list(allh.keys()), loc="outside lower center", ncol=min(6, len(allh)), fontsize=7.5)
-    fig.suptitle(f"Example backtests at cutoff {c:g}: bands = bayesgrpo predictive logged reward; bars right of the horizon = each method's 80% interval of the final reward", fontsize=9)
+    fig.suptitle(
+        f"Example backtests at cutoff {c:g}: bands = bayesgrpo predictive logged reward; bars right of the horizon = each method's 80% interval of the final reward",
+        fontsize=9,
+    )
     fig.savefig(path, dpi=105)
     return path
-
-

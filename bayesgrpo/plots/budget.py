@@ -57,30 +57,45 @@ def plot_budget(
         ax.plot(later["step"], later["reward"], ".", ms=2.5, color="0.72", label="logged later (truth)")
     oq = np.quantile(draws.observed, [0.05, 0.95], axis=0)
     ax.fill_between(draws.steps, oq[0], oq[1], color="C0", alpha=0.12, lw=0, label="90% predictive (logged)")
-    ax.fill_between(table["step"], table["reward_q05"], table["reward_q95"], color="C0", alpha=0.3, lw=0,
-                    label="90% latent reward")
+    ax.fill_between(
+        table["step"], table["reward_q05"], table["reward_q95"], color="C0", alpha=0.3, lw=0, label="90% latent reward"
+    )
     ax.plot(table["step"], table["expected_reward"], color="C0", lw=2, label="E[latent reward]")
     if has_p:
         ax.axhline(table["target"].iloc[0], color="C3", ls=":", lw=1.2, label=f"target {table['target'].iloc[0]:.4g}")
     ax.axvline(draws.last_step, color="0.3", lw=1, ls="-")
-    ax.annotate("now", (draws.last_step, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                textcoords="offset points", fontsize=9, color="0.3")
+    ax.annotate(
+        "now",
+        (draws.last_step, 1),
+        xycoords=("data", "axes fraction"),
+        xytext=(3, -12),
+        textcoords="offset points",
+        fontsize=9,
+        color="0.3",
+    )
     if rec is not None:
         ax.axvline(rec.step, color="C2", lw=2, ls="--", label=f"recommended stop: {rec.step}")
         ax.plot([rec.step], [rec.expected_reward], "o", color="C2", ms=7)
         if rec.rule80_step is not None and rec.rule80_status != "already passed":
             ax.axvline(rec.rule80_step, color="C1", lw=1.5, ls="-.", label=f"0.8 epoch (paper B): {rec.rule80_step}")
         if rec.max_steps is not None:
-            ax.axvline(min(rec.max_steps, int(draws.steps[-1])), color="C4", lw=1.2, ls=":",
-                       label=f"max_steps {rec.max_steps}" + ("" if rec.max_steps_in_forecast else " (beyond)"))
+            ax.axvline(
+                min(rec.max_steps, int(draws.steps[-1])),
+                color="C4",
+                lw=1.2,
+                ls=":",
+                label=f"max_steps {rec.max_steps}" + ("" if rec.max_steps_in_forecast else " (beyond)"),
+            )
     ax.set_ylabel(f"reward{units}")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     if title is None:
         title = draws.run_id
         if rec is not None:
-            title += (f"\nstop at step {rec.step} ({rec.rule}): E[reward] {rec.expected_reward:.3g}"
-                      f" (90% {rec.reward_q05:.3g}..{rec.reward_q95:.3g})")
+            title += (
+                f"\nstop at step {rec.step} ({rec.rule}): E[reward] {rec.expected_reward:.3g}"
+                f" (90% {rec.reward_q05:.3g}..{rec.reward_q95:.3g})"
+            )
             if rec.steps_saved is not None:
                 title += f"; saves {rec.steps_saved} of max_steps {rec.max_steps}"
     # long run ids and recommendations wrap instead of running off the figure
@@ -96,13 +111,19 @@ def plot_budget(
         # drawn as a number, not as a jump of the cumulative curve
         cum = np.cumsum(table["p_best"].to_numpy())
         ax2.plot(table["step"].iloc[:-1], cum[:-1], color="C2", lw=1.5, label="P(optimal stop <= step)")
-        ax2.text(0.99, 0.04, f"P(optimum at or after the horizon) = {table['p_best'].iloc[-1]:.2f}",
-                 transform=ax2.transAxes, ha="right", fontsize=8, color="C2")
+        ax2.text(
+            0.99,
+            0.04,
+            f"P(optimum at or after the horizon) = {table['p_best'].iloc[-1]:.2f}",
+            transform=ax2.transAxes,
+            ha="right",
+            fontsize=8,
+            color="C2",
+        )
         ax2.set_ylim(-0.03, 1.03)
         ax2.set_ylabel("probability")
     if not has_p and "cost" not in table.columns and "p_settled" in table.columns:
-        ax2.plot(table["step"], table["p_settled"], color="C0", lw=2,
-                 label="P(mean trajectory settled by step)")
+        ax2.plot(table["step"], table["p_settled"], color="C0", lw=2, label="P(mean trajectory settled by step)")
         ax2.set_ylim(-0.03, 1.03)
         ax2.set_ylabel("probability")
     if rec is not None:

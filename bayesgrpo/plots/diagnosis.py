@@ -34,16 +34,24 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
     df = runs.run(run_id) if hasattr(runs, "run") else runs
     if diagnosis is None:
         g = runs.meta.loc[run_id, "group_size"] if "group_size" in runs.meta.columns else None
-        diagnosis = pd.DataFrame([f.to_row() for f in diagnose_run(
-            df, run_id=run_id, group_size=g, draws=(posteriors or {}).get(run_id),
-            ceiling=_ceiling_for(ceiling, runs.meta, run_id))])
+        diagnosis = pd.DataFrame(
+            [
+                f.to_row()
+                for f in diagnose_run(
+                    df,
+                    run_id=run_id,
+                    group_size=g,
+                    draws=(posteriors or {}).get(run_id),
+                    ceiling=_ceiling_for(ceiling, runs.meta, run_id),
+                )
+            ]
+        )
     diag = diagnosis[diagnosis["run_id"] == run_id]
     panels = [c for c in _PANELS if _present(df, c)]
     panels += [c for c in df.columns if c.startswith("eval/") and df[c].notna().sum() >= 3]
     nrow = 1 + len(panels)
     fig = Figure(figsize=(9, 2.6 + 1.6 * len(panels)), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(nrow, 1, sharex=True,
-                                      gridspec_kw={"height_ratios": [2.2] + [1] * len(panels)}))
+    axes = np.atleast_1d(fig.subplots(nrow, 1, sharex=True, gridspec_kw={"height_ratios": [2.2] + [1] * len(panels)}))
     step, y = df["step"].to_numpy(), df["reward"].to_numpy(float)
     ax = axes[0]
     ax.plot(step, y, ".", ms=3, color="0.55", label="reward")
@@ -52,8 +60,13 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
         sev = str(r["severity"])
         if sev == "none" or pd.isna(r["onset_step"]):
             continue
-        ax.axvline(int(r["onset_step"]), color=_SEV_COLOR[sev], ls=["--", "-.", ":", "-"][MODES.index(r["mode"])], lw=1.6,
-                   label=f"{r['mode']} ({sev}) @ {int(r['onset_step'])}")
+        ax.axvline(
+            int(r["onset_step"]),
+            color=_SEV_COLOR[sev],
+            ls=["--", "-.", ":", "-"][MODES.index(r["mode"])],
+            lw=1.6,
+            label=f"{r['mode']} ({sev}) @ {int(r['onset_step'])}",
+        )
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
@@ -64,8 +77,14 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
         sub = df[["step", col]].dropna()
         ax.plot(sub["step"], sub[col], ".-" if col.startswith("eval/") else "-", lw=1, ms=3, color="C1")
         if col == "frac_reward_zero_std" and g is not None and pd.notna(g) and _is_unit(y, ceiling):
-            ax.plot(step, degenerate_share(_rolling_median(y, _window(y.size)), g), color="k", lw=1, ls="--",
-                    label=f"p^G+(1-p)^G, G={int(g)}")
+            ax.plot(
+                step,
+                degenerate_share(_rolling_median(y, _window(y.size)), g),
+                color="k",
+                lw=1,
+                ls="--",
+                label=f"p^G+(1-p)^G, G={int(g)}",
+            )
             ax.legend(fontsize=7.5)
         ax.set_ylabel(col.replace("frac_reward_zero_std", "zero-std share"), fontsize=8)
         ax.grid(alpha=0.3)

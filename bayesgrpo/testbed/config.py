@@ -26,16 +26,30 @@ class TrainerConfig(BaseModel):
     # task / policy
     task: Literal["bandit", "contextual"] = "bandit"
     n_prompts: int = Field(64, ge=1, description="training prompts")
-    n_eval_prompts: int = Field(256, ge=1, description="held-out prompts (contextual); the bandit evaluates on its P prompts")
-    n_monitor_prompts: int = Field(256, ge=1, description="contextual: fixed subset of training prompts on which the exact expected reward is logged")
+    n_eval_prompts: int = Field(
+        256, ge=1, description="held-out prompts (contextual); the bandit evaluates on its P prompts"
+    )
+    n_monitor_prompts: int = Field(
+        256,
+        ge=1,
+        description="contextual: fixed subset of training prompts on which the exact expected reward is logged",
+    )
     vocab_size: int = Field(8, ge=2, description="answers (bandit) / token vocabulary (contextual)")
     answer_length: int = Field(3, ge=1, description="tokens per answer (contextual; the bandit uses 1)")
     hidden: int = Field(64, ge=1, description="hidden width of the contextual MLP policy (= model size)")
     feature_dim: int = Field(16, ge=1, description="prompt feature dimension (contextual)")
-    init_accuracy: float = Field(0.1, gt=0.0, lt=1.0, description="target initial expected reward on the training prompts")
-    init_spread: float = Field(0.0, ge=0.0, description="bandit: sd of per-prompt initial logit offsets (0 = mean field exact)")
-    unlearnable_fraction: float = Field(0.0, ge=0.0, lt=1.0, description="share of prompts whose target is redrawn at random per completion")
-    hack_token: int | None = Field(None, description="proxy-reward bug: reward 1 for the degenerate answer (h, h, ..., h)")
+    init_accuracy: float = Field(
+        0.1, gt=0.0, lt=1.0, description="target initial expected reward on the training prompts"
+    )
+    init_spread: float = Field(
+        0.0, ge=0.0, description="bandit: sd of per-prompt initial logit offsets (0 = mean field exact)"
+    )
+    unlearnable_fraction: float = Field(
+        0.0, ge=0.0, lt=1.0, description="share of prompts whose target is redrawn at random per completion"
+    )
+    hack_token: int | None = Field(
+        None, description="proxy-reward bug: reward 1 for the degenerate answer (h, h, ..., h)"
+    )
     pretrain_lr: float = Field(0.01, gt=0.0)
     pretrain_max_steps: int = Field(2000, ge=0)
     task_seed: int = 0
@@ -149,7 +163,13 @@ class SweepConfig(BaseModel):
             for combo in combos:
                 for zrow in zrows:
                     for seed in grp.seeds:
-                        params = {**self.base, **grp.base, **dict(zip(keys, combo)), **dict(zip(zkeys, zrow)), "seed": seed}
+                        params = {
+                            **self.base,
+                            **grp.base,
+                            **dict(zip(keys, combo)),
+                            **dict(zip(zkeys, zrow)),
+                            "seed": seed,
+                        }
                         cfg = TrainerConfig(**params)
                         out.append((f"{grp.name}-{k:03d}-s{seed}", cfg, {"sweep": grp.name, "cell": k, **grp.labels}))
                     k += 1

@@ -336,9 +336,21 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
     B, G, L, V = cfg.batch_size, cfg.group_size, cfg.length, cfg.vocab_size
     P = len(task.train)
     T = cfg.max_steps
-    cols = {k: np.full(T, np.nan) for k in (
-        "reward", "reward_std", "frac_reward_zero_std", "entropy", "kl", "eval/accuracy",
-        "reward_expected", "reward_current", "clip_frac", "grad_norm")}
+    cols = {
+        k: np.full(T, np.nan)
+        for k in (
+            "reward",
+            "reward_std",
+            "frac_reward_zero_std",
+            "entropy",
+            "kl",
+            "eval/accuracy",
+            "reward_expected",
+            "reward_current",
+            "clip_frac",
+            "grad_norm",
+        )
+    }
     if cfg.hack_token is not None:
         cols["eval/true_accuracy_train"] = np.full(T, np.nan)
     old = params.copy()
@@ -361,7 +373,15 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
         adv = group_advantages(r_adv, scale=cfg.advantage == "grpo", eps=cfg.adv_eps, ddof=cfg.std_ddof)
         p_cur = pol.probs(params, prompts)
         p_ratio_ref = p_old if cfg.ratio_reference == "sampling" else p_cur
-        dlog, clip_frac = grpo_logit_grad(p_cur, p_ratio_ref, p_ref, actions, adv, clip_eps=cfg.clip_eps, kl_beta=cfg.kl_beta if cfg.kl_mode == "loss" else 0.0)
+        dlog, clip_frac = grpo_logit_grad(
+            p_cur,
+            p_ratio_ref,
+            p_ref,
+            actions,
+            adv,
+            clip_eps=cfg.clip_eps,
+            kl_beta=cfg.kl_beta if cfg.kl_mode == "loss" else 0.0,
+        )
         grad = pol.grad(params, prompts, dlog)
         # logging (theta_n, before the update)
         cols["reward"][n] = r.mean()
@@ -381,7 +401,9 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
         if n % cfg.eval_every == 0 or n == T - 1:
             cols["eval/accuracy"][n] = task.expected_accuracy(pol.probs(params, task.eval), task.eval).mean()
             if cfg.hack_token is not None:
-                cols["eval/true_accuracy_train"][n] = task.expected_accuracy(pol.probs(params, all_train), all_train).mean()
+                cols["eval/true_accuracy_train"][n] = task.expected_accuracy(
+                    pol.probs(params, all_train), all_train
+                ).mean()
         if callback is not None:
             callback(n, params=params.copy(), sampling_params=old.copy(), grad=grad.copy())
         opt.step(params, grad)
@@ -425,4 +447,3 @@ def _ceiling(cfg: TrainerConfig, task: Task) -> float:
     """Best achievable expected *true* accuracy on the training prompts."""
     u = task.unlearnable[task.train]
     return float(np.mean(np.where(u, float(cfg.vocab_size) ** -cfg.length, 1.0)))
-

@@ -103,20 +103,28 @@ class Builder:
 
     def trainer_states(self) -> None:
         self.trainer_state(
-            "IMJONEZZ", "old-trl_every-step_steps1-20-of-250__IMJONEZZ-UnslothGRPO__trainer_state.json",
-            lambda lh: lh[:20], "log_history entries 1-20 of 250 (steps 1-20); top-level keys as is (max_steps 250, no best_global_step)",
+            "IMJONEZZ",
+            "old-trl_every-step_steps1-20-of-250__IMJONEZZ-UnslothGRPO__trainer_state.json",
+            lambda lh: lh[:20],
+            "log_history entries 1-20 of 250 (steps 1-20); top-level keys as is (max_steps 250, no best_global_step)",
         )
         self.trainer_state(
-            "abdo-ashraf", "old-trl_every-10_steps10-100-of-250__abdo-ashraf-Gemma-3-RL-Finetuning__trainer_state.json",
-            lambda lh: lh[:10], "log_history entries 1-10 of 25 (steps 10-100, 10-step means); top-level keys as is",
+            "abdo-ashraf",
+            "old-trl_every-10_steps10-100-of-250__abdo-ashraf-Gemma-3-RL-Finetuning__trainer_state.json",
+            lambda lh: lh[:10],
+            "log_history entries 1-10 of 25 (steps 10-100, 10-step means); top-level keys as is",
         )
         self.trainer_state(
-            "srinath", "new-trl_entropy_no-kl_every-10_steps10-80-of-500__srinath-manda-IITD_Feb26_AAIPL__trainer_state.json",
-            lambda lh: lh[:8], "log_history entries 1-8 of 50 (steps 10-80); new TRL keys, entropy, no kl",
+            "srinath",
+            "new-trl_entropy_no-kl_every-10_steps10-80-of-500__srinath-manda-IITD_Feb26_AAIPL__trainer_state.json",
+            lambda lh: lh[:8],
+            "log_history entries 1-8 of 50 (steps 10-80); new TRL keys, entropy, no kl",
         )
         self.trainer_state(
-            "gauri0508", "new-trl_kl_bare-NaN-grad_norm_steps63-70-of-100__gauri0508-med-record__trainer_state.json",
-            lambda lh: lh[62:70], "log_history entries 63-70 of 100 (steps 63-70); step 67 keeps its bare NaN grad_norm",
+            "gauri0508",
+            "new-trl_kl_bare-NaN-grad_norm_steps63-70-of-100__gauri0508-med-record__trainer_state.json",
+            lambda lh: lh[62:70],
+            "log_history entries 63-70 of 100 (steps 63-70); step 67 keeps its bare NaN grad_norm",
         )
 
         def sft(lh):
@@ -125,8 +133,10 @@ class Builder:
             return lh[:6] + lh[-3:]
 
         self.trainer_state(
-            "edge_sft", "edge_sft-not-grpo_eval-entries_dup-steps_final-summary_9-of-95-entries__tasfiahmrinmoyee-Gemma3-1B-Instruct-outputs__trainer_state.json",
-            sft, "log_history entries 1-6 and 93-95 of 95: train 50-250 with the eval entry at 200, last train 3750, eval + summary at 3765",
+            "edge_sft",
+            "edge_sft-not-grpo_eval-entries_dup-steps_final-summary_9-of-95-entries__tasfiahmrinmoyee-Gemma3-1B-Instruct-outputs__trainer_state.json",
+            sft,
+            "log_history entries 1-6 and 93-95 of 95: train 50-250 with the eval entry at 200, last train 3750, eval + summary at 3765",
         )
         # synthetic: real abdo-ashraf train entries + invented eval entries + a final summary entry
         p = self.source("trl_trainer_state", "abdo-ashraf")
@@ -137,18 +147,36 @@ class Builder:
             lh.append(e)
             if e["step"] in (20, 40):
                 k = e["step"] // 20
-                lh.append({
-                    "epoch": e["epoch"], "eval_loss": 0.0001 * k, "eval_reward": 0.5 * k, "eval_reward_std": 0.25,
-                    "eval_rewards/correctness_reward_func/mean": 0.25 * k, "eval_runtime": 12.5,
-                    "eval_samples_per_second": 4.0, "eval_steps_per_second": 0.5, "step": e["step"],
-                })
-        lh.append({"epoch": train[-1]["epoch"], "step": 40, "total_flos": 0.0, "train_loss": 0.00012, "train_runtime": 456.7,
-                   "train_samples_per_second": 0.7, "train_steps_per_second": 0.088})
+                lh.append(
+                    {
+                        "epoch": e["epoch"],
+                        "eval_loss": 0.0001 * k,
+                        "eval_reward": 0.5 * k,
+                        "eval_reward_std": 0.25,
+                        "eval_rewards/correctness_reward_func/mean": 0.25 * k,
+                        "eval_runtime": 12.5,
+                        "eval_samples_per_second": 4.0,
+                        "eval_steps_per_second": 0.5,
+                        "step": e["step"],
+                    }
+                )
+        lh.append(
+            {
+                "epoch": train[-1]["epoch"],
+                "step": 40,
+                "total_flos": 0.0,
+                "train_loss": 0.00012,
+                "train_runtime": 456.7,
+                "train_samples_per_second": 0.7,
+                "train_steps_per_second": 0.088,
+            }
+        )
         obj["log_history"] = lh
         obj.update(global_step=40, max_steps=40, eval_steps=20)
         self.write(
             "trl_trainer_state/synthetic_grpo-eval-entries_final-summary__from-abdo-ashraf__trainer_state.json",
-            (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode(), p,
+            (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode(),
+            p,
             "SYNTHETIC layout: real train entries 10-40 of abdo-ashraf; eval entries at 20 and 40 (eval_loss 0.0001*k, "
             "eval_reward 0.5*k, eval_rewards/correctness_reward_func/mean 0.25*k, k=step/20) and the final summary are invented; "
             "global_step/max_steps 40, eval_steps 20",
@@ -174,7 +202,8 @@ class Builder:
         assert sum("{'loss'" in ln for ln in kept) == 40
         self.write(
             "trl_console/new-trl_vllm_entropy_float-dicts_bursts_tqdm-shortened__Sunshine535-nips-grpo-dynamics__rho1.00_seed42.log",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             f"lines 1-3, 8-17 and {tot - 7}-{summ + 4} (the 'Running training' block, every metric dict, the summary, the end); "
             "model/tokenizer loading lines dropped; progress-bar lines keep their first and last 4 \\r redraws",
         )
@@ -186,7 +215,8 @@ class Builder:
         kept = [self.tqdm_short(ln, 6, 6) if ln.count("\r") > 20 else ln for ln in L[: dicts[59] + 1]]
         self.write(
             "trl_console/transformers5_string-valued-dicts_tqdm-shortened_dicts1-60-of-200_cut-after-60__Sunshine535-nips-grpo-dynamics__gate1_adq_seed42.log",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             f"lines 1-{dicts[59] + 1}: start-up, training, and the first 60 of the 200 string-valued dicts (file ends there: no "
             "summary dict, no final newline); the one 31 KB progress-bar line (801 \\r redraws) keeps its first and last 6 redraws",
         )
@@ -198,7 +228,8 @@ class Builder:
         kept = self.pick(L, [(0, dicts[8]), (death, len(L) - 1)])
         self.write(
             "trl_console/old-trl_tqdm-carriage-returns_4-ranks_steps20-180_killed__Ning-Guo-hotpotqa-agent__grpo_v2.log",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             f"lines 1-{dicts[8] + 1} (4-rank start-up, the first 9 metric dicts = steps 20-180 with their tqdm redraws) "
             f"and {death + 1}-{len(L)} (the SIGHUP kill and traceback)",
         )
@@ -227,7 +258,7 @@ class Builder:
                     html = "".join(h)
                     body_start = html.index("<tbody>")
                     body_end = html.index("</tbody>")
-                    trs = re.findall(r"\s*<tr>.*?</tr>", html[body_start + 7:body_end], re.S)
+                    trs = re.findall(r"\s*<tr>.*?</tr>", html[body_start + 7 : body_end], re.S)
                     html = html[: body_start + 7] + "".join(trs[:rows]) + "\n  " + html[body_end:]
                     o["data"]["text/html"] = html.splitlines(True)
             keep.append(c)
@@ -239,20 +270,34 @@ class Builder:
     def notebooks(self) -> None:
         p = self.source("unsloth_notebook", "Leen020")
         nb = json.loads(p.read_text(encoding="utf-8"))
-        train = next(i for i, c in enumerate(nb["cells"]) if any("<table" in "".join((o.get("data") or {}).get("text/html", [])) for o in c.get("outputs", [])))
-        errs = [i for i, c in enumerate(nb["cells"]) if any(o.get("output_type") == "error" for o in c.get("outputs", []))]
+        train = next(
+            i
+            for i, c in enumerate(nb["cells"])
+            if any("<table" in "".join((o.get("data") or {}).get("text/html", [])) for o in c.get("outputs", []))
+        )
+        errs = [
+            i for i, c in enumerate(nb["cells"]) if any(o.get("output_type") == "error" for o in c.get("outputs", []))
+        ]
         self.notebook(
-            "Leen020", "old-trl-keys_table_interrupted-14of50_stream-shortened__Leen020-CSE4078S25_Grp1__Gemma3_(1B)-GRPO.ipynb",
-            [0] + errs + [train], None,
+            "Leen020",
+            "old-trl-keys_table_interrupted-14of50_stream-shortened__Leen020-CSE4078S25_Grp1__Gemma3_(1B)-GRPO.ipynb",
+            [0] + errs + [train],
+            None,
             f"cells {[0] + errs + [train]} of {len(nb['cells'])} (title, the two error outputs, the training cell with its whole 12-row table "
             "and progress bar 14/50); printed stream outputs keep their first 6 lines; notebook widget state dropped",
         )
         p = self.source("unsloth_notebook", "AbdullahFageeh")
         nb = json.loads(p.read_text(encoding="utf-8"))
-        train = next(i for i, c in enumerate(nb["cells"]) if any("<table" in "".join((o.get("data") or {}).get("text/html", [])) for o in c.get("outputs", [])))
+        train = next(
+            i
+            for i, c in enumerate(nb["cells"])
+            if any("<table" in "".join((o.get("data") or {}).get("text/html", [])) for o in c.get("outputs", []))
+        )
         self.notebook(
-            "AbdullahFageeh", "new-trl-keys_table_interrupted-48of100_rows1-12-of-46_stream-shortened__AbdullahFageeh-colab__Qwen3_(4B)-GRPO.ipynb",
-            [0, train], 12,
+            "AbdullahFageeh",
+            "new-trl-keys_table_interrupted-48of100_rows1-12-of-46_stream-shortened__AbdullahFageeh-colab__Qwen3_(4B)-GRPO.ipynb",
+            [0, train],
+            12,
             f"cells [0, {train}] of {len(nb['cells'])}; the progress table keeps rows 1-12 of 46 (bar still 48/100); stream outputs keep their first 6 lines",
         )
 
@@ -267,7 +312,8 @@ class Builder:
         kept = self.pick(L, [(0, 18), (s101 - 21, s110 + 6)]) + [cut]
         self.write(
             "verl_console/ppo-gae_resumed-at-101_steps101-110_cut-mid-line-in-step-111__Bihan-dstack-configs__verl_demo.log",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             f"lines 1-19 (job header), {s101 - 20}-{s110 + 7} (resume from global_step_100, steps 101-110 incl. the validation "
             f"block and the val-core metric at 110), then line {s111 + 1} (step 111) cut inside the key 'critic/score/mean', no final newline",
         )
@@ -275,10 +321,20 @@ class Builder:
         L = self.lines(p)
         steps = [i for i, ln in enumerate(L) if re.search(r"step:\d+ - ", ln)]
         err = self.index_of(L, r"ValueError: step \d+ - extract")
-        kept = self.pick(L, [(0, 12), (err - 6, err + 3), (steps[0] - 5, steps[0] + 2), (steps[1] - 3, steps[1] + 1), (len(L) - 6, len(L) - 1)])
+        kept = self.pick(
+            L,
+            [
+                (0, 12),
+                (err - 6, err + 3),
+                (steps[0] - 5, steps[0] + 2),
+                (steps[1] - 3, steps[1] + 1),
+                (len(L) - 6, len(L) - 1),
+            ],
+        )
         self.write(
             "verl_console/grpo_ansi-ray-prefix_steps1-2_still-rolling-out__yuzhaouoe-GUI-Cursor-Moving__verl_demo.log",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             f"lines 1-13, {err - 5}-{err + 4} (a worker traceback 'ValueError: step N - extract action failed ...', not a metric line), the step 1 and 2 metric lines with "
             f"their neighbours ({steps[0] - 4}-{steps[0] + 3}, {steps[1] - 2}-{steps[1] + 2}) and the last 5 lines (step 11 still rolling out)",
         )
@@ -294,19 +350,28 @@ class Builder:
         def np_repr(v: str) -> str:
             return v if re.fullmatch(r"-?\d+", v) else f"np.float64({v})"
 
-        out = [prefix + "step:0 - val-core/cursor/reward/mean@1:np.float64(0.4375) - val-aux/cursor/success/mean@1:np.float64(0.25)"]
+        out = [
+            prefix
+            + "step:0 - val-core/cursor/reward/mean@1:np.float64(0.4375) - val-aux/cursor/success/mean@1:np.float64(0.25)"
+        ]
         for st, fields in recs[:2]:
             out.append(prefix + f"step:{st} - " + " - ".join(f"{k}:{np_repr(v)}" for k, v in fields))
             out.append(prefix + "Training Progress: step finished")
         self.write(
             "verl_console/synthetic_numpy2-np.float64-reprs_val-only-step-0__from-yuzhaouoe-GUI-Cursor-Moving__verl_demo.log",
-            ("\n".join(out) + "\n").encode(), p,
+            ("\n".join(out) + "\n").encode(),
+            p,
             "SYNTHETIC: the real step 1-2 lines of the yuzhaouoe log with every non-integer value written as np.float64(x) "
             "(verl >= 0.4 prints pprint.pformat(v), NumPy 2 reprs); the validation-only step:0 line (values 0.4375, 0.25) and "
             "the 'Training Progress' lines are invented",
         )
         lines, elapsed = [], 0.0
-        lines.append(json.dumps({"step": 0, "data": {"val-core/cursor/reward/mean@1": 0.4375, "val-aux/cursor/success/mean@1": None}}, separators=(",", ":")))
+        lines.append(
+            json.dumps(
+                {"step": 0, "data": {"val-core/cursor/reward/mean@1": 0.4375, "val-aux/cursor/success/mean@1": None}},
+                separators=(",", ":"),
+            )
+        )
         for n, (st, fields) in enumerate(recs):
             data = {}
             for k, v in fields:
@@ -315,11 +380,14 @@ class Builder:
                 data["actor/entropy"] = None  # as orjson writes a NaN
             data["resize/mode"] = "schedule"
             elapsed += data["timing_s/step"]
-            lines.append(json.dumps({"step": st, "data": data, "elapsed_seconds": round(elapsed, 3)}, separators=(",", ":")))
+            lines.append(
+                json.dumps({"step": st, "data": data, "elapsed_seconds": round(elapsed, 3)}, separators=(",", ":"))
+            )
         self.write(
             "verl_jsonl/synthetic_file-logger_val-only-step-0_nulls__from-yuzhaouoe-GUI-Cursor-Moving__grpo.jsonl",
-            ("\n".join(lines) + "\n").encode(), p,
-            "SYNTHETIC verl file-logger layout ({\"step\":N,\"data\":{...},\"elapsed_seconds\":s}, compact JSON): data of steps 1-3 = the real "
+            ("\n".join(lines) + "\n").encode(),
+            p,
+            'SYNTHETIC verl file-logger layout ({"step":N,"data":{...},"elapsed_seconds":s}, compact JSON): data of steps 1-3 = the real '
             "step lines of the yuzhaouoe log; invented: the validation-only step 0 record (0.4375 and a null), actor/entropy null at "
             "step 2 (an orjson NaN), the string metric resize/mode, elapsed_seconds = cumulative timing_s/step",
         )
@@ -331,7 +399,8 @@ class Builder:
         kept = self.pick(L, [(0, 20), (1271, len(L) - 1)])
         self.write(
             "wandb_csv/three-runs_custom-x_quoted_rows1-20-and-1271-1295__HanlardResearch-Hetero-RL__wandb_TrainReward.csv",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             "header + rows for train/global_step 1-20 and 1271-1295 (GRPO ends at 1280: 15 rows with empty GRPO cells); all fields quoted, no final newline",
         )
         p = self.source("wandb_csv", "iodt-2")
@@ -339,7 +408,9 @@ class Builder:
         kept = self.pick(L, [(0, 30)]) + [""]
         self.write(
             "wandb_csv/one-run_no-MIN-MAX_every-10_steps10-300__iodt-2-digital-twin-composition__reward.csv",
-            "\n".join(kept).encode(), p, "header + the first 30 rows (steps 10-300), unquoted, final newline",
+            "\n".join(kept).encode(),
+            p,
+            "header + the first 30 rows (steps 10-300), unquoted, final newline",
         )
 
     # ------------------------------------------------------------------ TensorBoard
@@ -348,9 +419,9 @@ class Builder:
         b = p.read_bytes()
         pos = 0
         while pos < len(b):
-            (n,) = struct.unpack("<Q", b[pos:pos + 8])
+            (n,) = struct.unpack("<Q", b[pos : pos + 8])
             end = pos + 12 + n + 4
-            yield b[pos:end], b[pos + 12:pos + 12 + n]
+            yield b[pos:end], b[pos + 12 : pos + 12 + n]
             pos = end
 
     def tb_trim(self, key: str, rel: str, keep_step, what: str) -> None:
@@ -360,25 +431,41 @@ class Builder:
         out = []
         for rec, data in self.tf_records(p):
             e = event_pb2.Event.FromString(data)
-            if e.WhichOneof("what") == "file_version" or (e.WhichOneof("what") == "summary" and e.step > 0 and keep_step(e.step)):
+            if e.WhichOneof("what") == "file_version" or (
+                e.WhichOneof("what") == "summary" and e.step > 0 and keep_step(e.step)
+            ):
                 out.append(rec)
         self.write(f"tensorboard/{rel}", b"".join(out), p, what)
 
     def tensorboard(self) -> None:
         run = "qwen-2.5-3b-r1-countdown"
-        self.tb_trim("part1", f"{run}/Feb18_08-06-13_fdse/events.out.tfevents.1739866051.fdse.115441.0",
-                     lambda s: s <= 20 or s >= 630,
-                     "TFRecord events copied byte for byte: file_version + scalar events of steps 2-20 and 630-650 (text summaries dropped)")
-        self.tb_trim("part2", f"{run}/Feb19_09-17-34_fdse/events.out.tfevents.1739956707.fdse.659406.0",
-                     lambda s: s >= 630,
-                     "file_version + scalar events of steps 630-654 (overlap with part 1: 630-650; with part 3: 652-654)")
-        self.tb_trim("part3", f"{run}/Feb19_10-09-32_fdse/events.out.tfevents.1739959825.fdse.669140.0",
-                     lambda s: s <= 680,
-                     "file_version + scalar events of steps 652-680")
+        self.tb_trim(
+            "part1",
+            f"{run}/Feb18_08-06-13_fdse/events.out.tfevents.1739866051.fdse.115441.0",
+            lambda s: s <= 20 or s >= 630,
+            "TFRecord events copied byte for byte: file_version + scalar events of steps 2-20 and 630-650 (text summaries dropped)",
+        )
+        self.tb_trim(
+            "part2",
+            f"{run}/Feb19_09-17-34_fdse/events.out.tfevents.1739956707.fdse.659406.0",
+            lambda s: s >= 630,
+            "file_version + scalar events of steps 630-654 (overlap with part 1: 630-650; with part 3: 652-654)",
+        )
+        self.tb_trim(
+            "part3",
+            f"{run}/Feb19_10-09-32_fdse/events.out.tfevents.1739959825.fdse.669140.0",
+            lambda s: s <= 680,
+            "file_version + scalar events of steps 652-680",
+        )
         for key in ("one-scalar-step", "text-only"):
             p = self.source("tensorboard", key)
             orig = p.name.split("__")[-1]
-            self.write(f"tensorboard/Qwen2-0.5B-GRPO-test/Feb12_22-04-25_DESKTOP-89G3738/{orig}", p.read_bytes(), p, "whole file")
+            self.write(
+                f"tensorboard/Qwen2-0.5B-GRPO-test/Feb12_22-04-25_DESKTOP-89G3738/{orig}",
+                p.read_bytes(),
+                p,
+                "whole file",
+            )
 
     # ------------------------------------------------------------------ from-scratch loops
     def scratch(self) -> None:
@@ -388,7 +475,8 @@ class Builder:
         kept = L[:12] + [cut]
         self.write(
             "from_scratch/custom-grpo_csv_sparse-eval-columns_crlf_rows1-11_cut-mid-line-in-row-12__Prem01-cyber-AxiomForgeAI__metrics.csv",
-            "\n".join(kept).encode(), p,
+            "\n".join(kept).encode(),
+            p,
             "header + iterations 1-11 (eval_* filled at 5 and 10 only), then iteration 12 cut in the middle of the line; CRLF kept",
         )
         p = self.source("from_scratch", "metrics.jsonl")
@@ -396,21 +484,26 @@ class Builder:
         cut = L[11][: len(L[11]) // 2]
         self.write(
             "from_scratch/custom-grpo_jsonl_eval-only-record-0_merged-eval_nulls_iters0-10_cut-mid-line-in-11__Prem01-cyber-AxiomForgeAI__metrics.jsonl",
-            "\n".join(L[:11] + [cut]).encode(), p,
+            "\n".join(L[:11] + [cut]).encode(),
+            p,
             "records 0-10 (0 = eval-only baseline, eval keys merged into 5 and 10, null chain_* scores), then record 11 cut mid-line",
         )
         p = self.source("from_scratch", "KardeniaPoyu")
         L = self.lines(p)
         self.write(
             "from_scratch/custom-grpo_csv_all-zero-reward_steps0-39__KardeniaPoyu-SLM-RL-Comparation__grpo_metrics.csv",
-            "\n".join(L[:41] + [""]).encode(), p, "header + steps 0-39 of 0-121 (success_rate 0.0 on every row)",
+            "\n".join(L[:41] + [""]).encode(),
+            p,
+            "header + steps 0-39 of 0-121 (success_rate 0.0 on every row)",
         )
         p = self.source("from_scratch", "minimind")
         L = self.lines(p)
         first = self.index_of(L, r"^Epoch:")
         self.write(
             "from_scratch/minimind-grpo_text-lines_steps1-40__Coicozoi-minimind-from-scratch__r1_main.log",
-            "\n".join(L[: first + 40] + [""]).encode(), p, f"the {first} header lines + steps 1-40 of 500",
+            "\n".join(L[: first + 40] + [""]).encode(),
+            p,
+            f"the {first} header lines + steps 1-40 of 500",
         )
 
     # ------------------------------------------------------------------ grpo_small + long formats
@@ -438,36 +531,108 @@ class Builder:
         hetero = self.source("wandb_csv", "Hetero-RL")
         runs = [
             # (run_id, frame, meta)
-            ("UnslothGRPO__checkpoint-250_trainer_state__e32c3be", load(self.source("trl_trainer_state", "IMJONEZZ"), 5), dict(
-                source_repo="IMJONEZZ/UnslothGRPO", source_path="outputs/checkpoint-250/trainer_state.json",
-                commit="e32c3bece15963f5349f0bfb751431f2eea38c65", model="unsloth/Llama-3.1-8B-Instruct (4-bit LoRA)", params_b=8.0,
-                group_size=6, learning_rate=5e-6, batch_size=6, dataset="openai/gsm8k", algorithm="GRPO (TRL/Unsloth GRPOTrainer, beta=0.04)",
-                notes="every 5th logged step (1, 6, ..., 246 of 1-250); reward = sum of 5 reward funcs")),
-            ("nips-grpo-dynamics__gates_1_2_gate1_adq_seed42__7446de7", load(self.source("trl_console", "gate1_adq"), 4), dict(
-                source_repo="Sunshine535/nips-grpo-dynamics", source_path="results/gates_1_2/logs/gate1_adq_seed42.log",
-                commit="7446de749f55b2e4605212997f1c00c9f77ec788", model="Qwen/Qwen3.5-9B (LoRA r=64)", params_b=9.0, group_size=2,
-                learning_rate=1e-4, batch_size=4, dataset="openai/gsm8k", algorithm="GRPO (TRL) + ADQ adaptive controller",
-                notes="every 4th logged step (1, 5, ..., 197 of 1-200); reward = GSM8K correctness (0-1); transformers-5 string-valued console dicts")),
-            ("colab__Qwen3__4B_-GRPO__07a98ee", load(self.source("unsloth_notebook", "AbdullahFageeh"), 1), dict(
-                source_repo="AbdullahFageeh/colab", source_path="Qwen3_(4B)-GRPO.ipynb", commit="07a98eef9cce81c39d5562257bb5ad0db4748032",
-                model="unsloth/Qwen3-4B-Base", params_b=4.0, group_size=4, learning_rate=5e-6, batch_size=4,
-                dataset="open-r1/DAPO-Math-17k-Processed", algorithm="GRPO (TRL GRPOTrainer via Unsloth)",
-                notes="all 46 table rows (interrupted at 48/100); near-degenerate: 19 of 46 steps at reward -7.5 with reward_std 0")),
-            ("Hetero-RL__GEPO_online__276368f", None, dict(
-                source_repo="HanlardResearch/Hetero-RL", source_path="src/open_r1/GEPO_paper_plot/wandb-res/wandb_TrainReward.csv",
-                commit="276368f3c2145e9a25943110fb7b49a585ed2ff4", model="", params_b=float("nan"), group_size=float("nan"),
-                learning_rate=float("nan"), batch_size=float("nan"), dataset="", algorithm="GEPO (open-r1/TRL based)",
-                notes="W&B export, run [paper]GEPO_online, every 26th train/global_step (1, 27, ..., 1275 of 1-1295); reward only")),
-            ("mini-R1__qwen-2.5-3b-r1-countdown__1ef517f", load(tb, 12), dict(
-                source_repo="zzlzero/mini-R1", source_path="runs/qwen-2.5-3b-r1-countdown/runs/*/events.out.tfevents.*",
-                commit="1ef517f8aa66b9821cac0e17fcd07d8dcaaf373c", model="Qwen/Qwen2.5-3B-Instruct", params_b=3.0, group_size=8,
-                learning_rate=5e-7, batch_size=float("nan"), dataset="Countdown", algorithm="GRPO (TRL 0.14/0.15, beta=0.001)",
-                notes="3 TensorBoard files of one resumed run merged (later file wins), every 12th logged point (steps 2, 26, ..., 1202 of 2-1210)")),
-            ("minimind-from-scratch__r1_main__5d13cb0", load(self.source("from_scratch", "minimind"), 10), dict(
-                source_repo="Coicozoi/minimind-from-scratch", source_path="logs/r1_main.log", commit="5d13cb028a3f2c0e766b4b6f10ec47b9b9abfb47",
-                model="MiniMind (30M)", params_b=0.03, group_size=float("nan"), learning_rate=1e-6, batch_size=float("nan"),
-                dataset="GSM8K (1K prompts)", algorithm="GRPO (MiniMind R1-style rule rewards)",
-                notes="every 10th step (1, 11, ..., 491 of 1-500); kl = KL_ref, completion_length = Avg Len")),
+            (
+                "UnslothGRPO__checkpoint-250_trainer_state__e32c3be",
+                load(self.source("trl_trainer_state", "IMJONEZZ"), 5),
+                dict(
+                    source_repo="IMJONEZZ/UnslothGRPO",
+                    source_path="outputs/checkpoint-250/trainer_state.json",
+                    commit="e32c3bece15963f5349f0bfb751431f2eea38c65",
+                    model="unsloth/Llama-3.1-8B-Instruct (4-bit LoRA)",
+                    params_b=8.0,
+                    group_size=6,
+                    learning_rate=5e-6,
+                    batch_size=6,
+                    dataset="openai/gsm8k",
+                    algorithm="GRPO (TRL/Unsloth GRPOTrainer, beta=0.04)",
+                    notes="every 5th logged step (1, 6, ..., 246 of 1-250); reward = sum of 5 reward funcs",
+                ),
+            ),
+            (
+                "nips-grpo-dynamics__gates_1_2_gate1_adq_seed42__7446de7",
+                load(self.source("trl_console", "gate1_adq"), 4),
+                dict(
+                    source_repo="Sunshine535/nips-grpo-dynamics",
+                    source_path="results/gates_1_2/logs/gate1_adq_seed42.log",
+                    commit="7446de749f55b2e4605212997f1c00c9f77ec788",
+                    model="Qwen/Qwen3.5-9B (LoRA r=64)",
+                    params_b=9.0,
+                    group_size=2,
+                    learning_rate=1e-4,
+                    batch_size=4,
+                    dataset="openai/gsm8k",
+                    algorithm="GRPO (TRL) + ADQ adaptive controller",
+                    notes="every 4th logged step (1, 5, ..., 197 of 1-200); reward = GSM8K correctness (0-1); transformers-5 string-valued console dicts",
+                ),
+            ),
+            (
+                "colab__Qwen3__4B_-GRPO__07a98ee",
+                load(self.source("unsloth_notebook", "AbdullahFageeh"), 1),
+                dict(
+                    source_repo="AbdullahFageeh/colab",
+                    source_path="Qwen3_(4B)-GRPO.ipynb",
+                    commit="07a98eef9cce81c39d5562257bb5ad0db4748032",
+                    model="unsloth/Qwen3-4B-Base",
+                    params_b=4.0,
+                    group_size=4,
+                    learning_rate=5e-6,
+                    batch_size=4,
+                    dataset="open-r1/DAPO-Math-17k-Processed",
+                    algorithm="GRPO (TRL GRPOTrainer via Unsloth)",
+                    notes="all 46 table rows (interrupted at 48/100); near-degenerate: 19 of 46 steps at reward -7.5 with reward_std 0",
+                ),
+            ),
+            (
+                "Hetero-RL__GEPO_online__276368f",
+                None,
+                dict(
+                    source_repo="HanlardResearch/Hetero-RL",
+                    source_path="src/open_r1/GEPO_paper_plot/wandb-res/wandb_TrainReward.csv",
+                    commit="276368f3c2145e9a25943110fb7b49a585ed2ff4",
+                    model="",
+                    params_b=float("nan"),
+                    group_size=float("nan"),
+                    learning_rate=float("nan"),
+                    batch_size=float("nan"),
+                    dataset="",
+                    algorithm="GEPO (open-r1/TRL based)",
+                    notes="W&B export, run [paper]GEPO_online, every 26th train/global_step (1, 27, ..., 1275 of 1-1295); reward only",
+                ),
+            ),
+            (
+                "mini-R1__qwen-2.5-3b-r1-countdown__1ef517f",
+                load(tb, 12),
+                dict(
+                    source_repo="zzlzero/mini-R1",
+                    source_path="runs/qwen-2.5-3b-r1-countdown/runs/*/events.out.tfevents.*",
+                    commit="1ef517f8aa66b9821cac0e17fcd07d8dcaaf373c",
+                    model="Qwen/Qwen2.5-3B-Instruct",
+                    params_b=3.0,
+                    group_size=8,
+                    learning_rate=5e-7,
+                    batch_size=float("nan"),
+                    dataset="Countdown",
+                    algorithm="GRPO (TRL 0.14/0.15, beta=0.001)",
+                    notes="3 TensorBoard files of one resumed run merged (later file wins), every 12th logged point (steps 2, 26, ..., 1202 of 2-1210)",
+                ),
+            ),
+            (
+                "minimind-from-scratch__r1_main__5d13cb0",
+                load(self.source("from_scratch", "minimind"), 10),
+                dict(
+                    source_repo="Coicozoi/minimind-from-scratch",
+                    source_path="logs/r1_main.log",
+                    commit="5d13cb028a3f2c0e766b4b6f10ec47b9b9abfb47",
+                    model="MiniMind (30M)",
+                    params_b=0.03,
+                    group_size=float("nan"),
+                    learning_rate=1e-6,
+                    batch_size=float("nan"),
+                    dataset="GSM8K (1K prompts)",
+                    algorithm="GRPO (MiniMind R1-style rule rewards)",
+                    notes="every 10th step (1, 11, ..., 491 of 1-500); kl = KL_ref, completion_length = Avg Len",
+                ),
+            ),
         ]
         # the W&B export holds three runs: keep only GEPO
         with warnings.catch_warnings():
@@ -477,27 +642,65 @@ class Builder:
         data, meta = [], []
         for rid, d, m in runs:
             data.append(d.assign(run_id=rid)[["run_id", "step", *cols]])
-            meta.append(dict(run_id=rid, **m, n_points=len(d), first_step=int(d["step"].iloc[0]), last_step=int(d["step"].iloc[-1])))
+            meta.append(
+                dict(
+                    run_id=rid,
+                    **m,
+                    n_points=len(d),
+                    first_step=int(d["step"].iloc[0]),
+                    last_step=int(d["step"].iloc[-1]),
+                )
+            )
         long = pd.concat(data, ignore_index=True)
         long["step"] = long["step"].astype(int)
-        mcols = ["run_id", "source_repo", "source_path", "commit", "model", "params_b", "group_size", "learning_rate", "batch_size",
-                 "dataset", "algorithm", "notes", "n_points", "first_step", "last_step"]
+        mcols = [
+            "run_id",
+            "source_repo",
+            "source_path",
+            "commit",
+            "model",
+            "params_b",
+            "group_size",
+            "learning_rate",
+            "batch_size",
+            "dataset",
+            "algorithm",
+            "notes",
+            "n_points",
+            "first_step",
+            "last_step",
+        ]
         gs = self.out / "grpo_small"
         gs.mkdir(parents=True, exist_ok=True)
         (gs / "runs.csv").write_text(long.to_csv(index=False, lineterminator="\n"))
         (gs / "meta.csv").write_text(pd.DataFrame(meta)[mcols].to_csv(index=False, lineterminator="\n"))
-        self.notes.append(("grpo_small/runs.csv, meta.csv", "six log-formats files (see meta.csv source_* columns)",
-                           f"{len(runs)} real runs, {len(long)} points, grpo-public long layout and metadata columns"))
+        self.notes.append(
+            (
+                "grpo_small/runs.csv, meta.csv",
+                "six log-formats files (see meta.csv source_* columns)",
+                f"{len(runs)} real runs, {len(long)} points, grpo-public long layout and metadata columns",
+            )
+        )
         # long-format variants: two runs as .csv.gz and .parquet
         two = long[long["run_id"].isin([runs[0][0], runs[5][0]])]
         buf = io.BytesIO()
         with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="") as fh:
             fh.write(two.to_csv(index=False, lineterminator="\n").encode())
-        self.write("long/two-runs_from-grpo_small__runs.csv.gz", buf.getvalue(), "grpo_small/runs.csv",
-                   f"runs {runs[0][0]} and {runs[5][0]} of grpo_small ({len(two)} rows), gzip with mtime 0")
+        self.write(
+            "long/two-runs_from-grpo_small__runs.csv.gz",
+            buf.getvalue(),
+            "grpo_small/runs.csv",
+            f"runs {runs[0][0]} and {runs[5][0]} of grpo_small ({len(two)} rows), gzip with mtime 0",
+        )
         pq = self.out / "formats" / "long" / "two-runs_from-grpo_small__runs.parquet"
         two.reset_index(drop=True).to_parquet(pq, index=False)
-        self.notes.append(("formats/long/two-runs_from-grpo_small__runs.parquet", "grpo_small/runs.csv", "the same two runs as Parquet"))
+        self.notes.append(
+            (
+                "formats/long/two-runs_from-grpo_small__runs.parquet",
+                "grpo_small/runs.csv",
+                "the same two runs as Parquet",
+            )
+        )
 
     # ------------------------------------------------------------------ all
     def build(self) -> None:
@@ -525,12 +728,18 @@ class Builder:
             reward = round(0.1 + 0.6 * (1 - 0.9**k), 4)
             rl = "np.float64(%.1f)" % (200 - 3 * k) if k % 5 == 0 else "%.1f" % (200 - 3 * k)
             kl = "None" if k == 7 else "%.5f" % (0.001 * k)
-            lines.append(f"{pre} INFO 03-05 12:{k:02d}:00 ppo_trainer.py:150] \u2728 Global step {k}: "
-                         f"{{'policy_loss': {0.2 - 0.005 * k:.3f}, 'reward': {reward}, 'response_length': {rl}, 'kl': {kl}}}")
+            lines.append(
+                f"{pre} INFO 03-05 12:{k:02d}:00 ppo_trainer.py:150] \u2728 Global step {k}: "
+                f"{{'policy_loss': {0.2 - 0.005 * k:.3f}, 'reward': {reward}, 'response_length': {rl}, 'kl': {kl}}}"
+            )
             lines.append(f"(TrainingActor pid=4242) Episode [1/1]: {5 * k:3d}%|#  | {k}/20 [00:{k:02d}<00:20, 1.0it/s]")
         data = ("\n".join(lines) + "\n").encode("utf-8")
-        self.write("openrlhf_console/synthetic_ansi-prefix_progress-bars_np-float_none_steps1-20__openrlhf-layout__train.log",
-                   data, "(synthetic: OpenRLHF's log line layout)", "20 'Global step N: {...}' lines with progress bars between")
+        self.write(
+            "openrlhf_console/synthetic_ansi-prefix_progress-bars_np-float_none_steps1-20__openrlhf-layout__train.log",
+            data,
+            "(synthetic: OpenRLHF's log line layout)",
+            "20 'Global step N: {...}' lines with progress bars between",
+        )
 
     def readme(self) -> None:
         rows = []

@@ -50,7 +50,7 @@ ADVICE_SOURCE_BUDGET = (
     "('Stop or continue?')."
 )
 #: a figure's observed points, fan steps and budget rows are thinned to at most these many
-MAX_POINTS, MAX_FAN_STEPS, MAX_BUDGET_ROWS = 400, 160, 150
+MAX_POINTS, MAX_FAN_STEPS, MAX_BUDGET_ROWS = 400, 120, 120
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 

@@ -52,19 +52,20 @@ def small_multiple(curves: dict | None, obs_step, obs, *, width: int = 180, heig
     if c.get("truth") is not None:
         xs.append(c["truth_step"])
         ys.append(c["truth"])
-    f = Frame.fit(3, 3, width - 6, height - 6, xs, ys)
+    k = 2  # drawn on a twice larger viewBox: half-pixel steps on screen
+    f = Frame.fit(3 * k, 3 * k, (width - 6) * k, (height - 6) * k, xs, ys)
     body = []
     if band is not None:
         body.append(el("path", d=band_d(f, c["fan_step"], *band), fill=COLORS["band"], fill_opacity=0.3))
-        body.append(_line(f, c["fan_step"], c["median"], COLORS["band"], 1.5))
+        body.append(_line(f, c["fan_step"], c["median"], COLORS["band"], 1.5 * k))
     if c.get("truth") is not None:
         j = thin_indices(len(c["truth"]), MAX_SMALL_POINTS)
-        body.append(_line(f, c["truth_step"][j], c["truth"][j], COLORS["truth"], 1.0))
+        body.append(_line(f, c["truth_step"][j], c["truth"][j], COLORS["truth"], 1.0 * k))
     i = thin_indices(len(obs), MAX_SMALL_POINTS)
-    body.append(_line(f, obs_step[i], obs[i], COLORS["obs"], 1.1))
+    body.append(_line(f, obs_step[i], obs[i], COLORS["obs"], 1.1 * k))
     if c:
-        body.append(f.vline(c["last_step"], color="#777", dash="2 2", width=0.8))
-    return svg_document(width, height, "".join(body), label="observed reward and forecast fan")
+        body.append(f.vline(c["last_step"], color="#777", dash=f"{2 * k} {2 * k}", width=0.8 * k))
+    return svg_document(width, height, "".join(body), label="observed reward and forecast fan", scale=k)
 
 
 def fan_figure(curves: dict, *, target: float | None = None, ylabel: str = "reward") -> str:

@@ -181,14 +181,36 @@ def _segments(px, py):
         yield start, len(ok)
 
 
+def _ints(v) -> np.ndarray:
+    return np.rint(np.asarray(v, float)).astype(np.int64)
+
+
+def _nums(values) -> str:
+    """Integers joined the SVG way: a space between them, none before a minus sign (``3-2 4``)."""
+    out = []
+    for v in values:
+        t = str(int(v))
+        out.append(t if (not out or t[0] == "-") else " " + t)
+    return "".join(out)
+
+
+def _rel(px: np.ndarray, py: np.ndarray) -> str:
+    """Relative moves between consecutive integer points: ``dx dy dx dy ...``."""
+    d = np.empty(2 * (px.size - 1), dtype=np.int64)
+    d[0::2], d[1::2] = np.diff(px), np.diff(py)
+    return _nums(d)
+
+
+# Path data are written in whole pixels with relative moves (a 400-point line is ~2 KB instead of ~4.4 KB
+# with one decimal and absolute coordinates); a figure that needs finer steps is drawn on a larger
+# viewBox (``svg_document(scale=...)``).
 def path_d(frame: Frame, xs, ys) -> str:
     """Path data of a polyline through the finite points (one subpath per finite run)."""
     px, py = frame.x(xs), frame.y(ys)
     parts = []
     for a, b in _segments(px, py):
-        parts.append(
-            "M" + " ".join(f"{_num(float(x))},{_num(float(y))}" for x, y in zip(px[a:b], py[a:b], strict=True))
-        )
+        x, y = _ints(px[a:b]), _ints(py[a:b])
+        parts.append(f"M{_nums([x[0], y[0]])}" + (f"l{_rel(x, y)}" if b - a > 1 else ""))
     return "".join(parts)
 
 
@@ -198,27 +220,30 @@ def band_d(frame: Frame, xs, lo, hi) -> str:
     ok = np.isfinite(xs) & np.isfinite(lo) & np.isfinite(hi)
     if ok.sum() < 2:
         return ""
-    x, lo, hi = xs[ok], lo[ok], hi[ok]
-    top = " ".join(f"{_num(float(a))},{_num(float(b))}" for a, b in zip(frame.x(x), frame.y(hi), strict=True))
-    bot = " ".join(
-        f"{_num(float(a))},{_num(float(b))}" for a, b in zip(frame.x(x[::-1]), frame.y(lo[::-1]), strict=True)
-    )
-    return f"M{top} L{bot}Z"
+    x, top, bot = _ints(frame.x(xs[ok])), _ints(frame.y(hi[ok])), _ints(frame.y(lo[ok]))[::-1]
+    xr = x[::-1]
+    return f"M{_nums([x[0], top[0]])}l{_rel(x, top)}L{_nums([xr[0], bot[0]])}l{_rel(xr, bot)}Z"
 
 
 def dots_d(frame: Frame, xs, ys) -> str:
-    """Path data drawing one dot per finite point (``M x y h0``: a zero-length segment with round caps)."""
+    """Path data drawing one dot per finite point: zero-length segments (``m dx dy h0``) with round caps."""
     px, py = frame.x(xs), frame.y(ys)
     ok = np.isfinite(px) & np.isfinite(py)
-    return "".join(f"M{_num(float(x))} {_num(float(y))}h0" for x, y in zip(px[ok], py[ok], strict=True))
+    x, y = _ints(px[ok]), _ints(py[ok])
+    if not x.size:
+        return ""
+    dx, dy = np.diff(x, prepend=0), np.diff(y, prepend=0)
+    return "".join(f"{'M' if i == 0 else 'm'}{_nums([a, b])}h0" for i, (a, b) in enumerate(zip(dx, dy, strict=True)))
 
 
-def svg_document(width: int, height: int, body: str, *, label: str) -> str:
-    """A standalone SVG document (own style sheet; ``label`` is its accessible name)."""
+def svg_document(width: int, height: int, body: str, *, label: str, scale: int = 1) -> str:
+    """A standalone SVG document (own style sheet; ``label`` is its accessible name) shown at ``width`` x
+    ``height`` pixels; ``body`` is drawn on a ``scale`` times larger viewBox (finer whole-pixel steps)."""
+    vw, vh = width * scale, height * scale
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {vw} {vh}" '
         f'role="img" aria-label="{html.escape(label)}"><style>{_STYLE}</style>'
-        f'<rect width="{width}" height="{height}" fill="#fff"/>{body}</svg>'
+        f'<rect width="{vw}" height="{vh}" fill="#fff"/>{body}</svg>'
     )
 
 

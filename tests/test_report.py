@@ -257,6 +257,13 @@ def test_atomic_write_and_output_checks(tmp_path, mock_sampler, monkeypatch):
     res = forecast_batch(runs, forecaster=Forecaster(sampler=FAST), horizon=600)
     with pytest.raises(OutputError, match=r"'\.txt'"):
         write_report(res, tmp_path / "r.txt")
+    import os
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    done = write_report(res, tmp_path / "new.html")
+    assert done.stat().st_mode & 0o777 == 0o666 & ~mask  # as a plain open() would make it (not mkstemp's 0600)
+    done.unlink()
     target = tmp_path / "r.html"
     target.write_text("old page")
     import bayesgrpo.report.html as H
@@ -325,3 +332,27 @@ def test_cli_report_with_only_error_rows_writes_the_page_and_exits_1(tmp_path, m
     res = invoke("report", p, "--horizon", 600, "--out", out)
     assert res.exit_code == 1
     assert [r["attrs"]["data-status"] for r in Page(out.read_text(encoding="utf-8")).rows] == ["error"]
+
+
+# ------------------------------------------------------------------ the live page
+def test_worker_rewrites_the_live_report_after_each_forecast(tmp_path, mock_sampler):
+    from bayesgrpo.integrations._worker import REPORT_REFRESH, _handle, forecast_request
+
+    runs, _, _ = runs_with(tmp_path, ("live",))
+    df = runs.run("live")[["step", "reward"]]
+    out = tmp_path / "live" / "report.html"
+    seen = []
+    for upto in (100, 250):
+        req = forecast_request(run_id="live", frame=df[df["step"] <= upto], meta={"max_steps": 600}, target=0.5,
+                               sampler={"draws": 50, "tune": 10}, report=str(out),
+                               utility={"cost_per_hour": 1.0, "steps_per_hour": 1000.0})  # fmt: skip
+        res = _handle(req)
+        assert res["report"] == str(out)
+        text = out.read_text(encoding="utf-8")
+        assert f'<meta http-equiv="refresh" content="{REPORT_REFRESH}">' in text and "bayesgrpo live: live" in text
+        page = Page(text)
+        assert len(page.rows) == 1
+        seen.append(page.cell_texts(0)[1])
+        assert "decision settings" in text and "cost_per_step 0.001" in text  # the callback's utility, per step
+    assert seen == ["100 / 600", "250 / 600"]  # the same page, rewritten with the newer forecast
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # atomic: no temp file left

@@ -285,7 +285,7 @@ def _numbers(r: RunReport) -> str:
 
 
 def _figure(svg: str, alt: str, caption: str, *, width: int | None = None, height: int | None = None) -> str:
-    img = void("img", src=data_uri(svg), alt=alt, width=width, height=height, loading="lazy")
+    img = void("img", src=data_uri(svg), alt=alt, width=width, height=height)
     return f"<figure>{img}<figcaption>{caption}</figcaption></figure>"
 
 

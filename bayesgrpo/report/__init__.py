@@ -39,13 +39,9 @@ def write_report(
     method of :class:`~bayesgrpo.forecast.FittedForecast` because the forecast layer never imports the
     layers above it (the report reads decisions, diagnostics and the comparison).
 
-    The page opens offline (no CDN, no server; style, script and figures inline) and holds a sortable,
-    filterable table of every run (forecast final reward with its 80% interval, P(target), stop step,
-    stop advice with its error rate, failure flags with severity, sampler health, status; error rows
-    shown), small multiples of every run's observed curve with its fan, per-run details on click
-    (fan chart, budget curve, diagnostics with their evidence), a comparison by metadata groups when
-    ``by`` is given, and the provenance (versions, prior and calibration identities, command line,
-    data files with their SHA-256, time). Every run id and data text is escaped.
+    The page opens offline (style, script and figures inline): a sortable, filterable table of every
+    run (error rows too), small multiples of every curve with its fan, per-run fan chart, budget curve
+    and diagnostics, a comparison by ``by`` groups, the provenance. Every run id and data text is escaped.
 
     Parameters
     ----------
@@ -66,12 +62,8 @@ def write_report(
         The complete runs of a truncated fit (a ``FittedForecast`` input), drawn as truth.
     comparison : CompareResult, optional
         A :func:`bayesgrpo.compare.compare_runs` result to include (its contrasts and caveats).
-    title : str, optional
-        Page title (default: "bayesgrpo report: N runs").
-    refresh : int, optional
-        Seconds after which the page reloads itself (live reports of ``watch`` and the callback).
-    command : str, optional
-        The command line to record (the CLI passes its own); default: noted as a Python call.
+    title, refresh, command : optional
+        Page title; seconds after which the page reloads itself (live pages); the command line to record.
     data_files : sequence of paths, optional
         Files (or folders) to list with their SHA-256 (default: the runs' ``source_file`` metadata).
 
@@ -88,8 +80,6 @@ def write_report(
 
     Examples
     --------
-    >>> import bayesgrpo
-    >>> from bayesgrpo.forecast.batch import forecast_batch                         # doctest: +SKIP
     >>> res = forecast_batch(runs, forecaster=bayesgrpo.Forecaster(), until_fraction=0.3)  # doctest: +SKIP
     >>> bayesgrpo.write_report(res, "report.html", target=0.8, by=["group_size"])   # doctest: +SKIP
     """

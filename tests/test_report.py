@@ -222,6 +222,16 @@ def test_comparison_by_group_is_the_mean_of_the_runs_draws(tmp_path, mock_sample
         assemble(res, by=["nosuch"])
 
 
+def test_many_levels_are_contrasted_with_the_best_one_only():
+    from bayesgrpo.report.data import MAX_PAIRWISE_LEVELS, _pairs
+
+    few = {str(k): np.full(4, float(k)) for k in range(MAX_PAIRWISE_LEVELS)}
+    assert len(_pairs(few)) == MAX_PAIRWISE_LEVELS * (MAX_PAIRWISE_LEVELS - 1) // 2
+    many = {str(k): np.full(4, float(k)) for k in range(20)}
+    pairs = _pairs(many)
+    assert len(pairs) == 19 and all(a == "19" for a, _ in pairs)  # the best level against each other one
+
+
 def test_policy_advice_fills_the_slot_with_its_error_rate(tmp_path, mock_sampler):
     runs, _, _ = runs_with(tmp_path, ("a", "b"))
     res = forecast_batch(runs, forecaster=Forecaster(sampler=FAST), horizon=600)

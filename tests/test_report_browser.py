@@ -143,6 +143,11 @@ def test_report_in_chromium(browser, page_file, tmp_path):
     page.select_option("#status-filter", "error")
     assert page.locator("#runs tbody tr:not([hidden])").count() == 1
     assert "too-short" in page.locator("#runs tbody tr:not([hidden])").inner_text()
+    # a live page reloads itself: the filter and the sort survive the reload
+    page.reload()
+    page.wait_for_load_state("load")
+    assert page.input_value("#status-filter") == "error" and page.locator("#runs tbody tr:not([hidden])").count() == 1
+    assert page.locator("#runs thead th").nth(col).get_attribute("aria-sort") == "descending"
     page.select_option("#status-filter", "all")
     # a run's details open from its link (an anchor), with its figures
     page.locator("#runs tbody td.id a", has_text="alert(1)").click()

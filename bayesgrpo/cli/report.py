@@ -137,19 +137,13 @@ def report_cmd(
     with C.guard():
         check_output_file(out, option="--out", suffixes=REPORT_SUFFIXES)
 
-    def check_by(rs):
-        missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
-        if missing:
-            cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
-            C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
-
     cmd = command_line(ctx)
     res = run_forecast(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, seed=seed,
         final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune, chains=chains, strict=strict,
         title="report", figures=False, reward_range=reward_range, workers=workers, scheduler=scheduler,
-        check_runs=check_by, exit_if_none=False,
+        check_runs=lambda rs: C.validate_meta_columns(rs, by_t, option="--by"), exit_if_none=False,
     )  # fmt: skip
     files = [*runs, *([meta] if meta is not None else [])]
     with C.guard():

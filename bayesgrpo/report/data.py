@@ -104,7 +104,9 @@ def _as_batch(result, full: RunSet | None):
         table = result.table().assign(status="ok", error="")
         return table, {}, result.runs, full, result
     if hasattr(result, "table") and hasattr(result, "fit"):
-        observed = getattr(result, "observed", None) or (result.fit.runs if result.fit is not None else result.full)
+        observed = getattr(result, "observed", None)
+        if observed is None:  # a BatchResult made before it carried what the forecast saw
+            observed = result.fit.runs if result.fit is not None else result.full
         return result.table, dict(result.errors), observed, result.full if result.truncated else full, result.fit
     raise TypeError(
         f"write_report needs a BatchResult (forecast_batch) or a FittedForecast, got {type(result).__name__}"

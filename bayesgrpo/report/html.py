@@ -299,8 +299,10 @@ def _fan_caption(d: ReportData) -> str:
 
 
 def _budget_figure(r: RunReport, d: ReportData) -> str:
-    c, rec = r.curves, r.budget["rec"]
-    svg = figures.budget_figure(r.budget, history_step=c["obs_step"], history=c["obs"], target=d.target)
+    c, budget = r.curves, r.budget
+    assert c is not None and budget is not None  # a forecast run has both
+    rec = budget["rec"]
+    svg = figures.budget_figure(budget, history_step=c["obs_step"], history=c["obs"], target=d.target)
     text = (f"Budget: expected latent reward with its {_CI} band (top); share of draws settled by each step (green) "
             f"and P(target reached) (purple) below; red line: the recommended stop. {rec.summary()}")  # fmt: skip
     notes = "".join(f"<li>{e(n)}</li>" for n in rec.notes)
@@ -334,7 +336,8 @@ def _detail(r: RunReport, d: ReportData) -> str:
         )
     parts.append(f'<div class="figs">{"".join(figs)}</div><h3>Diagnostics</h3>{_findings_table(r)}')
     if r.health:
-        parts.append(tag("p", e("Sampler health: " + "; ".join(r.health)), class_="poor"))
+        note = "; ".join(r.health)
+        parts.append(tag("p", e(note[:1].upper() + note[1:]), class_="poor"))
     return tag("details", "".join(parts), class_="run", id=r.anchor)
 
 

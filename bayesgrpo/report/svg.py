@@ -187,7 +187,7 @@ def _ints(v) -> np.ndarray:
 
 def _nums(values) -> str:
     """Integers joined the SVG way: a space between them, none before a minus sign (``3-2 4``)."""
-    out = []
+    out: list[str] = []
     for v in values:
         t = str(int(v))
         out.append(t if (not out or t[0] == "-") else " " + t)

@@ -236,9 +236,12 @@ def test_policy_advice_fills_the_slot_with_its_error_rate(tmp_path, mock_sampler
     runs, _, _ = runs_with(tmp_path, ("a", "b"))
     res = forecast_batch(runs, forecaster=Forecaster(sampler=FAST), horizon=600)
     res.table = res.table.assign(advice=["stop", "continue"], advice_error_rate=[0.08, 0.12])
-    page = Page(write_report(res, tmp_path / "r.html").read_text(encoding="utf-8"))
+    text = write_report(res, tmp_path / "r.html").read_text(encoding="utf-8")
+    page = Page(text)
     assert [page.cell_texts(i)[4] for i in range(2)] == ["stop", "continue"]
     assert [page.cell_texts(i)[5] for i in range(2)] == ["8%", "12%"]
+    assert "the stop policy of bayesgrpo.decisions, as the forecast table carries them" in text
+    assert "Its error rate has not been measured" not in text
 
 
 def test_a_fit_reports_too_and_the_top_level_name_is_lazy(tmp_path, mock_sampler):

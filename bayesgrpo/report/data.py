@@ -33,7 +33,7 @@ from bayesgrpo.report.svg import thin_indices
 from bayesgrpo.schema import OPTIONAL_METRICS, REWARD, STEP, RunSet
 
 __all__ = ["ReportData", "RunReport", "assemble", "KIND_COLUMN", "ADVICE_COLUMN", "ADVICE_ERROR_COLUMN",
-           "ADVICE_SOURCE_BUDGET", "file_digests"]  # fmt: skip
+           "ADVICE_SOURCE_BUDGET", "ADVICE_SOURCE_POLICY", "file_digests"]  # fmt: skip
 
 #: the forecast table's model-kind column (branch `house` renames it `kind`: this is the one edit)
 KIND_COLUMN = "model"
@@ -48,6 +48,11 @@ ADVICE_SOURCE_BUDGET = (
     "measured: the stop policy with a measured bad-stop rate (bayesgrpo.decisions, issue 18) fills this column "
     "when the forecast table carries it; the backtest of today's P(gain) stop rule is in bench/results/forecast.md "
     "('Stop or continue?')."
+)
+#: what the page says when the table carries the stop policy's advice
+ADVICE_SOURCE_POLICY = (
+    "Stop advice and its error rate: the stop policy of bayesgrpo.decisions, as the forecast table carries them "
+    "(columns advice and advice_error_rate)."
 )
 #: a figure's observed points, fan steps and budget rows are thinned to at most these many
 MAX_POINTS, MAX_FAN_STEPS, MAX_BUDGET_ROWS = 400, 120, 120
@@ -276,9 +281,11 @@ def assemble(
     prov = provenance(fit, observed=observed, command=command, data_files=data_files, errors=errors, target=target,
                       cost_per_step=cost_per_step, value_per_reward=value_per_reward)  # fmt: skip
     name = title or f"bayesgrpo report: {len(runs)} run{'s' if len(runs) != 1 else ''}"
+    policy = any(r.advice is not None and r.advice["source"] == "policy" for r in runs)
     return ReportData(runs=runs, title=name, target=target, cost_per_step=cost_per_step,
                       value_per_reward=value_per_reward, by=by, comparison=cmp, compare_result=comparison,
-                      provenance=prov, advice_source=ADVICE_SOURCE_BUDGET, health_rule=health_rule())  # fmt: skip
+                      provenance=prov, advice_source=ADVICE_SOURCE_POLICY if policy else ADVICE_SOURCE_BUDGET,
+                      health_rule=health_rule())  # fmt: skip
 
 
 def _level(meta: pd.DataFrame, rid: str, col: str) -> str:

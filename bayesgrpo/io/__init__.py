@@ -36,7 +36,13 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, LogFormatError
-from bayesgrpo.io._common import fmt_error, is_bad_number, map_metric_columns, numeric_columns
+from bayesgrpo.io._common import (
+    fmt_error,
+    is_bad_number,
+    map_metric_columns,
+    numeric_columns,
+    reward_std_definition,
+)
 from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP, RunSet
 
 __all__ = ["FORMATS", "REGISTRY", "LogFormat", "read_runs", "read_many", "detect_format"]
@@ -327,6 +333,7 @@ def _finish(
             .reset_index(drop=True)
         )
     runs = list(pd.unique(data[RUN]))
+    mapping = {}
     if run_id is not None:
         if len(runs) == 1:
             mapping = {runs[0]: str(run_id)}
@@ -339,9 +346,9 @@ def _finish(
     _check_reward(data, path)
     if used:
         meta = meta.copy() if meta is not None else pd.DataFrame({RUN: runs})
-        logged = data.groupby(RUN, sort=False)[list(used)].agg(lambda c: c.notna().any())
-        for k, v in used.items():  # the source key of each channel, for the runs that log it
-            meta[f"{k}_key"] = [v if logged[k].get(r, False) else None for r in meta[RUN].astype(str)]
+        for k, by_run in used.items():  # the source key of each channel, for the runs that log it
+            by_run = {mapping.get(r, r): v for r, v in by_run.items()}
+            meta[f"{k}_key"] = [by_run.get(r) for r in meta[RUN].astype(str)]
     meta = _merge_meta(meta, _load_meta(user_meta), runs)
     if meta is not None and "source_file" not in meta.columns:
         meta = meta.assign(source_file=str(path))
@@ -350,7 +357,7 @@ def _finish(
 
 def _map_and_finish(data, meta, path, **kw) -> RunSet:
     reward_key = kw.pop("reward_key", None)
-    reward_std = kw.pop("reward_std", None)
+    reward_std = kw.pop("reward_std", None) or reward_std_definition(meta)  # the caller's, else the log's own
     data = numeric_columns(data)
     data, used = map_metric_columns(data, reward_key=reward_key, reward_std=reward_std)
     if REWARD not in data.columns:

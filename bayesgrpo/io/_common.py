@@ -142,19 +142,38 @@ def trl_reward_std_definition(version: str | None, scale_rewards=None) -> str | 
     """What TRL's ``reward_std`` key measures for a TRL ``version`` and its ``scale_rewards`` setting.
 
     TRL <= 0.26 logs the mean of the within-group stds (``"group"``; the batch std with
-    ``scale_rewards="batch"``), TRL >= 0.27 the std of the whole batch (``"batch"``), read from
+    ``scale_rewards="batch"``), TRL >= 0.27 the std of the whole batch (``"batch"``), as read from
     ``trl/trainer/grpo_trainer.py`` at v0.26.2 (``std_rewards.mean()``) and v0.27.0 (``rewards.std()``).
-    None when the version cannot be read.
+    None when that cannot be told (no version; TRL <= 0.26 with ``scale_rewards`` unknown).
 
-    >>> [trl_reward_std_definition(v, s) for v, s in (("0.26.2", "group"), ("1.16.0", "group"), ("0.24", "batch"))]
+    >>> [trl_reward_std_definition(v, s) for v, s in (("0.26.2", "group"), ("1.16.0", None), ("0.24", "batch"))]
     ['group', 'batch', 'batch']
+    >>> trl_reward_std_definition("0.26.2") is None and trl_reward_std_definition(None, "group") is None
+    True
     """
-    m = re.match(r"^\s*(\d+)\.(\d+)", str(version or ""))
+    m = re.match(r"^\s*v?(\d+)\.(\d+)", str(version or ""))
     if m is None:
         return None
     if (int(m.group(1)), int(m.group(2))) >= (0, 27):
         return "batch"
+    if scale_rewards is None:
+        return None
     return "batch" if str(scale_rewards) == "batch" else "group"
+
+
+def reward_std_definition(meta) -> str | None:
+    """:func:`trl_reward_std_definition` of a run's metadata (``trl_version``, ``scale_rewards``), if it has them.
+
+    ``meta`` is a mapping (one run) or a DataFrame of runs that share one trainer (one log file).
+    """
+    if meta is None:
+        return None
+    if isinstance(meta, pd.DataFrame):
+        vals = {c: meta[c].dropna().unique() for c in ("trl_version", "scale_rewards") if c in meta.columns}
+        if any(len(v) > 1 for v in vals.values()):
+            return None
+        meta = {c: v[0] for c, v in vals.items() if len(v)}
+    return trl_reward_std_definition(meta.get("trl_version"), meta.get("scale_rewards"))
 
 
 def reward_std_is_batch(run: pd.DataFrame) -> bool:
@@ -187,8 +206,11 @@ def _aliases(reward_key: str | None, reward_std: str | None) -> dict[str, tuple[
 
 def map_metric_columns(
     df: pd.DataFrame, *, reward_key: str | None = None, reward_std: str | None = None
-) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Rename source metric columns of ``df`` onto the schema (see :data:`ALIASES`).
+) -> tuple[pd.DataFrame, dict[str, dict[str, str]]]:
+    """Rename source metric columns of ``df`` onto the schema (see :data:`ALIASES`), run by run.
+
+    Each run gets the first key of each channel that it logs (a W&B export may hold a TRL run and an
+    OpenRLHF run side by side).
 
     Parameters
     ----------
@@ -204,14 +226,36 @@ def map_metric_columns(
     Returns
     -------
     (pandas.DataFrame, dict)
-        The renamed frame and the mapping ``{schema name: source name}`` that was applied.
+        The renamed frame and, per schema name, the source key each run's values came from:
+        ``{schema name: {run_id: source name}}`` (runs that do not log it are absent).
     """
-    protected = {RUN, STEP, SOURCE_FILE, SOURCE_LINE}
-    cols = [c for c in df.columns if c not in protected]
+    table = _aliases(reward_key, reward_std)
+    if RUN not in df.columns or df[RUN].nunique(dropna=False) <= 1:
+        rid = str(df[RUN].iloc[0]) if RUN in df.columns and len(df) else ""
+        out, used = _map_run(df, table, reward_std)
+        return out, {k: {rid: v} for k, v in used.items()}
+    if not df.index.is_unique:
+        df = df.reset_index(drop=True)
+    parts, used_by_run = [], {}
+    for rid, g in df.groupby(RUN, sort=False):
+        logged = [c for c in g.columns if c in _PROTECTED or g[c].notna().any()]  # a run's own keys only
+        out, used = _map_run(g[logged], table, reward_std)
+        parts.append(out)
+        for k, v in used.items():
+            used_by_run.setdefault(k, {})[str(rid)] = v
+    return pd.concat(parts).reindex(df.index), used_by_run
+
+
+_PROTECTED = frozenset({RUN, STEP, SOURCE_FILE, SOURCE_LINE})
+
+
+def _map_run(df: pd.DataFrame, table: dict, reward_std: str | None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """:func:`map_metric_columns` of the rows of one run."""
+    cols = [c for c in df.columns if c not in _PROTECTED]
     rename: dict[str, str] = {}
     used: dict[str, str] = {}
     drop: list[str] = []
-    for canon, names in _aliases(reward_key, reward_std).items():
+    for canon, names in table.items():
         src = next((n for n in names if n in cols and n not in rename), None)
         if src is None:
             continue
@@ -231,26 +275,15 @@ def map_metric_columns(
         if new and new not in cols and new not in rename.values():
             rename[c] = new
     out = df.drop(columns=drop).rename(columns=rename)
-    if reward_std is None and used.get("reward_std") == _TRL_STD_KEY and "reward_std_batch" not in out.columns:
-        out = _move_batch_spreads(out, used)
+    if (
+        reward_std is None
+        and used.get("reward_std") == _TRL_STD_KEY
+        and "reward_std_batch" not in out.columns
+        and reward_std_is_batch(out)
+    ):
+        out = out.rename(columns={"reward_std": "reward_std_batch"})
+        used["reward_std_batch"] = used.pop("reward_std")
     return out, used
-
-
-def _move_batch_spreads(df: pd.DataFrame, used: dict[str, str]) -> pd.DataFrame:
-    """Runs whose ``reward_std`` is proven a batch std (:func:`reward_std_is_batch`) get it as ``reward_std_batch``."""
-    runs = df[RUN] if RUN in df.columns else pd.Series("", index=df.index)
-    batch = [r for r, g in df.groupby(runs, sort=False) if reward_std_is_batch(g)]
-    if not batch:
-        return df
-    out = df.copy()
-    rows = runs.isin(batch)
-    out["reward_std_batch"] = out["reward_std"].where(rows)
-    out["reward_std"] = out["reward_std"].where(~rows)
-    used["reward_std_batch"] = _TRL_STD_KEY
-    if not out["reward_std"].notna().any():
-        out = out.drop(columns="reward_std")
-        del used["reward_std"]
-    return out
 
 
 # ----------------------------------------------------------------------------- errors / ids

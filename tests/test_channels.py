@@ -186,6 +186,52 @@ def test_wandb_export_of_trl_and_openrlhf_keys(tmp_path):
     assert pd.isna(m.loc["orl", "kl_key"]) and m.loc["trl-run", "kl_key"] == "kl"
 
 
+def test_verl_and_openrlhf_keys_not_in_the_real_fixtures(tmp_path):
+    """verl with use_kl_loss (actor/kl_loss; actor/ppo_kl is the step KL) and a fork's critic/score/std;
+    OpenRLHF's console dict with its group and batch spreads (keys as their trainers log them)."""
+    verl = tmp_path / "verl.log"
+    verl.write_text(
+        "(TaskRunner pid=1) step:1 - critic/score/mean:0.25 - critic/score/std:0.43 - critic/score/max:1.0 - "
+        "actor/kl_loss:0.001 - actor/ppo_kl:0.0002 - actor/entropy:0.9 - actor/pg_clipfrac:0.01 - "
+        "response_length/mean:300.5 - response_length/clip_ratio:0.125\n"
+        "(TaskRunner pid=1) step:2 - critic/score/mean:0.5 - critic/score/std:0.5 - critic/score/max:1.0 - "
+        "actor/kl_loss:0.002 - actor/ppo_kl:0.0003 - actor/entropy:0.8 - actor/pg_clipfrac:0.02 - "
+        "response_length/mean:280.0 - response_length/clip_ratio:0.0625\n"
+    )
+    rs = read(verl)
+    assert rs.channels(rs.run_ids[0]) == ("reward_std_batch", "kl", "approx_kl", "entropy", "completion_length",
+                                          "frac_truncated", "clip_ratio")  # fmt: skip
+    r = row(rs, 2)
+    assert (r["reward"], r["reward_std_batch"], r["kl"], r["approx_kl"], r["entropy"]) == (0.5, 0.5, 0.002, 0.0003, 0.8)
+    assert (r["completion_length"], r["frac_truncated"], r["clip_ratio"], r["critic/score/max"]) == (280.0, 0.0625,
+                                                                                                     0.02, 1.0)  # fmt: skip
+    orl = tmp_path / "openrlhf.log"
+    orl.write_text(
+        "(TrainingActor pid=7) INFO 03-05 12:01:00 ppo_trainer.py:150] \u2728 Global step 1: {'policy_loss': 0.1, "
+        "'reward': 0.3, 'group_reward_std': 0.21, 'rollout/reward_std': 0.46, 'kl': 0.001, 'ppo_clip_ratio': 0.05, "
+        "'response_length': 200.0, 'rollout/truncated_rate': 0.125, 'eval_gsm8k_pass1': 0.4}\n",
+        encoding="utf-8",
+    )
+    rs = read(orl)
+    assert rs.channels(rs.run_ids[0]) == ("reward_std", "reward_std_batch", "kl", "completion_length",
+                                          "frac_truncated", "clip_ratio", "eval/gsm8k_pass1")  # fmt: skip
+    r = row(rs, 1)
+    assert (r["reward_std"], r["reward_std_batch"], r["clip_ratio"], r["frac_truncated"]) == (0.21, 0.46, 0.05, 0.125)
+
+
+def test_trl_clip_keys_across_versions():
+    # TRL 0.16: one clip_ratio; TRL >= 0.17: clip_ratio/region_mean (+ low/high parts), a bare clip_ratio only on
+    # the Liger path -- the region share is the channel, the other keeps its name with an _orig suffix
+    old = pd.DataFrame({"run_id": "a", "step": [1], "reward": [0.1], "clip_ratio": [0.02]})
+    assert map_metric_columns(old)[0]["clip_ratio"].tolist() == [0.02]
+    new = pd.DataFrame({"run_id": "a", "step": [1], "reward": [0.1], "clip_ratio/region_mean": [0.03],
+                        "clip_ratio/low_mean": [0.01], "clip_ratio": [0.5]})  # fmt: skip
+    out, used = map_metric_columns(new)
+    assert (out["clip_ratio"].iloc[0], out["clip_ratio_orig"].iloc[0], out["clip_ratio/low_mean"].iloc[0]) == (
+        0.03, 0.5, 0.01)  # fmt: skip
+    assert used["clip_ratio"] == {"a": "clip_ratio/region_mean"}
+
+
 # ------------------------------------------------------------------------------------ reward_std's two meanings
 def test_a_within_group_spread_cannot_be_positive_where_every_group_is_degenerate():
     # the raw rho1.00 log: frac_reward_zero_std 1.0 and reward_std 0.1069 at step 5, and reward_std equals the

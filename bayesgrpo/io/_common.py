@@ -236,7 +236,8 @@ def map_metric_columns(
         return out, {k: {rid: v} for k, v in used.items()}
     if not df.index.is_unique:
         df = df.reset_index(drop=True)
-    parts, used_by_run = [], {}
+    parts: list[pd.DataFrame] = []
+    used_by_run: dict[str, dict[str, str]] = {}
     for rid, g in df.groupby(RUN, sort=False):
         logged = [c for c in g.columns if c in _PROTECTED or g[c].notna().any()]  # a run's own keys only
         out, used = _map_run(g[logged], table, reward_std)

@@ -30,7 +30,7 @@ import pandas as pd
 from bayesgrpo.conventions import CI_PROB, HEADLINE, INTERVALS, interval_bounds
 from bayesgrpo.diagnose import MODES, SEVERITIES, diagnose_runs, resolve_ceilings
 from bayesgrpo.report.svg import thin_indices
-from bayesgrpo.schema import OPTIONAL_METRICS, REWARD, STEP, RunSet
+from bayesgrpo.schema import CHANNELS, REWARD, STEP, RunSet, is_channel
 
 __all__ = ["ReportData", "RunReport", "assemble", "KIND_COLUMN", "ADVICE_COLUMN", "ADVICE_ERROR_COLUMN",
            "ADVICE_SOURCE_BUDGET", "ADVICE_SOURCE_POLICY", "file_digests"]  # fmt: skip
@@ -191,10 +191,15 @@ def _advice(row, rec) -> dict | None:
     return _advice_from_budget(rec, row) if rec is not None else None
 
 
+#: at most this many logged channels are drawn per run (reward first, then the schema's order)
+MAX_CHANNELS = 8
+
+
 def _channels(df: pd.DataFrame) -> dict:
-    """The logged series the diagnostics read (reward first), thinned: name -> (steps, values)."""
-    names = [REWARD, *[c for c in OPTIONAL_METRICS if c in df.columns]]
-    names += sorted(c for c in df.columns if str(c).startswith("eval/"))
+    """The run's logged channels (:data:`bayesgrpo.schema.CHANNELS`, then ``reward_fn/*`` and ``eval/*``; reward
+    first), thinned: name -> (steps, values); at most :data:`MAX_CHANNELS` with 3 or more finite values."""
+    names = [REWARD, *[c for c in CHANNELS if c in df.columns]]
+    names += sorted(c for c in df.columns if is_channel(str(c)) and c not in CHANNELS)
     out = {}
     for c in names:
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(float)
@@ -204,6 +209,8 @@ def _channels(df: pd.DataFrame) -> dict:
         s, v = df[STEP].to_numpy(float)[ok], v[ok]
         i = thin_indices(len(v), MAX_POINTS)
         out[str(c)] = (s[i], v[i])
+        if len(out) == MAX_CHANNELS:
+            break
     return out
 
 

@@ -1,0 +1,192 @@
+"""NUTS through nutpie's Rust core, without nutpie's Python layer: draws as numpy arrays.
+
+Why: ``import nutpie`` runs ``nutpie/sample.py``, which imports arviz, xarray and (through arviz)
+matplotlib, scipy and dask at module level -- about 2.4-5 s of a warm forecast's start
+(``bench/results/imports.md``) for a conversion of the draws to an ArviZ DataTree that a forecast
+does not need. nutpie's sampler itself is the compiled extension ``nutpie._lib`` (Rust, 3 ms to
+load); what nutpie's Python layer does around it for a compiled PyMC model is small and is
+reproduced here call for call (``nutpie/sample.py::sample`` and
+``nutpie/compile_pymc.py::CompiledPyMCModel._make_model``), so the same seed gives the same draws
+bit for bit (``tests/test_nuts_core.py`` checks it against ``nutpie.sample``).
+
+* :func:`nutpie_lib` -- the ``nutpie._lib`` extension, loaded without running ``nutpie/__init__``
+  (registered as ``nutpie._lib``, so a later ``import nutpie`` reuses it);
+* :func:`sample` -- NUTS on a compiled model (anything with nutpie's ``CompiledPyMCModel``
+  attributes: the two callback addresses, the shared-data record, the shapes and the initial-point
+  function); returns :class:`Draws`.
+
+This relies on nutpie's private extension API, so the supported nutpie versions are pinned
+(:data:`NUTPIE_VERSIONS`, also in ``pyproject.toml``) and checked when the extension is loaded;
+outside them :func:`nutpie_lib` raises ``ImportError`` and callers fall back to ``nutpie.sample``.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "Draws"]
+
+#: nutpie versions whose private ``_lib`` API this module is written against ([low, high))
+NUTPIE_VERSIONS = ((0, 16, 11), (0, 17, 0))
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def nutpie_lib():
+    """The ``nutpie._lib`` extension module (nutpie's Rust sampler), without nutpie's Python layer.
+
+    Raises
+    ------
+    ImportError
+        nutpie is not installed, or its version is outside :data:`NUTPIE_VERSIONS`.
+    """
+    lib = sys.modules.get("nutpie._lib")
+    if lib is None:
+        spec = importlib.util.find_spec("nutpie")  # locates the package without importing it
+        if spec is None or not spec.submodule_search_locations:
+            raise ImportError("nutpie is not installed")
+        found = sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "_lib*.so")))
+        found += sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "_lib*.pyd")))
+        if not found:
+            raise ImportError("nutpie's compiled extension nutpie._lib was not found")
+        lspec = importlib.util.spec_from_file_location("nutpie._lib", found[0])
+        lib = importlib.util.module_from_spec(lspec)
+        lspec.loader.exec_module(lib)
+        sys.modules["nutpie._lib"] = lib  # `import nutpie` later finds it (an extension initialises once)
+    lo, hi = NUTPIE_VERSIONS
+    if not lo <= _version_tuple(lib.__version__) < hi:
+        raise ImportError(
+            f"nutpie {lib.__version__} is outside the versions bayesgrpo's direct sampler supports "
+            f"({'.'.join(map(str, lo))} <= v < {'.'.join(map(str, hi))})"
+        )
+    return lib
+
+
+@dataclass
+class Draws:
+    """What one NUTS call returns, as numpy arrays.
+
+    ``posterior[name]`` has shape ``(chains, draws, *shape)``; ``stats[name]`` ``(chains, draws)``
+    for the posterior draws and ``warmup_stats[name]`` ``(chains, tune)`` for the tuning ones
+    (``n_steps``, ``diverging``, ``step_size``, ``depth``, ``logp``, ...).
+    """
+
+    posterior: dict
+    stats: dict
+    warmup_stats: dict = field(default_factory=dict)
+
+    @property
+    def n_grad(self) -> int:
+        """Gradient evaluations of the whole call (tuning and draws)."""
+        return int(self.stats["n_steps"].sum() + self.warmup_stats.get("n_steps", np.zeros(0)).sum())
+
+    @property
+    def divergences(self) -> int:
+        """Divergent transitions among the posterior draws."""
+        return int(self.stats["diverging"].sum())
+
+
+#: sampler statistics kept (the others -- mass matrix, positions, gradients -- are large and unused)
+_STATS = ("n_steps", "diverging", "step_size", "depth", "logp", "energy", "mean_tree_accept", "tuning")
+
+
+def _settings(lib, *, seed, adaptation, tune, draws, chains, **extra):
+    if adaptation == "low_rank":
+        s = lib.PyNutsSettings.LowRank(seed)
+    elif adaptation in ("diag", "draw_diag"):
+        s = lib.PyNutsSettings.Diag(seed)
+        if adaptation == "draw_diag":
+            s.use_grad_based_mass_matrix = False
+    else:
+        raise ValueError(f"unknown adaptation {adaptation!r}; choose low_rank, diag or draw_diag")
+    s.update({**extra, "num_tune": int(tune), "num_draws": int(draws), "num_chains": int(chains)})
+    return s
+
+
+def _core_model(lib, compiled):
+    """nutpie's ``PyMcModel`` of a compiled model (as ``CompiledPyMCModel._make_model``)."""
+    expand = lib.ExpandFunc(compiled.n_dim, compiled.n_expanded, compiled.compiled_expand_func.address,
+                            compiled.user_data.ctypes.data, compiled)  # fmt: skip
+    logp = lib.LogpFunc(compiled.compiled_logp_func.address, compiled.user_data.ctypes.data, compiled)
+    names, _, shapes = compiled.shape_info
+    coords = dict(compiled.coords) if compiled.coords is not None else {}
+    dim_sizes = {name: len(vals) for name, vals in coords.items()}
+    dims = dict(compiled.dims) if compiled.dims is not None else {}
+    variables = lib.PyVariable.new_variables(list(names), ["float64"] * len(names), list(shapes), dim_sizes, dims)
+
+    def make_adapter(*args, **kwargs):  # only called with adaptation="flow", which sample() refuses
+        raise RuntimeError("the normalising-flow adaptation needs nutpie's Python layer")
+
+    return lib.PyMcModel(logp, expand, variables, compiled.n_dim, dim_sizes, coords, compiled.initial_point_func,
+                         make_adapter)  # fmt: skip
+
+
+def _column(batch, name: str, shape: tuple) -> np.ndarray:
+    col = batch.column(name)
+    try:
+        values = col.to_numpy()
+    except Exception:  # list columns (one vector per draw): flatten through pyarrow (pandas loads it anyway)
+        import pyarrow as pa
+
+        values = pa.array(col).flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(values).reshape((batch.num_rows, *shape))
+
+
+def sample(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int, target_accept: float,
+           adaptation: str = "low_rank", var_names=None, **extra) -> Draws:  # fmt: skip
+    """Run nutpie's NUTS on ``compiled`` (a nutpie ``CompiledPyMCModel`` or a model loaded from the
+    disk cache) and return the draws as numpy arrays.
+
+    The same arguments give the same draws as ``nutpie.sample(compiled, draws=..., tune=...,
+    chains=..., cores=..., seed=..., target_accept=..., adaptation=..., progress_bar=False, **extra)``.
+
+    Parameters
+    ----------
+    var_names : sequence of str, optional
+        Posterior variables to return (default: all).
+    **extra
+        Further nutpie sampler settings (e.g. ``maxdepth``).
+    """
+    lib = nutpie_lib()
+    settings = _settings(lib, seed=seed, adaptation=adaptation, tune=tune, draws=draws, chains=chains,
+                         target_accept=target_accept, **extra)  # fmt: skip
+    model = _core_model(lib, compiled)
+    sampler = lib.PySampler.from_pymc(settings, int(cores), model, lib.ProgressType.none(), None, 100,
+                                      lib.PyStorage.arrow())  # fmt: skip
+    try:
+        sampler.wait(None)
+        trace = sampler.take_results()
+    except BaseException:
+        sampler.abort()
+        raise
+    draw_batches, stat_batches = trace.get_arrow_trace()
+    names, _, shapes = compiled.shape_info
+    keep = [(n, tuple(s)) for n, s in zip(names, shapes, strict=True) if var_names is None or n in var_names]
+    post = {n: [] for n, _ in keep}
+    stats = {n: [] for n in _STATS if n != "tuning"}
+    warm = {n: [] for n in stats}
+    for db, sb in zip(draw_batches, stat_batches, strict=True):
+        tuning = _column(sb, "tuning", ()).astype(bool)
+        for n, shape in keep:
+            post[n].append(_column(db, n, shape)[~tuning])
+        for n in stats:
+            v = _column(sb, n, ())
+            stats[n].append(v[~tuning])
+            warm[n].append(v[tuning])
+    return Draws(
+        posterior={n: np.stack(v) for n, v in post.items()},
+        stats={n: np.stack(v) for n, v in stats.items()},
+        warmup_stats={n: np.stack(v) for n, v in warm.items()},
+    )

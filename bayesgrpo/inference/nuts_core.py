@@ -37,11 +37,9 @@ NUTPIE_VERSIONS = ((0, 16, 11), (0, 17, 0))
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
+    import re
+
+    return tuple(int(m.group()) if (m := re.match(r"\d+", part)) else 0 for part in v.split(".")[:3])
 
 
 def nutpie_lib():

@@ -1,0 +1,67 @@
+"""NUTS through nutpie's Rust core (bayesgrpo.inference.nuts_core): same draws as nutpie.sample, no heavy imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from bayesgrpo.inference import nuts_core
+
+
+def test_loading_the_core_imports_no_python_layer():
+    code = (
+        "import sys; from bayesgrpo.inference.nuts_core import nutpie_lib; lib = nutpie_lib(); "
+        "assert hasattr(lib, 'PySampler'); "
+        "bad = [m for m in ('nutpie.sample', 'nutpie.compile_pymc', 'arviz', 'xarray', 'matplotlib', 'pymc') "
+        "if m in sys.modules]; assert not bad, bad; "
+        "import nutpie; assert nutpie._lib is lib"  # nutpie's own import reuses the loaded extension
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_versions_outside_the_pinned_range_are_refused(monkeypatch):
+    fake = types.ModuleType("nutpie._lib")
+    fake.__version__ = "0.17.0"
+    monkeypatch.setitem(sys.modules, "nutpie._lib", fake)
+    with pytest.raises(ImportError, match="0.17.0 is outside"):
+        nuts_core.nutpie_lib()
+    fake.__version__ = "0.16.10"
+    with pytest.raises(ImportError, match="outside"):
+        nuts_core.nutpie_lib()
+
+
+def test_version_tuple():
+    assert nuts_core._version_tuple("0.16.11") == (0, 16, 11)
+    assert nuts_core._version_tuple("0.17.0rc1") == (0, 17, 0)
+
+
+@pytest.mark.slow
+def test_same_draws_as_nutpie_sample():
+    pm = pytest.importorskip("pymc")
+    nutpie = pytest.importorskip("nutpie")
+    with pm.Model(coords={"k": range(3)}) as model:
+        obs = pm.Data("obs", np.array([0.3, -1.0, 2.0]), dims="k")
+        mu = pm.Normal("mu", 0.0, 1.0, dims="k")
+        sd = pm.HalfNormal("sd", 1.0)
+        pm.Normal("y", mu, sd, observed=obs, dims="k")
+    compiled = nutpie.compile_pymc_model(model, backend="numba")
+    compiled = compiled.with_data(obs=np.array([1.0, 0.5, -0.2]))
+    kw = dict(draws=120, tune=100, chains=2, cores=2, seed=7, target_accept=0.9)
+    ours = nuts_core.sample(compiled, adaptation="low_rank", **kw)
+    ref = nutpie.sample(compiled, adaptation="low_rank", progress_bar=False, **kw)
+    for name in ("mu", "sd"):
+        np.testing.assert_array_equal(ours.posterior[name], ref["posterior"][name].to_numpy())
+    np.testing.assert_array_equal(ours.stats["n_steps"], ref["sample_stats"]["n_steps"].to_numpy())
+    np.testing.assert_array_equal(ours.stats["diverging"], ref["sample_stats"]["diverging"].to_numpy())
+    assert ours.posterior["mu"].shape == (2, 120, 3) and ours.warmup_stats["n_steps"].shape == (2, 100)
+    assert ours.n_grad == int(ref["sample_stats"]["n_steps"].sum() + ref["warmup_sample_stats"]["n_steps"].sum())
+    diag = nuts_core.sample(compiled, adaptation="diag", var_names=("sd",), **kw)
+    ref = nutpie.sample(compiled, adaptation="diag", progress_bar=False, **kw)
+    assert set(diag.posterior) == {"sd"}
+    np.testing.assert_array_equal(diag.posterior["sd"], ref["posterior"]["sd"].to_numpy())
+    with pytest.raises(ValueError, match="unknown adaptation"):
+        nuts_core.sample(compiled, adaptation="flow", **kw)

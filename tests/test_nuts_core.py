@@ -65,3 +65,20 @@ def test_same_draws_as_nutpie_sample():
     np.testing.assert_array_equal(diag.posterior["sd"], ref["posterior"]["sd"].to_numpy())
     with pytest.raises(ValueError, match="unknown adaptation"):
         nuts_core.sample(compiled, adaptation="flow", **kw)
+    # the light model (what the disk cache loads) samples exactly like nutpie's own
+    light = nuts_core.CompiledModel(
+        compiled_logp_func=compiled.compiled_logp_func, compiled_expand_func=compiled.compiled_expand_func,
+        initial_point_func=compiled.initial_point_func, shared_data=compiled.shared_data,
+        shared_var_keys=compiled.shared_var_keys, user_data=compiled.user_data, n_dim=compiled.n_dim,
+        n_expanded=compiled.n_expanded, shape_info=compiled.shape_info,
+    )  # fmt: skip
+    new = np.array([-0.4, 0.1, 0.9])
+    a, b = light.with_data(obs=new), compiled.with_data(obs=new)
+    assert a.user_data.tobytes() != light.user_data.tobytes()  # points at the new array
+    da, db = nuts_core.sample(a, **kw), nuts_core.sample(b, **kw)
+    np.testing.assert_array_equal(da.posterior["mu"], db.posterior["mu"])
+    assert not np.array_equal(da.posterior["mu"], ours.posterior["mu"])  # the data did change
+    with pytest.raises(KeyError, match="Unknown shared variable"):
+        light.with_data(nope=new)
+    with pytest.raises(ValueError, match="rank"):
+        light.with_data(obs=new[:, None])

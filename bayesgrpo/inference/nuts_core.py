@@ -14,6 +14,8 @@ bit for bit (``tests/test_nuts_core.py`` checks it against ``nutpie.sample``).
 * :func:`sample` -- NUTS on a compiled model (anything with nutpie's ``CompiledPyMCModel``
   attributes: the two callback addresses, the shared-data record, the shapes and the initial-point
   function); returns :class:`Draws`.
+* :class:`CompiledModel` -- those attributes and ``with_data`` without nutpie's Python layer (what the
+  disk cache of compiled models loads, :mod:`bayesgrpo.inference.model_cache`).
 
 This relies on nutpie's private extension API, so the supported nutpie versions are pinned
 (:data:`NUTPIE_VERSIONS`, also in ``pyproject.toml``) and checked when the extension is loaded;
@@ -26,11 +28,11 @@ import glob
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "Draws"]
+__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "Draws", "CompiledModel", "update_user_data"]
 
 #: nutpie versions whose private ``_lib`` API this module is written against ([low, high))
 NUTPIE_VERSIONS = ((0, 16, 11), (0, 17, 0))
@@ -96,6 +98,56 @@ class Draws:
         return int(self.stats["diverging"].sum())
 
 
+def update_user_data(user_data: np.ndarray, shared: dict) -> np.ndarray:
+    """The record of pointers, sizes and shapes of the shared arrays the compiled callbacks read
+    (``nutpie.compile_pymc.update_user_data``): a copy of ``user_data`` pointing at ``shared``."""
+    rec = np.array(user_data, copy=True)
+    r = rec[()]
+    for key, val in shared.items():
+        r["shared"]["data"][key] = val.ctypes.data
+        r["shared"]["size"][key] = val.size
+        r["shared"]["shape"][key] = val.shape
+    return rec
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A compiled model as nutpie's sampler needs it, without nutpie's Python layer.
+
+    ``compiled_logp_func`` / ``compiled_expand_func`` expose the ``address`` of nutpie's two C callbacks;
+    ``shared_data`` maps keys to the (read-only) data arrays the callbacks read through ``user_data``,
+    ``shared_var_keys`` maps objects with a ``name`` (the ``pm.Data`` names) to those keys; ``shape_info``
+    is ``(names, slices, shapes)`` of the expanded (traced) variables.
+    """
+
+    compiled_logp_func: object
+    compiled_expand_func: object
+    initial_point_func: object
+    shared_data: dict
+    shared_var_keys: dict
+    user_data: np.ndarray
+    n_dim: int
+    n_expanded: int
+    shape_info: tuple
+    dims: dict = field(default_factory=dict)
+    coords: dict = field(default_factory=dict)
+
+    def with_data(self, **updates) -> CompiledModel:
+        """The same model reading other arrays for the named shared variables (same rank; copied, read-only)."""
+        by_name = {var.name: key for var, key in self.shared_var_keys.items()}
+        shared = dict(self.shared_data)
+        for name, value in updates.items():
+            if name not in by_name:
+                raise KeyError(f"Unknown shared variable: {name}")
+            key = by_name[name]
+            new = np.array(value, dtype=shared[key].dtype, order="C", copy=True)
+            if new.ndim != shared[key].ndim:
+                raise ValueError(f"Shared variable {name} must have rank {shared[key].ndim}")
+            new.flags.writeable = False
+            shared[key] = new
+        return replace(self, shared_data=shared, user_data=update_user_data(self.user_data, shared))
+
+
 #: sampler statistics kept (the others -- mass matrix, positions, gradients -- are large and unused)
 _STATS = ("n_steps", "diverging", "step_size", "depth", "logp", "energy", "mean_tree_accept", "tuning")
 
@@ -114,21 +166,24 @@ def _settings(lib, *, seed, adaptation, tune, draws, chains, **extra):
 
 
 def _core_model(lib, compiled):
-    """nutpie's ``PyMcModel`` of a compiled model (as ``CompiledPyMCModel._make_model``)."""
+    """nutpie's ``PyMcModel`` of a compiled model (as ``CompiledPyMCModel._make_model``).
+
+    Dims are one per axis of each variable (``<name>_dim_<i>``, with its size) and there are no coords:
+    they only label the sampler's arrow output, which :func:`sample` reads by name and shape (the draws
+    are the same, checked in ``tests/test_nuts_core.py``)."""
     expand = lib.ExpandFunc(compiled.n_dim, compiled.n_expanded, compiled.compiled_expand_func.address,
                             compiled.user_data.ctypes.data, compiled)  # fmt: skip
     logp = lib.LogpFunc(compiled.compiled_logp_func.address, compiled.user_data.ctypes.data, compiled)
     names, _, shapes = compiled.shape_info
-    coords = dict(compiled.coords) if compiled.coords is not None else {}
-    dim_sizes = {name: len(vals) for name, vals in coords.items()}
-    dims = dict(compiled.dims) if compiled.dims is not None else {}
-    variables = lib.PyVariable.new_variables(list(names), ["float64"] * len(names), list(shapes), dim_sizes, dims)
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    dims = {n: tuple(f"{n}_dim_{i}" for i in range(len(s))) for n, s in zip(names, shapes, strict=True)}
+    sizes = {d: k for n, s in zip(names, shapes, strict=True) for d, k in zip(dims[n], s, strict=True)}
+    variables = lib.PyVariable.new_variables(list(names), ["float64"] * len(names), shapes, sizes, dims)
 
     def make_adapter(*args, **kwargs):  # only called with adaptation="flow", which sample() refuses
         raise RuntimeError("the normalising-flow adaptation needs nutpie's Python layer")
 
-    return lib.PyMcModel(logp, expand, variables, compiled.n_dim, dim_sizes, coords, compiled.initial_point_func,
-                         make_adapter)  # fmt: skip
+    return lib.PyMcModel(logp, expand, variables, compiled.n_dim, sizes, {}, compiled.initial_point_func, make_adapter)
 
 
 def _column(batch, name: str, shape: tuple) -> np.ndarray:

@@ -78,6 +78,12 @@ def test_same_draws_as_nutpie_sample():
     da, db = nuts_core.sample(a, **kw), nuts_core.sample(b, **kw)
     np.testing.assert_array_equal(da.posterior["mu"], db.posterior["mu"])
     assert not np.array_equal(da.posterior["mu"], ours.posterior["mu"])  # the data did change
+    # two runs in flight, one thread each: the same draws as one at a time on two threads
+    kw1 = {**kw, "cores": 1}
+    ra, rb = nuts_core.start(a, **kw1), nuts_core.start(b, **{**kw1, "seed": 8})
+    fa, fb = ra.wait(), rb.wait()
+    np.testing.assert_array_equal(fa.posterior["mu"], da.posterior["mu"])
+    np.testing.assert_array_equal(fb.posterior["mu"], nuts_core.sample(b, **{**kw, "seed": 8}).posterior["mu"])
     with pytest.raises(KeyError, match="Unknown shared variable"):
         light.with_data(nope=new)
     with pytest.raises(ValueError, match="rank"):

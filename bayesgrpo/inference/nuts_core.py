@@ -11,6 +11,8 @@ bit for bit (``tests/test_nuts_core.py`` checks it against ``nutpie.sample``).
 
 * :func:`nutpie_lib` -- the ``nutpie._lib`` extension, loaded without running ``nutpie/__init__``
   (registered as ``nutpie._lib``, so a later ``import nutpie`` reuses it);
+* :func:`start` / :class:`Running` -- a run on nutpie's threads while Python does other work (several
+  runs may be in flight, e.g. one per core);
 * :func:`sample` -- NUTS on a compiled model (anything with nutpie's ``CompiledPyMCModel``
   attributes: the two callback addresses, the shared-data record, the shapes and the initial-point
   function); returns :class:`Draws`.
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "Draws", "CompiledModel", "update_user_data"]
+__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "start", "Running", "Draws", "CompiledModel", "update_user_data"]
 
 #: nutpie versions whose private ``_lib`` API this module is written against ([low, high))
 NUTPIE_VERSIONS = ((0, 16, 11), (0, 17, 0))
@@ -197,10 +199,46 @@ def _column(batch, name: str, shape: tuple) -> np.ndarray:
     return np.asarray(values).reshape((batch.num_rows, *shape))
 
 
+class Running:
+    """A NUTS run in progress on nutpie's threads (:func:`start`); :meth:`wait` returns its :class:`Draws`."""
+
+    def __init__(self, sampler, compiled, var_names):
+        self._sampler, self._compiled, self._var_names = sampler, compiled, var_names
+
+    def wait(self) -> Draws:
+        """Block until the run is done; its draws as numpy arrays."""
+        try:
+            self._sampler.wait(None)
+            trace = self._sampler.take_results()
+        except BaseException:
+            self._sampler.abort()
+            raise
+        return _draws(trace, self._compiled, self._var_names)
+
+    def abort(self) -> None:
+        self._sampler.abort()
+
+
+def start(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int, target_accept: float,
+          adaptation: str = "low_rank", var_names=None, **extra) -> Running:  # fmt: skip
+    """Start NUTS on ``compiled`` in the background (nutpie's threads; the GIL is free meanwhile).
+
+    Several runs may be in flight at once (e.g. one per core with ``cores=1``): the draws of a run
+    depend on its seed only, not on ``cores`` or on what else runs. Arguments as :func:`sample`.
+    """
+    lib = nutpie_lib()
+    settings = _settings(lib, seed=seed, adaptation=adaptation, tune=tune, draws=draws, chains=chains,
+                         target_accept=target_accept, **extra)  # fmt: skip
+    model = _core_model(lib, compiled)
+    sampler = lib.PySampler.from_pymc(settings, int(cores), model, lib.ProgressType.none(), None, 100,
+                                      lib.PyStorage.arrow())  # fmt: skip
+    return Running(sampler, compiled, var_names)
+
+
 def sample(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int, target_accept: float,
            adaptation: str = "low_rank", var_names=None, **extra) -> Draws:  # fmt: skip
-    """Run nutpie's NUTS on ``compiled`` (a nutpie ``CompiledPyMCModel`` or a model loaded from the
-    disk cache) and return the draws as numpy arrays.
+    """Run nutpie's NUTS on ``compiled`` (a nutpie ``CompiledPyMCModel`` or a :class:`CompiledModel`) and
+    return the draws as numpy arrays.
 
     The same arguments give the same draws as ``nutpie.sample(compiled, draws=..., tune=...,
     chains=..., cores=..., seed=..., target_accept=..., adaptation=..., progress_bar=False, **extra)``.
@@ -212,18 +250,11 @@ def sample(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: in
     **extra
         Further nutpie sampler settings (e.g. ``maxdepth``).
     """
-    lib = nutpie_lib()
-    settings = _settings(lib, seed=seed, adaptation=adaptation, tune=tune, draws=draws, chains=chains,
-                         target_accept=target_accept, **extra)  # fmt: skip
-    model = _core_model(lib, compiled)
-    sampler = lib.PySampler.from_pymc(settings, int(cores), model, lib.ProgressType.none(), None, 100,
-                                      lib.PyStorage.arrow())  # fmt: skip
-    try:
-        sampler.wait(None)
-        trace = sampler.take_results()
-    except BaseException:
-        sampler.abort()
-        raise
+    return start(compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, target_accept=target_accept,
+                 adaptation=adaptation, var_names=var_names, **extra).wait()  # fmt: skip
+
+
+def _draws(trace, compiled, var_names) -> Draws:
     draw_batches, stat_batches = trace.get_arrow_trace()
     names, _, shapes = compiled.shape_info
     keep = [(n, tuple(s)) for n, s in zip(names, shapes, strict=True) if var_names is None or n in var_names]

@@ -59,6 +59,15 @@ def test_same_draws_as_nutpie_sample():
     np.testing.assert_array_equal(ours.stats["diverging"], ref["sample_stats"]["diverging"].to_numpy())
     assert ours.posterior["mu"].shape == (2, 120, 3) and ours.warmup_stats["n_steps"].shape == (2, 100)
     assert ours.n_grad == int(ref["sample_stats"]["n_steps"].sum() + ref["warmup_sample_stats"]["n_steps"].sum())
+    # xarray views (for saving / diagnosing) and the conversion of nutpie's own result
+    ds = ours.dataset()
+    assert ds["mu"].dims == ("chain", "draw", "k") and list(ds["k"].values) == [0, 1, 2]
+    np.testing.assert_array_equal(ds["sd"].to_numpy(), ours.posterior["sd"])
+    assert ours.dataset("sample_stats")["diverging"].dims == ("chain", "draw")
+    back = nuts_core.Draws.from_datatree(ref)
+    np.testing.assert_array_equal(back.posterior["mu"], ours.posterior["mu"])
+    np.testing.assert_array_equal(back.warmup_stats["n_steps"], ours.warmup_stats["n_steps"])
+    assert back.dims["mu"] == ("k",)
     diag = nuts_core.sample(compiled, adaptation="diag", var_names=("sd",), **kw)
     ref = nutpie.sample(compiled, adaptation="diag", progress_bar=False, **kw)
     assert set(diag.posterior) == {"sd"}

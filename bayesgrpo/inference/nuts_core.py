@@ -82,12 +82,15 @@ class Draws:
 
     ``posterior[name]`` has shape ``(chains, draws, *shape)``; ``stats[name]`` ``(chains, draws)``
     for the posterior draws and ``warmup_stats[name]`` ``(chains, tune)`` for the tuning ones
-    (``n_steps``, ``diverging``, ``step_size``, ``depth``, ``logp``, ...).
+    (``n_steps``, ``diverging``, ``step_size``, ``depth``, ``logp``, ...). ``dims`` and ``coords`` (of
+    the compiled model) label the axes when the draws are turned into xarray (:meth:`dataset`).
     """
 
     posterior: dict
     stats: dict
     warmup_stats: dict = field(default_factory=dict)
+    dims: dict = field(default_factory=dict)
+    coords: dict = field(default_factory=dict)
 
     @property
     def n_grad(self) -> int:
@@ -98,6 +101,45 @@ class Draws:
     def divergences(self) -> int:
         """Divergent transitions among the posterior draws."""
         return int(self.stats["diverging"].sum())
+
+    def dataset(self, group: str = "posterior"):
+        """One group (``posterior``, ``sample_stats`` or ``warmup_sample_stats``) as an ``xarray.Dataset``
+        with dims ``(chain, draw, *the variable's dims)`` (imports xarray: for saving and diagnosing)."""
+        import xarray as xr
+
+        src = {"posterior": self.posterior, "sample_stats": self.stats, "warmup_sample_stats": self.warmup_stats}[group]
+        out = {}
+        coords: dict = {}
+        for name, v in src.items():
+            dims = list(self.dims.get(name, ())) if group == "posterior" else []
+            dims = dims if len(dims) == v.ndim - 2 else [f"{name}_dim_{i}" for i in range(v.ndim - 2)]
+            out[name] = (("chain", "draw", *dims), v)
+            for d, k in zip(dims, v.shape[2:], strict=True):
+                c = self.coords.get(d)
+                if c is not None and len(c) == k:
+                    coords[d] = np.asarray(c)
+        first = next(iter(src.values()))
+        coords.update(chain=np.arange(first.shape[0]), draw=np.arange(first.shape[1]))
+        return xr.Dataset(out, coords=coords)
+
+    @classmethod
+    def from_datatree(cls, idata) -> Draws:
+        """The draws of an ArviZ DataTree / InferenceData (``nutpie.sample``'s result)."""
+
+        def group(name):
+            try:
+                node = idata[name]
+            except KeyError:
+                return {}
+            ds = node.to_dataset() if hasattr(node, "to_dataset") else node
+            return {k: ds[k].to_numpy() for k in ds.data_vars}
+
+        post = idata["posterior"]
+        post = post.to_dataset() if hasattr(post, "to_dataset") else post
+        dims = {k: tuple(post[k].dims[2:]) for k in post.data_vars}
+        coords = {d: post[d].to_numpy() for d in post.dims if d not in ("chain", "draw")}
+        return cls(posterior=group("posterior"), stats=group("sample_stats"), warmup_stats=group("warmup_sample_stats"),
+                   dims=dims, coords=coords)  # fmt: skip
 
 
 def update_user_data(user_data: np.ndarray, shared: dict) -> np.ndarray:
@@ -273,4 +315,6 @@ def _draws(trace, compiled, var_names) -> Draws:
         posterior={n: np.stack(v) for n, v in post.items()},
         stats={n: np.stack(v) for n, v in stats.items()},
         warmup_stats={n: np.stack(v) for n, v in warm.items()},
+        dims=dict(getattr(compiled, "dims", None) or {}),
+        coords=dict(getattr(compiled, "coords", None) or {}),
     )

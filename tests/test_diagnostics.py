@@ -85,3 +85,32 @@ def test_norm_ppf_against_statistics():
     p = np.r_[1e-300, 1e-20, 1e-8, 0.001, 0.02425, 0.1, 0.3, 0.425, 0.5, 0.575, 0.9, 0.975, 1 - 1e-9]
     np.testing.assert_allclose(D.norm_ppf(p), [nd.inv_cdf(v) for v in p], rtol=1e-14, atol=1e-15)
     assert D.norm_ppf(np.array([0.0]))[0] == -np.inf and D.norm_ppf(np.array([1.0]))[0] == np.inf
+
+
+def test_run_health_matches_the_arviz_health_of_sampling():
+    """The per-run health of numpy draws equals today's ArviZ-based ``sampling.health`` on the same draws."""
+    import xarray as xr
+
+    from bayesgrpo.inference import sampling
+
+    rng = np.random.default_rng(5)
+    C, N, R = 2, 300, 3
+    b = rng.standard_normal((C, N, R))
+    for t in range(1, N):  # autocorrelated (AR(1), phi = 0.5)
+        b[:, t] += 0.5 * b[:, t - 1]
+    post = {"a": rng.standard_normal((C, N, R)), "b": b, "c": np.ones((C, N, R))}
+    post["a"][1, :, 2] += 0.8  # run 2's chains disagree
+    ours = D.run_health(post, var_names=("a", "b", "c", "missing"), divergences=3)
+    ds = xr.Dataset({k: (("chain", "draw", "run"), v) for k, v in post.items()}, coords={"run": ["x", "y", "z"]})
+    stats = xr.Dataset({"diverging": (("chain", "draw"), np.r_[np.ones(3), np.zeros(C * N - 3)].reshape(C, N) > 0)})
+    ref = sampling.health(ds, stats, var_names=("a", "b", "c", "missing"))
+    for j, rid in enumerate(["x", "y", "z"]):
+        np.testing.assert_allclose(ours[j]["r_hat_max"], ref[rid]["r_hat_max"], rtol=1e-9)
+        np.testing.assert_allclose(ours[j]["ess_min"], ref[rid]["ess_min"], rtol=1e-9)
+        assert ours[j]["divergences"] == ref[rid]["divergences"] == 3
+    assert ours[2]["r_hat_max"] > 1.05 and ours[0]["r_hat_max"] < 1.05
+    whole = D.run_health(post, var_names=("a", "b", "c"), divergences=0, per_run=False)
+    ref_whole = sampling.health(ds, stats, var_names=("a", "b", "c"), dim=None)
+    np.testing.assert_allclose(whole["r_hat_max"], ref_whole["r_hat_max"], rtol=1e-9)
+    np.testing.assert_allclose(whole["ess_min"], ref_whole["ess_min"], rtol=1e-9)
+    assert np.isnan(D.run_health({"c": post["c"]}, var_names=("c",))[0]["r_hat_max"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["rhat", "ess_bulk", "norm_ppf"]
+__all__ = ["rhat", "ess_bulk", "norm_ppf", "run_health"]
 
 # Wichura's algorithm AS 241 (PPND16): the inverse normal CDF to about 1e-16 relative, vectorised
 # (the coefficients of Python's statistics.NormalDist.inv_cdf, which implements the same algorithm)
@@ -169,3 +169,36 @@ def rhat(draws) -> np.ndarray:
 def ess_bulk(draws) -> np.ndarray:
     """Bulk effective sample size (ESS of the rank-normalised split chains), as ``arviz.ess``."""
     return _per_element(lambda x: _ess(_z_scale(_split(x))), draws, min_chains=1)
+
+
+def run_health(posterior: dict, *, var_names, divergences: int = 0, per_run: bool = True):
+    """Sampler health from draws ``{name: (chain, draw, run)}`` (or ``(chain, draw, ...)`` with ``per_run=False``).
+
+    Per run (the last axis): ``{"r_hat_max", "ess_min", "divergences"}`` over the variables of
+    ``var_names`` present and not constant (zero sd) for that run; NaN when none is left. With
+    ``per_run=False`` one dict over every element of every such variable. ``divergences`` (of the NUTS
+    call) is reported as is.
+    """
+    names = [v for v in var_names if v in posterior]
+    if not per_run:
+        r, e = [], []
+        for v in names:
+            x = np.asarray(posterior[v], dtype=float)
+            x = x.reshape(x.shape[0], x.shape[1], -1)
+            keep = np.std(x, axis=(0, 1)) > 0
+            r += list(rhat(x[:, :, keep]))
+            e += list(ess_bulk(x[:, :, keep]))
+        return {"r_hat_max": float(max(r)) if r else float("nan"), "ess_min": float(min(e)) if e else float("nan"),
+                "divergences": int(divergences)}  # fmt: skip
+    n_runs = max((np.shape(posterior[v])[-1] for v in names), default=0)
+    out = []
+    for j in range(n_runs):
+        r, e = [], []
+        for v in names:
+            x = np.asarray(posterior[v], dtype=float)[..., j : j + 1]
+            if np.std(x) > 0:
+                r.append(float(rhat(x)[0]))
+                e.append(float(ess_bulk(x)[0]))
+        out.append({"r_hat_max": max(r) if r else float("nan"), "ess_min": min(e) if e else float("nan"),
+                    "divergences": int(divergences)})  # fmt: skip
+    return out

@@ -58,6 +58,9 @@ CONFIGS = {
     "d300t300": (dict(draws=300, tune=300), None),
     "d300t200": (dict(draws=300, tune=200), None),
     "d200t200": (dict(draws=200, tune=200), None),
+    "d600t300": (dict(draws=600, tune=300), None),
+    "c4d250t300": (dict(draws=250, tune=300, chains=4), None),
+    "c4d150t200": (dict(draws=150, tune=200, chains=4), None),
     "d300t200_j0": (dict(draws=300, tune=200), 0.0),
     "d300t200_j01": (dict(draws=300, tune=200), 0.1),
 }
@@ -229,7 +232,14 @@ def compare(kind: str, names) -> list[dict]:
         common = d.index.intersection(ref.index)
         a, b = d.loc[common].reset_index(), ref.loc[common].reset_index()
         fields, _ = CONFIGS[name]
-        r = {"kind": kind, "config": name, "draws": fields["draws"], "tune": fields["tune"], "cases": len(common)}
+        r = {
+            "kind": kind,
+            "config": name,
+            "draws": fields["draws"],
+            "tune": fields["tune"],
+            "chains": fields.get("chains", 2),
+            "cases": len(common),
+        }
         for col in ("ncrps", "cover80", "cover50", "cover90", "nwidth80"):
             r[f"{col}"] = float(a[col].mean())
             r[f"{col}_ledger"] = float(b[col].mean())
@@ -265,14 +275,14 @@ def report() -> None:
           "'ledger' is the committed benchmark ledger on the same cases. MC error: the median (90th percentile) "
           "over cases of the quantile's Monte-Carlo standard error divided by the forecast's 90% width "
           "`final_q95 - final_q05`.", ""]  # fmt: skip
-    head = ("| config | draws / tune | cases | nCRPS (ledger) | change | cov80 (ledger) | change (points) | "
+    head = ("| config | chains x draws / tune | cases | nCRPS (ledger) | change | cov80 (ledger) | change (points) | "
             "MC error q05 | q50 | q95 | stop q50 | ESS final bulk / tail | gradient evals | s per fit (CPU) | "
             "r_hat > 1.01 | divergent |")  # fmt: skip
     for kind in sorted({r["kind"] for r in allrows}):
         md += [f"## {kind}", "", head, "|" + "---|" * 16]
         for r in (r for r in allrows if r["kind"] == kind):
             cells = [
-                r["config"], f"{r['draws']} / {r['tune']}", str(r["cases"]),
+                r["config"], f"{r.get('chains', 2)} x {r['draws']} / {r['tune']}", str(r["cases"]),
                 f"{r['ncrps']:.4f} ({r['ncrps_ledger']:.4f}) [{r['ncrps_w']:.4f} ({r['ncrps_ledger_w']:.4f})]",
                 f"{r['ncrps_rel_change']:+.1%} [{r['ncrps_w_rel_change']:+.1%}]",
                 f"{r['cover80']:.3f} ({r['cover80_ledger']:.3f}) [{r['cover80_w']:.3f} ({r['cover80_ledger_w']:.3f})]",

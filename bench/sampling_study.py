@@ -59,6 +59,8 @@ CONFIGS = {
     "d300t200": (dict(draws=300, tune=200), None),
     "d200t200": (dict(draws=200, tune=200), None),
     "d600t300": (dict(draws=600, tune=300), None),
+    "d1000t300": (dict(draws=1000, tune=300), None),
+    "d800t300": (dict(draws=800, tune=300), None),
     "c4d250t300": (dict(draws=250, tune=300, chains=4), None),
     "c4d150t200": (dict(draws=150, tune=200, chains=4), None),
     "d300t200_j0": (dict(draws=300, tune=200), 0.0),

@@ -167,12 +167,18 @@ def expand_groups(base: dict[str, Any], groups: list[SweepGroup], factory) -> li
         keys = list(grp.grid)
         combos = list(itertools.product(*(grp.grid[k] for k in keys))) or [()]
         zkeys = list(grp.zip)
-        zrows = list(zip(*(grp.zip[k] for k in zkeys))) if zkeys else [()]
+        zrows = list(zip(*(grp.zip[k] for k in zkeys), strict=True)) if zkeys else [()]
         k = 0
         for combo in combos:
             for zrow in zrows:
                 for seed in grp.seeds:
-                    params = {**base, **grp.base, **dict(zip(keys, combo)), **dict(zip(zkeys, zrow)), "seed": seed}
+                    params = {
+                        **base,
+                        **grp.base,
+                        **dict(zip(keys, combo, strict=True)),
+                        **dict(zip(zkeys, zrow, strict=True)),
+                        "seed": seed,
+                    }
                     out.append(
                         (f"{grp.name}-{k:03d}-s{seed}", factory(**params), {"sweep": grp.name, "cell": k, **grp.labels})
                     )

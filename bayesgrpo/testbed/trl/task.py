@@ -10,7 +10,9 @@ forward pass: the softmax mass on its allowed set (:meth:`AnswerSetTask.pass_rat
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,14 +25,15 @@ __all__ = ["AnswerSetTask", "require_trl"]
 PROMPT_PREFIX, ANSWER_PREFIX = "q", "a"
 
 
+def _available(mod: str) -> bool:
+    if mod in sys.modules:  # imported already (None: blocked)
+        return sys.modules[mod] is not None
+    return importlib.util.find_spec(mod) is not None
+
+
 def require_trl() -> None:
     """Fail with one line when torch / transformers / trl (the ``[trl]`` extra) are missing."""
-    missing = []
-    for mod in ("torch", "transformers", "trl", "datasets", "tokenizers"):
-        try:
-            __import__(mod)
-        except ImportError:
-            missing.append(mod)
+    missing = [m for m in ("torch", "transformers", "trl", "datasets", "tokenizers") if not _available(m)]
     if missing:
         raise OptionError(
             f"the TRL testbed needs {', '.join(missing)}: install the optional extra with pip install 'bayesgrpo[trl]'"

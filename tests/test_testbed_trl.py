@@ -167,6 +167,7 @@ def test_shipped_sweep_data_complete_small_and_readable():
         assert sorted(p.name for p in folder.iterdir()) == sorted(RUN_FILES), rid
         assert json.loads((folder / "run.json").read_text())["digest"] == cfg.digest(), f"{rid}: stale run folder"
     rs = read_runs(DATA / "runs" / "lr-000-s0" / "trainer_state.json.gz")
+    assert rs.run_ids == ["lr-000-s0"]  # a gzipped trainer_state.json is named by its folder too
     assert len(rs.data) == 400 and {"reward", "reward_std", "frac_reward_zero_std", "kl", "entropy"} <= set(rs.data)
     prompts = pd.read_csv(DATA / "prompts.csv.gz")
     assert len(prompts) == 64 and sorted(prompts["n_allowed"].unique()) == [1, 2, 4, 8]

@@ -150,7 +150,12 @@ def _pass_rates(rec, cfg: TRLRunConfig) -> pd.DataFrame:
 
 
 def metadata(run_id: str, cfg: TRLRunConfig, task: AnswerSetTask, *, n_params: int, seconds: float) -> dict:
-    """The run's metadata row (schema names first: ``group_size``, ``learning_rate``, ``beta1``, ...)."""
+    """The run's metadata row (schema names first: ``group_size``, ``learning_rate``, ``beta1``, ...).
+
+    ``batch_size`` counts completions per optimizer step (TRL's ``per_device_train_batch_size``), as the
+    metadata :class:`~bayesgrpo.integrations.trl.BayesGRPOCallback` reads from a live run; the groups
+    per step are ``prompts_per_step``.
+    """
     return {
         "run_id": run_id,
         "model": f"llama-h{cfg.hidden}-l{cfg.layers}",
@@ -161,7 +166,8 @@ def metadata(run_id: str, cfg: TRLRunConfig, task: AnswerSetTask, *, n_params: i
         "learning_rate": cfg.learning_rate,
         "beta1": cfg.adam_beta1,
         "refresh_interval": cfg.refresh_interval,
-        "batch_size": cfg.prompts_per_step,
+        "batch_size": cfg.prompts_per_step * cfg.num_generations,  # completions per step, as BayesGRPOCallback
+        "prompts_per_step": cfg.prompts_per_step,
         "max_steps": cfg.max_steps,
         "dataset": f"answer-set-P{cfg.n_prompts}xV{cfg.n_answers}-seed{cfg.task_seed}",
         "algorithm": "dr_grpo" if cfg.scale_rewards == "none" else "grpo",

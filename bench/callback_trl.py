@@ -219,7 +219,7 @@ def main(argv=None):
         f"trl {trl.__version__}); the machine is shared with other jobs (wall times are indicative).",
         "",
         f"Stop rule: `{a.stop}`. Model kind `{a.model}`, live sampler {LIVE_SAMPLER}, one worker compiled once "
-        f"({compile_s:.0f} s). " + __doc__.split("\n\n")[1].replace("\n", " "),
+        f"({compile_s:.0f} s). " + __doc__.split("\n\n")[2].replace("\n", " "),
         "",
         "## Per run",
         "",

@@ -86,14 +86,20 @@ def runset(meta: bool):
     return RunSet.from_frames(data, rs.meta.reset_index())
 
 
-def run_config(name: str, sampler: SamplerConfig) -> None:
-    cfg = CONFIGS[name]
-    rs = runset(cfg["meta"])
+def _progress(name: str, every: int = 20):
     t0 = time.time()
 
     def progress(done, total, msg):
-        if done % 20 == 0 or done == total:
+        if done % every == 0 or done == total:
             print(f"[{time.time() - t0:6.0f}s] {name}: {done}/{total} {msg}", flush=True)
+
+    return progress
+
+
+def run_config(name: str, sampler: SamplerConfig) -> None:
+    cfg = CONFIGS[name]
+    rs = runset(cfg["meta"])
+    progress = _progress(name)
 
     backtest(
         rs,
@@ -110,11 +116,7 @@ def run_config(name: str, sampler: SamplerConfig) -> None:
 
 def run_peers() -> None:
     rs = runset(True)
-    t0 = time.time()
-
-    def progress(done, total, msg):
-        if done % 25 == 0 or done == total:
-            print(f"[{time.time() - t0:6.0f}s] peers: {done}/{total} {msg}", flush=True)
+    progress = _progress("peers", every=25)
 
     backtest(
         rs,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bayesgrpo.testbed.config import SweepGroup, expand_groups
+from bayesgrpo.testbed.config import SweepConfig, expand_groups
 
 __all__ = ["TRLRunConfig", "TRLSweepConfig", "load_trl_sweep"]
 
@@ -104,14 +104,8 @@ class TRLRunConfig(BaseModel):
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<unk>", "<bos>")
 
 
-class TRLSweepConfig(BaseModel):
+class TRLSweepConfig(SweepConfig):
     """A sweep of TRL runs: shared ``base`` settings plus groups (see ``models/trl_sweep.json``)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    description: str = ""
-    base: dict[str, Any] = Field(default_factory=dict)
-    groups: list[SweepGroup]
 
     def expand(self) -> list[tuple[str, TRLRunConfig, dict[str, Any]]]:
         """All runs as ``(run_id, config, labels)``; configs validated here."""

@@ -10,7 +10,9 @@ A run folder holds
   ``exp_frac_zero_std`` = mean_q [p_q^G + (1-p_q)^G] and ``exp_within_var`` = mean_q p_q (1-p_q);
 * ``pass_rates.csv.gz`` -- every prompt's exact pass rate at the checkpoints (every
   ``checkpoint_every`` steps and the last);
-* ``run.json`` -- the configuration, its digest, the metadata row and the wall time.
+* ``run.json`` -- the configuration, its digest, the metadata row and the wall time;
+* ``README.md`` -- TRL's own model card (``trainer.create_model_card()``, as TRL writes it at every
+  checkpoint save); its ``- TRL: x.y.z`` line tells a reader what this TRL's ``reward_std`` measures.
 
 The folder is written under a temporary name and renamed when complete, so a folder that exists
 is a finished run (the sweep resumes by skipping them).
@@ -35,11 +37,11 @@ import pandas as pd
 from bayesgrpo.testbed.trl.config import TRLRunConfig
 from bayesgrpo.testbed.trl.task import AnswerSetTask, require_trl
 
-__all__ = ["run_trl", "train", "grpo_config", "metadata", "RUN_FILES"]
+__all__ = ["run_trl", "train", "build_trainer", "grpo_config", "metadata", "write_model_card", "RUN_FILES"]
 
 log = logging.getLogger("bayesgrpo")
 
-RUN_FILES = ("trainer_state.json.gz", "latent.csv.gz", "pass_rates.csv.gz", "run.json")
+RUN_FILES = ("trainer_state.json.gz", "latent.csv.gz", "pass_rates.csv.gz", "run.json", "README.md")
 _GZ = {"method": "gzip", "mtime": 0}
 
 
@@ -91,8 +93,8 @@ def grpo_config(cfg: TRLRunConfig, output_dir: Path):
     )  # fmt: skip
 
 
-def train(cfg: TRLRunConfig, workdir: Path, *, callbacks=()):
-    """Build and train the GRPOTrainer of ``cfg`` in ``workdir``; return ``(trainer, recorder, task)``.
+def build_trainer(cfg: TRLRunConfig, workdir: Path, *, callbacks=()):
+    """The GRPOTrainer of ``cfg`` in ``workdir`` (not trained yet); return ``(trainer, recorder, task)``.
 
     Deterministic: torch on one thread with deterministic algorithms, the initial weights from
     ``task_seed``, the GRPO run from ``seed``; bf16 and gradient checkpointing (TRL's defaults) off;
@@ -118,10 +120,24 @@ def train(cfg: TRLRunConfig, workdir: Path, *, callbacks=()):
     with warnings.catch_warnings():  # transformers 5 renamed gradient_checkpointing; TRL still sets the old name
         warnings.simplefilter("ignore", FutureWarning)
         args = grpo_config(cfg, Path(workdir) / "out")
-        trainer = GRPOTrainer(model=model, reward_funcs=[task.reward_function()], args=args, train_dataset=ds,
-                              processing_class=tok, callbacks=[rec, *callbacks])  # fmt: skip
-        for cb in (PrinterCallback, ProgressCallback):
-            trainer.remove_callback(cb)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=[task.reward_function()],
+            args=args,
+            train_dataset=ds,
+            processing_class=tok,
+            callbacks=[rec, *callbacks],
+        )
+    for cb in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(cb)
+    return trainer, rec, task
+
+
+def train(cfg: TRLRunConfig, workdir: Path, *, callbacks=()):
+    """Build (:func:`build_trainer`) and train the GRPOTrainer of ``cfg``; return ``(trainer, recorder, task)``."""
+    trainer, rec, task = build_trainer(cfg, workdir, callbacks=callbacks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
         trainer.train()
     return trainer, rec, task
 
@@ -199,6 +215,12 @@ def metadata(run_id: str, cfg: TRLRunConfig, task: AnswerSetTask, *, n_params: i
     }
 
 
+def write_model_card(trainer, path: Path) -> None:
+    """TRL's model card of ``trainer`` (written to its output_dir by TRL, then copied to ``path``)."""
+    trainer.create_model_card()
+    shutil.copyfile(Path(trainer.args.output_dir) / "README.md", path)
+
+
 def run_trl(run_id: str, cfg: TRLRunConfig, out_dir: str | Path, *, labels: dict | None = None) -> dict:
     """Train ``cfg`` and write the run folder ``out_dir/run_id`` (atomically); return its metadata row."""
     require_trl()
@@ -228,6 +250,7 @@ def run_trl(run_id: str, cfg: TRLRunConfig, out_dir: str | Path, *, labels: dict
                          "python": platform.python_version()},
         }  # fmt: skip
         (stage / RUN_FILES[3]).write_text(json.dumps(info, indent=1, default=str))
+        write_model_card(trainer, stage / RUN_FILES[4])
         final = out_dir / run_id
         if final.exists():
             shutil.rmtree(final)

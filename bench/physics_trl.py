@@ -87,6 +87,11 @@ class Data:
             out[s[ok]] = lg[col].to_numpy()[ok]
         return out
 
+    def spread(self, rid) -> np.ndarray:
+        """TRL's logged ``reward_std`` (``bayesgrpo.io`` names it ``reward_std_batch`` when it is a batch s.d.)."""
+        lg = self.logged[rid]
+        return self.aligned(rid, "reward_std_batch" if "reward_std_batch" in lg else "reward_std")
+
     def long(self, ids, sweep_name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The numpy testbed analysis' layout (long table, meta by run_id with ``sweep``) for reuse."""
         rows = []
@@ -98,7 +103,7 @@ class Data:
                         "reward_current": self.R(r),
                         "reward": self.aligned(r, "reward"),
                         "frac_reward_zero_std": self.aligned(r, "frac_reward_zero_std"),
-                        "reward_std": self.aligned(r, "reward_std"),
+                        "reward_std": self.spread(r),
                     }
                 )
             )
@@ -742,7 +747,7 @@ def spread_analysis(D: Data, R: dict, md: list) -> dict:
     chk = []
     for r in k1:
         G = int(D.meta.loc[r, "group_size"])
-        rs_ = D.aligned(r, "reward_std")
+        rs_ = D.spread(r)
         for s, g in TD.pass_rates(r).groupby("step"):
             if s >= len(rs_) - 1 or s % 20:
                 continue

@@ -8,7 +8,7 @@ Protocol
 --------
 The protocol of ``bench/forecast_benchmark.py`` (cutoffs 0.1/0.2/0.3/0.5 of each run's step span, the
 final reward = mean logged reward over the last 10% of the run, errors and CRPS divided by the run's
-robust reward range) on the runs of ``data/trl-testbed``, read from their ``trainer_state.json.gz`` by the
+robust reward range) on the runs of ``data/trl-testbed`` (seed 0 of every cell: one run per setting), read from their ``trainer_state.json.gz`` by the
 package's own TRL reader. The TRL testbed is one source: its forecasts use the package's shipped
 population prior and calibration layer, which were fitted on the development sources and the numpy
 testbed and never saw a TRL-testbed run, so every number here is leave-this-source-out; the numbers of
@@ -69,9 +69,15 @@ SETTING = {  # sweep group -> the setting it varies (for the per-setting table)
 }
 
 
+def selected() -> list[str]:
+    """The benchmark's runs: seed 0 of every cell of the sweep (one run per setting; CPU time)."""
+    m = TD.load_meta()
+    return [r for r in TD.available() if m.loc[r, "seed"] == 0]
+
+
 def runset(meta: bool):
-    """Every TRL run with the exact expected reward of its sampling policy as ``reward_expected``."""
-    rs = TD.load_runset(with_physics_meta=meta)
+    """The selected TRL runs with the exact expected reward of their sampling policy as ``reward_expected``."""
+    rs = TD.load_runset(selected(), with_physics_meta=meta)
     data = rs.data.copy()
     exp = []
     for rid, g in data.groupby("run_id", sort=False):
@@ -189,7 +195,7 @@ def report() -> None:
     meta = TD.load_meta()
     parts = [load_cases("peers")] + [load_cases(n) for n in CONFIGS]
     cases = pd.concat([p for p in parts if len(p)], ignore_index=True)
-    cases = cases[cases["cutoff"].round(6).isin(CUTOFFS)]
+    cases = cases[cases["cutoff"].round(6).isin(CUTOFFS) & cases["run_id"].isin(selected())]
     n_runs_all = cases["run_id"].nunique()
     okc = cases[cases["ok"].astype(bool)]
     key = okc.groupby(["run_id", "cutoff"])["method"].nunique()
@@ -205,7 +211,8 @@ def report() -> None:
         "",
         "**Protocol.** " + __doc__.split("Protocol\n--------\n")[1].split("\n\n")[0].replace("\n", " "),
         "",
-        f"**Runs.** {n_runs_all} runs of `data/trl-testbed`, {len(full)} run x cutoff cases scored by every method "
+        f"**Runs.** {n_runs_all} runs of `data/trl-testbed` (seed 0 of every cell of the sweep), {len(full)} run x "
+        "cutoff cases scored by every method "
         f"({len(cases.groupby(['run_id', 'cutoff'])) - len(full)} cases dropped where some method could not forecast: "
         "runs with a refresh interval of 32-128 log a reward only once per generation, 4-13 points in 400 steps).",
         "",

@@ -10,10 +10,11 @@ The protocol of ``bench/forecast_benchmark.py`` (cutoffs 0.1/0.2/0.3/0.5 of each
 final reward = mean logged reward over the last 10% of the run, errors and CRPS divided by the run's
 robust reward range) on the runs of ``data/trl-testbed`` (seed 0 of every cell: one run per setting),
 read from their ``trainer_state.json.gz`` by the package's own TRL reader. The TRL testbed is one
-source: its forecasts use the package's shipped population prior and calibration layer, which were fitted on the development sources and the numpy
-testbed and never saw a TRL-testbed run, so every number here is leave-this-source-out; the numbers of
-the other sources (``bench/results/forecast.md``) are untouched. The noise-free expected reward of the
-sampling policy (exact, from the pass rates) gives the true stop step (``reward_expected``).
+source: its forecasts use the package's shipped population prior and calibration layer, which were
+fitted on the development sources and the numpy testbed and never saw a TRL-testbed run, so every number
+here is leave-this-source-out; the numbers of the other sources (``bench/results/forecast.md``) are
+untouched. The noise-free expected reward of the sampling policy (exact, from the pass rates) gives the
+true stop step (``reward_expected``).
 Metadata ablation: the same cases forecast with the run's physics settings in the metadata
 (``beta1`` -> the momentum prior, ``refresh_interval`` -> the lag pattern, ``group_size``,
 ``learning_rate``, ``params_b``, ``batch_size``) and without them.

@@ -567,7 +567,8 @@ def _kl_reward_noise(runs, meta):
     return float(np.mean([np.diff(series(runs, rid)[400:]).std() for rid in ids]))
 
 
-def _g_bandit(runs, meta, sweep):
+def _g_bandit(runs, meta, sweep, start=400):
+    """Plateau statistics (from step ``start``) of a G sweep; ``bench/physics_trl.py`` reuses it."""
     m = meta.loc[meta["sweep"] == sweep]
     rows = []
     segs = {}
@@ -575,9 +576,9 @@ def _g_bandit(runs, meta, sweep):
         G = int(row["group_size"])
         y = series(runs, rid)
         e = fit_exponential(y)
-        z = _plateau_process(y, 400)
+        z = _plateau_process(y, start)
         phi, iv = _ar1(z)
-        yb = series(runs, rid, "reward")[400:]
+        yb = series(runs, rid, "reward")[start:]
         lowf = z[: len(z) // 25 * 25].reshape(-1, 25).mean(axis=1)
         rows.append(
             {
@@ -590,8 +591,8 @@ def _g_bandit(runs, meta, sweep):
                 "phi": phi,
                 "lowfreq_var": float(lowf.var()),
                 "batch_var": float(yb.var()),
-                "zero_std": float(series(runs, rid, "frac_reward_zero_std")[400:].mean()),
-                "reward_std": float(series(runs, rid, "reward_std")[400:].mean()),
+                "zero_std": float(series(runs, rid, "frac_reward_zero_std")[start:].mean()),
+                "reward_std": float(series(runs, rid, "reward_std")[start:].mean()),
             }
         )
         segs[(G, int(row["seed"]))] = z

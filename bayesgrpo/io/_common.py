@@ -322,6 +322,8 @@ def default_run_id(path: Path) -> str:
     name = path.name
     if "tfevents" in name:
         return path.parent.name or name
+    if name.lower().endswith(".gz"):  # trainer_state.json.gz is named like trainer_state.json
+        name = name[:-3]
     for suf in _SUFFIXES:
         if name.lower().endswith(suf):
             name = name[: -len(suf)]

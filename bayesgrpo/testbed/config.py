@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["TrainerConfig", "SweepGroup", "SweepConfig", "load_sweep_config"]
+__all__ = ["TrainerConfig", "SweepGroup", "SweepConfig", "expand_groups", "load_sweep_config"]
 
 
 class TrainerConfig(BaseModel):
@@ -149,31 +149,41 @@ class SweepConfig(BaseModel):
 
     def expand(self) -> list[tuple[str, TrainerConfig, dict[str, Any]]]:
         """All runs as ``(run_id, config, labels)``; configs validated here."""
-        out = []
-        seen = set()
-        for grp in self.groups:
-            if grp.name in seen:
-                raise ValueError(f"sweep group name {grp.name!r} used twice")
-            seen.add(grp.name)
-            keys = list(grp.grid)
-            combos = list(itertools.product(*(grp.grid[k] for k in keys))) or [()]
-            zkeys = list(grp.zip)
-            zrows = list(zip(*(grp.zip[k] for k in zkeys))) if zkeys else [()]
-            k = 0
-            for combo in combos:
-                for zrow in zrows:
-                    for seed in grp.seeds:
-                        params = {
-                            **self.base,
-                            **grp.base,
-                            **dict(zip(keys, combo)),
-                            **dict(zip(zkeys, zrow)),
-                            "seed": seed,
-                        }
-                        cfg = TrainerConfig(**params)
-                        out.append((f"{grp.name}-{k:03d}-s{seed}", cfg, {"sweep": grp.name, "cell": k, **grp.labels}))
-                    k += 1
-        return out
+        return expand_groups(self.base, self.groups, TrainerConfig)
+
+
+def expand_groups(base: dict[str, Any], groups: list[SweepGroup], factory) -> list[tuple[str, Any, dict[str, Any]]]:
+    """Expand sweep groups into ``(run_id, factory(**params), labels)``, run ids ``<group>-<cell>-s<seed>``.
+
+    Parameters of a run: the sweep ``base``, the group's ``base``, one cartesian ``grid`` cell, one
+    ``zip`` row and the seed, later ones overriding earlier ones. Shared by every testbed sweep.
+    """
+    out = []
+    seen = set()
+    for grp in groups:
+        if grp.name in seen:
+            raise ValueError(f"sweep group name {grp.name!r} used twice")
+        seen.add(grp.name)
+        keys = list(grp.grid)
+        combos = list(itertools.product(*(grp.grid[k] for k in keys))) or [()]
+        zkeys = list(grp.zip)
+        zrows = list(zip(*(grp.zip[k] for k in zkeys), strict=True)) if zkeys else [()]
+        k = 0
+        for combo in combos:
+            for zrow in zrows:
+                for seed in grp.seeds:
+                    params = {
+                        **base,
+                        **grp.base,
+                        **dict(zip(keys, combo, strict=True)),
+                        **dict(zip(zkeys, zrow, strict=True)),
+                        "seed": seed,
+                    }
+                    out.append(
+                        (f"{grp.name}-{k:03d}-s{seed}", factory(**params), {"sweep": grp.name, "cell": k, **grp.labels})
+                    )
+                k += 1
+    return out
 
 
 def load_sweep_config(path: str | Path) -> SweepConfig:

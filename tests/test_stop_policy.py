@@ -100,3 +100,143 @@ def test_calibration_round_trips_and_rejects_bad_shapes(tmp_path):
         fit_decision_calibration(p, y, fraction=0.5, method="nope")
     with pytest.raises(ValueError, match="no finite case"):
         fit_decision_calibration([np.nan], [1.0], fraction=0.5)
+
+
+# ----------------------------------------------------------------------------- the policy
+def _policy(**kw):
+    from bayesgrpo.decisions.stop import StopPolicy
+
+    return StopPolicy(**{"threshold": 0.3, "patience": 2, "min_fraction": 0.1, **kw})
+
+
+def test_policy_answers_and_patience():
+    pol = _policy()
+    assert pol.advice(0.2, fraction=0.5) == "stop"
+    assert pol.advice(0.3, fraction=0.5) == "continue"  # strictly below the threshold
+    assert pol.advice(0.2, fraction=0.05) == "too early"
+    assert pol.advice(float("nan"), fraction=0.5) == "too early"
+    mon = pol.monitor()
+    seq = [(0.2, 0.05), (0.2, 0.15), (0.5, 0.2), (0.1, 0.25), (0.1, 0.3), (0.9, 0.35)]
+    answers, fired_at = [], None
+    for k, (p, f) in enumerate(seq):
+        answers.append(mon.update(p, fraction=f))
+        if mon.fired and fired_at is None:
+            fired_at = k
+    assert answers == ["too early", "stop", "continue", "stop", "stop", "continue"]
+    assert fired_at == 4 and mon.fired  # two consecutive stops (the continue in between reset the count)
+    m2 = pol.monitor()
+    m2.restore(mon.state())
+    assert m2.fired and m2.count == 0
+
+
+def test_policy_refuses_a_risk_no_threshold_met(monkeypatch):
+    import bayesgrpo.decisions.stop as S
+
+    ship = {"patience": 2, "min_fraction": 0.1, "delta": 0.05, "delta_bad": 0.1,
+            "thresholds": {"1": [[0.05, float("nan")], [0.1, 0.2], [0.2, 0.4]], "2": [[0.05, 0.1], [0.1, 0.3]]}}  # fmt: skip
+    monkeypatch.setattr(S, "shipped_policy", lambda kind="oscillator": ship)
+    assert S.StopPolicy(risk=0.1).threshold == pytest.approx(0.3) and S.StopPolicy(risk=0.1).patience == 2
+    assert S.StopPolicy(risk=0.15, patience=1).threshold == pytest.approx(0.3)  # interpolated between risks
+    with pytest.raises(ValueError, match="below every measured operating point"):
+        S.StopPolicy(risk=0.05, patience=1)
+    with pytest.raises(ValueError, match="measured for delta=0.05"):
+        S.StopPolicy(delta=0.1)
+    with pytest.raises(ValueError, match="no shipped threshold for patience 3"):
+        S.StopPolicy(patience=3)
+
+
+def test_add_advice_is_one_column_and_never_changes_the_input():
+    import pandas as pd
+
+    from bayesgrpo.decisions.stop import add_advice
+
+    t = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "p_gain": [0.1, 0.8, 0.1, np.nan],
+                      "status": ["ok", "ok", "error", "ok"]})  # fmt: skip
+    before = t.copy()
+    out = add_advice(t, _policy(), fraction={"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5})
+    assert list(out["advice"]) == ["stop", "continue", "too early", "too early"]
+    pd.testing.assert_frame_equal(t, before)
+    assert list(add_advice(t, _policy(), fraction=0.05)["advice"]) == ["too early"] * 4
+
+
+def _dec(seed=0, n_runs=40):
+    """Decision cases of runs with a known outcome per checkpoint (synthetic, 10 checkpoints)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n_runs):
+        for m in ("a", "b"):
+            for c in np.round(np.arange(0.1, 1.0, 0.1), 2):
+                if rng.uniform() < 0.1:
+                    continue  # a checkpoint the method could not forecast
+                gain = rng.uniform(-0.05, 0.3) * (1 - c)
+                rows.append(dict(run_id=f"r{i}", source=f"s{i % 5}", method=m, cutoff=c, observed_until=int(c * 100),
+                                 s0=0, horizon=100, fraction=c, gain=gain, p_gain=float(np.clip(gain * 4 + rng.normal(0, 0.2), 0, 1))))  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("patience", [1, 2, 3])
+def test_operating_curve_equals_the_sequential_backtest(patience):
+    """The vectorised operating curve gives exactly the numbers of running the policy object through
+    every run's checkpoints."""
+    from bayesgrpo.evaluation.stop_rule import operating_curve, policy_backtest, summarize_stops
+
+    dec = _dec()
+    for t in (0.05, 0.3, 0.6):
+        pol = _policy(threshold=t, patience=patience, min_fraction=0.2)
+        ref = policy_backtest(dec, pol, oracle=False)
+        curve = operating_curve(dec, [t], patience=patience, min_fraction=0.2)
+        for weighted in (False, True):
+            a = summarize_stops(ref, weighted=weighted).set_index("method")
+            b = curve[curve["weighting"] == ("source-weighted" if weighted else "per run")].set_index("method")
+            for col in ("stopped", "steps_saved", "bad_stops", "reward_lost"):
+                np.testing.assert_allclose(a[col], b.loc[a.index, col], atol=1e-12, err_msg=f"{col} t={t}")
+
+
+def test_policy_backtest_scores_the_stop_and_the_oracle():
+    import pandas as pd
+
+    from bayesgrpo.evaluation.stop_rule import policy_backtest
+
+    # a run whose gain ends at 0.3: stopping at 0.2 (p low twice) loses 0.25 of the range: a bad stop
+    rows = [dict(run_id="r", source="s", method="m", cutoff=c, observed_until=int(c * 100), s0=0, horizon=100,
+                 fraction=c, gain=g, p_gain=p)
+            for c, g, p in ((0.1, 0.4, 0.1), (0.2, 0.25, 0.1), (0.3, 0.08, 0.9), (0.4, 0.02, 0.9))]  # fmt: skip
+    stops = policy_backtest(pd.DataFrame(rows), _policy(patience=2, min_fraction=0.0)).set_index("method")
+    assert stops.loc["m", "stop_cutoff"] == 0.2 and stops.loc["m", "steps_saved"] == pytest.approx(0.8)
+    assert stops.loc["m", "reward_lost"] == pytest.approx(0.25) and stops.loc["m", "bad_stop"]
+    # the oracle stops where the true remaining gain first falls below delta (0.05) of the range
+    assert stops.loc["oracle", "stop_cutoff"] == 0.4 and not stops.loc["oracle", "bad_stop"]
+
+
+def test_risk_thresholds_take_the_largest_threshold_that_met_the_risk():
+    import pandas as pd
+
+    from bayesgrpo.evaluation.stop_rule import risk_thresholds
+
+    t = [0.05, 0.1, 0.2, 0.3, 0.4]
+    curve = pd.DataFrame({"method": "m", "threshold": t * 2, "runs": 100,
+                          "weighting": ["per run"] * 5 + ["source-weighted"] * 5,
+                          "stopped": [0.02, 0.1, 0.2, 0.3, 0.4] * 2,
+                          "bad_stops": [0.5, 0.0, 0.08, 0.12, 0.09, 0.5, 0.0, 0.05, 0.2, 0.3]})  # fmt: skip
+    # 0.05 has 2 stops (one bad): too few to judge; 0.4 met 0.1 per run but 0.3 before it did not
+    assert risk_thresholds(curve, [0.05, 0.1, 0.25], method="m") == [(0.05, 0.1), (0.1, 0.2), (0.25, 0.3)]
+    assert risk_thresholds(curve, [0.05], method="m", min_stops=1) == [(0.05, float("nan"))] or np.isnan(
+        risk_thresholds(curve, [0.05], method="m", min_stops=1)[0][1]
+    )
+    none = risk_thresholds(curve.assign(bad_stops=0.5), [0.1], method="m")
+    assert np.isnan(none[0][1])
+
+
+def test_reliability_and_scores():
+    from bayesgrpo.evaluation.stop_rule import prob_scores, reliability
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(size=20_000)
+    y = (rng.uniform(size=p.size) < p).astype(float)
+    t = reliability(p, y)
+    assert len(t) == 10 and t["gap"].abs().max() < 0.03 and t["n"].sum() == p.size
+    s = prob_scores(p, y)
+    assert s["brier"] == pytest.approx(1 / 6, abs=0.01)  # E[p(1 - p)] for p ~ U(0, 1)
+    assert prob_scores(np.full(4, 0.5), np.array([0, 1, 0, 1.0]))["log"] == pytest.approx(np.log(2))

@@ -266,6 +266,8 @@ def fit_decision_calibration(
     f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape).astype(float)
     if y.shape != p.shape:
         raise ValueError(f"p has {p.size} cases, outcome {y.size}")
+    if p.size == 0:
+        raise ValueError("no finite case to fit a decision calibration to")
     if weights is not None:
         w = np.asarray(weights, dtype=float)
     elif source is not None:

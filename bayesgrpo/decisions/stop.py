@@ -1,0 +1,188 @@
+"""The stop policy: stop / continue / too early, with a measured error rate (issue 18).
+
+One policy object drives every front end (``forecast``'s ``advice`` column, ``budget`` over many runs,
+``backtest``'s operating characteristic, ``BayesGRPOCallback(stop=...)``, ``watch --stop``):
+
+* at each forecast the condition is ``p_gain < threshold`` (``p_gain`` = P(final reward >= current level
+  + delta x scale), recalibrated: :mod:`bayesgrpo.forecast.decision`), checked only once ``min_fraction``
+  of the run is observed (before that: ``too early``; so is a forecast without a probability);
+* the policy **stops** when the condition has held at ``patience`` consecutive forecasts
+  (:class:`StopMonitor`; a single forecast -- the forecast table -- is judged with the thresholds
+  measured for patience 1);
+* ``risk`` is the share of stops allowed to be **bad**: to lose more than ``delta_bad`` of the run's
+  reward range (final reward minus the current level at the stop). The threshold for a risk and a
+  patience is not chosen by hope: it is the largest threshold whose stops were bad at most ``risk`` of
+  the time on a leave-one-source-out backtest at every 5% of every development run
+  (``bench/stop_study.py``), shipped with its provenance in ``bayesgrpo/resources/decision_<kind>.json``
+  (interpolated between the risks measured; a risk below the smallest is refused: no threshold met it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bayesgrpo.forecast.decision import DEFAULT_DELTA
+
+__all__ = ["StopPolicy", "StopMonitor", "add_advice", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD", "shipped_policy"]
+
+#: the three answers, in the order of the table's documentation
+ADVICE = ("stop", "continue", "too early")
+DEFAULT_RISK = 0.1
+DEFAULT_DELTA_BAD = 0.1
+
+
+@lru_cache(maxsize=8)
+def shipped_policy(kind: str = "oscillator") -> dict:
+    """The ``policy`` entry of the packaged ``decision_<kind>.json`` (thresholds per patience and risk,
+    ``min_fraction``, ``patience``, ``delta``, ``delta_bad``, provenance); ``{}`` when the kind ships none."""
+    from importlib.resources import files
+
+    res = files("bayesgrpo.resources").joinpath(f"decision_{kind}.json")
+    return json.loads(res.read_text()).get("policy", {}) if res.is_file() else {}
+
+
+class StopPolicy(BaseModel):
+    """Stop / continue / too early from the decision probability of each forecast (module docstring).
+
+    Parameters
+    ----------
+    risk : float
+        The largest share of stops allowed to lose more than ``delta_bad`` of the run's range.
+    delta : float
+        The gain worth continuing for, in units of the run's scale (``p_gain``'s delta).
+    delta_bad : float
+        A stop losing more than this share of the run's reward range is bad.
+    patience : int, optional
+        Consecutive forecasts the condition must hold for (default: the shipped one).
+    min_fraction : float, optional
+        Observed share of the run before which the answer is ``too early`` (default: the shipped one).
+    threshold : float, optional
+        Stop when ``p_gain`` is below it; default: the shipped threshold for ``risk`` and ``patience``.
+        An explicit threshold has no measured error rate.
+    kind : str
+        The model kind whose shipped thresholds apply.
+
+    Raises
+    ------
+    ValueError
+        No shipped threshold for the kind, or ``risk`` below every measured operating point.
+
+    Examples
+    --------
+    >>> policy = StopPolicy(risk=0.1, threshold=0.3, patience=2, min_fraction=0.1)
+    >>> policy.advice(0.2, fraction=0.5), policy.advice(0.6, fraction=0.5), policy.advice(0.2, fraction=0.05)
+    ('stop', 'continue', 'too early')
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0)
+    delta: float = Field(DEFAULT_DELTA, gt=0.0)
+    delta_bad: float = Field(DEFAULT_DELTA_BAD, gt=0.0)
+    patience: int | None = Field(None, ge=1)
+    min_fraction: float | None = Field(None, ge=0.0, lt=1.0)
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
+    kind: str = "oscillator"
+
+    @model_validator(mode="after")
+    def _resolve(self):
+        if self.threshold is not None and self.patience is not None and self.min_fraction is not None:
+            return self
+        ship = shipped_policy(self.kind)
+        if not ship:
+            raise ValueError(f"no stop thresholds ship for model kind {self.kind!r}; give threshold=, patience= "
+                             "and min_fraction= (their error rate is then unmeasured)")  # fmt: skip
+        upd = {}
+        if self.patience is None:
+            upd["patience"] = int(ship["patience"])
+        if self.min_fraction is None:
+            upd["min_fraction"] = float(ship["min_fraction"])
+        if self.threshold is None:
+            upd["threshold"] = self._shipped_threshold(ship, upd.get("patience", self.patience))
+        for k, v in upd.items():
+            object.__setattr__(self, k, v)
+        return self
+
+    def _shipped_threshold(self, ship: dict, patience: int) -> float:
+        for k in ("delta", "delta_bad"):
+            if not math.isclose(getattr(self, k), float(ship[k])):
+                raise ValueError(f"the shipped thresholds were measured for {k}={ship[k]:g}, not {getattr(self, k):g}; "
+                                 "give threshold= for another one (its error rate is then unmeasured)")  # fmt: skip
+        table = ship["thresholds"].get(str(patience))
+        if not table:
+            raise ValueError(f"no shipped threshold for patience {patience}; measured: {', '.join(ship['thresholds'])}")
+        risks = np.array([r for r, _ in table], dtype=float)
+        thr = np.array([t for _, t in table], dtype=float)
+        ok = np.isfinite(thr)
+        if not ok.any() or self.risk < risks[ok].min() - 1e-12:
+            lo = f"{risks[ok].min():g}" if ok.any() else "none"
+            raise ValueError(f"risk {self.risk:g} is below every measured operating point (smallest risk met: {lo}) "
+                             f"for patience {patience}")  # fmt: skip
+        return float(np.interp(self.risk, risks[ok], thr[ok]))
+
+    def advice(self, p_gain: float, *, fraction: float) -> str:
+        """The answer for one forecast: ``too early`` before ``min_fraction`` or without a probability,
+        ``stop`` when ``p_gain < threshold``, else ``continue``."""
+        if not (np.isfinite(p_gain) and np.isfinite(fraction)) or fraction < self.min_fraction:
+            return "too early"
+        return "stop" if p_gain < self.threshold else "continue"
+
+    def monitor(self) -> StopMonitor:
+        """A fresh :class:`StopMonitor` (the patience counter of one run)."""
+        return StopMonitor(self)
+
+    def describe(self) -> str:
+        return (f"stop when P(final >= level + {self.delta:g} x scale) < {self.threshold:.3f} at {self.patience} "
+                f"consecutive forecast(s) after {self.min_fraction:.0%} of the run (risk {self.risk:g}: at most that "
+                f"share of stops lose more than {self.delta_bad:g} of the run's range)")  # fmt: skip
+
+
+class StopMonitor:
+    """The policy applied to one run's successive forecasts: counts consecutive ``stop`` answers.
+
+    ``update(p_gain, fraction=...)`` returns the answer of that forecast and sets :attr:`fired` once the
+    count reaches the policy's patience (it stays set). Any other answer resets the count.
+    """
+
+    def __init__(self, policy: StopPolicy):
+        self.policy = policy
+        self.count = 0
+        self.fired = False
+
+    def update(self, p_gain: float, *, fraction: float) -> str:
+        a = self.policy.advice(p_gain, fraction=fraction)
+        self.count = self.count + 1 if a == "stop" else 0
+        if self.count >= self.policy.patience:
+            self.fired = True
+        return a
+
+    def state(self) -> dict:
+        return {"count": self.count, "fired": self.fired}
+
+    def restore(self, state: dict) -> None:
+        self.count, self.fired = int(state.get("count", 0)), bool(state.get("fired", False))
+
+
+def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, fraction) -> pd.DataFrame:
+    """The forecast table with an ``advice`` column (a new frame; the input is not changed).
+
+    The one function every front end calls. ``p_gain`` must be a column (the forecast layer's, with the
+    policy's delta); ``fraction`` is the observed share of each run: a mapping run id -> fraction, or one
+    value per row. Rows whose ``status`` is not ``ok``, or without a fraction, get ``too early``.
+    """
+    policy = policy or StopPolicy()
+    out = table.copy()
+    if isinstance(fraction, dict):
+        f = [float(fraction.get(r, np.nan)) for r in out["run_id"]]
+    else:
+        f = list(np.broadcast_to(np.asarray(fraction, dtype=float), (len(out),)))
+    ok = out["status"].eq("ok").to_numpy() if "status" in out else np.ones(len(out), dtype=bool)
+    out["advice"] = [policy.advice(float(p), fraction=fr) if good else "too early"
+                     for p, fr, good in zip(out["p_gain"], f, ok, strict=True)]  # fmt: skip
+    return out

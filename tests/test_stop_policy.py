@@ -132,8 +132,8 @@ def test_policy_answers_and_patience():
 def test_policy_refuses_a_risk_no_threshold_met(monkeypatch):
     import bayesgrpo.decisions.stop as S
 
-    ship = {"patience": 2, "min_fraction": 0.1, "delta": 0.05, "delta_bad": 0.1,
-            "thresholds": {"1": [[0.05, float("nan")], [0.1, 0.2], [0.2, 0.4]], "2": [[0.05, 0.1], [0.1, 0.3]]}}  # fmt: skip
+    thresholds = {"1": [[0.05, float("nan")], [0.1, 0.2], [0.2, 0.4]], "2": [[0.05, 0.1], [0.1, 0.3]]}
+    ship = {"patience": 2, "min_fraction": 0.1, "delta": 0.05, "delta_bad": 0.1, "thresholds": thresholds}
     monkeypatch.setattr(S, "shipped_policy", lambda kind="oscillator": ship)
     assert S.StopPolicy(risk=0.1).threshold == pytest.approx(0.3) and S.StopPolicy(risk=0.1).patience == 2
     assert S.StopPolicy(risk=0.15, patience=1).threshold == pytest.approx(0.3)  # interpolated between risks
@@ -171,8 +171,9 @@ def _dec(seed=0, n_runs=40):
                 if rng.uniform() < 0.1:
                     continue  # a checkpoint the method could not forecast
                 gain = rng.uniform(-0.05, 0.3) * (1 - c)
+                p = float(np.clip(gain * 4 + rng.normal(0, 0.2), 0, 1))
                 rows.append(dict(run_id=f"r{i}", source=f"s{i % 5}", method=m, cutoff=c, observed_until=int(c * 100),
-                                 s0=0, horizon=100, fraction=c, gain=gain, p_gain=float(np.clip(gain * 4 + rng.normal(0, 0.2), 0, 1))))  # fmt: skip
+                                 s0=0, horizon=100, fraction=c, gain=gain, p_gain=p))  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -158,7 +158,7 @@ def policy_backtest(
     d = d.assign(delta_bad=policy.delta_bad).sort_values(["run_id", "method", "cutoff"])
     grid = sorted(d["cutoff"].unique())
     out = []
-    for rid, g in d.groupby("run_id", sort=True):
+    for _, g in d.groupby("run_id", sort=True):
         first = g.iloc[0]
         for m, gm in g.groupby("method", sort=True):
             mon, stop = policy.monitor(), None

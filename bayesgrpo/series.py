@@ -15,7 +15,16 @@ import math
 
 import numpy as np
 
-__all__ = ["robust_range", "noise_sd", "start_level", "current_level", "START_SHARE", "MIN_START_POINTS", "LEVEL_SHARE"]
+__all__ = [
+    "robust_range",
+    "noise_sd",
+    "start_level",
+    "current_level",
+    "level_points",
+    "START_SHARE",
+    "MIN_START_POINTS",
+    "LEVEL_SHARE",
+]
 
 START_SHARE = 0.1
 LEVEL_SHARE = 0.1  # the current level: the mean of the last 10% of the logged points (at least 3)
@@ -79,5 +88,9 @@ def current_level(values) -> float:
     r = _finite(values)
     if r.size == 0:
         return float("nan")
-    k = max(MIN_START_POINTS, int(math.ceil(LEVEL_SHARE * r.size)))
-    return float(np.mean(r[-k:]))
+    return float(np.mean(r[-level_points(r.size) :]))
+
+
+def level_points(n: int) -> int:
+    """How many of ``n`` finite points the current level averages: ``max(3, ceil(10% of n))``, at most n."""
+    return min(int(n), max(MIN_START_POINTS, int(math.ceil(LEVEL_SHARE * n))))

@@ -10,7 +10,9 @@ rests on and what happened:
   for ledgers without draws, its quantiles linearly interpolated);
 * ``event`` -- the final reward did reach ``level + delta x scale``; ``gain`` -- ``(final - level) /
   range`` (``range`` = the complete run's robust range); ``bad`` -- ``gain > delta_bad``: stopping here
-  would have been a bad stop.
+  would have been a bad stop;
+* the covariates a recalibration map may use (:func:`bayesgrpo.forecast.decision.decision_covariates`:
+  ``level_se``, ``trend``, ``logit_plateaued``).
 
 :func:`policy_backtest` runs a :class:`~bayesgrpo.decisions.stop.StopPolicy` through each run's
 checkpoints in order, as it would run live (patience included), and scores where it stopped:
@@ -35,7 +37,7 @@ import pandas as pd
 
 from bayesgrpo.conventions import QUANTILES
 from bayesgrpo.decisions.stop import DEFAULT_DELTA_BAD, StopPolicy
-from bayesgrpo.forecast.decision import DEFAULT_DELTA, gain_threshold, prob_at_least
+from bayesgrpo.forecast.decision import DEFAULT_DELTA, decision_covariates, gain_threshold, prob_at_least
 from bayesgrpo.schema import REWARD, STEP, RunSet
 from bayesgrpo.series import current_level
 
@@ -46,6 +48,9 @@ __all__ = [
     "summarize_stops",
     "operating_curve",
     "risk_thresholds",
+    "risk_index",
+    "checkpoint_sequences",
+    "sweep",
     "reliability",
     "prob_scores",
     "case_scale",
@@ -104,8 +109,10 @@ def decision_cases(
             sc = getattr(r, "scale", np.nan)
             if not np.isfinite(sc):
                 sc = case_scale(runs, r.run_id, r.observed_until, r.horizon)
-            prefix[key] = (current_level(y), float(sc))
-        level, scale = prefix[key]
+            prefix[key] = (current_level(y), float(sc), y)
+        level, scale, y = prefix[key]
+        pp = float(getattr(r, "p_plateaued", np.nan))
+        cov = decision_covariates(y, scale=scale, p_plateaued=pp)
         thr = gain_threshold(level, scale, delta)
         x = None if draws is None else draws.get(f"{r.run_id}|{r.cutoff:g}|{r.method}")
         p = prob_at_least(x, thr) if x is not None else quantile_prob_at_least(r._asdict(), thr)
@@ -114,8 +121,8 @@ def decision_cases(
                          observed_until=int(r.observed_until), s0=int(r.s0), horizon=int(r.horizon),
                          fraction=(r.observed_until - r.s0) / max(1, r.horizon - r.s0), truth=float(r.truth),
                          range=float(r.range), level=level, scale=scale, p_gain_raw=p, event=float(r.truth >= thr),
-                         gain=gain, bad=float(gain > delta_bad),
-                         p_plateaued=float(getattr(r, "p_plateaued", np.nan))))  # fmt: skip
+                         gain=gain, bad=float(gain > delta_bad), p_plateaued=pp,
+                         **cov))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -155,7 +162,7 @@ def policy_backtest(
     resets the patience count.
     """
     d = dec if cutoffs is None else dec[dec["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])]
-    d = d.assign(delta_bad=policy.delta_bad).sort_values(["run_id", "method", "cutoff"])
+    d = d.assign(delta_bad=policy.delta_bad, p_policy=d[p]).sort_values(["run_id", "method", "cutoff"])
     grid = sorted(d["cutoff"].unique())
     out = []
     for _, g in d.groupby("run_id", sort=True):
@@ -168,7 +175,7 @@ def policy_backtest(
                 if r is None:
                     mon.count = 0
                     continue
-                mon.update(getattr(r, p), fraction=r.fraction)
+                mon.update(r.p_policy, fraction=r.fraction)
                 if mon.fired:
                     stop = r
                     break
@@ -194,25 +201,28 @@ def summarize_stops(stops: pd.DataFrame, *, weighted: bool = False) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def _sequences(dec: pd.DataFrame, p: str, cutoffs=None) -> dict:
-    """Per run x method, the checkpoint sequences on one grid: probability, fraction, steps saved and gain
-    if stopped there (NaN where the method has no forecast)."""
+def checkpoint_sequences(dec: pd.DataFrame, p: str, cutoffs=None) -> dict:
+    """Per run x method, the checkpoint sequences on one grid (arrays ``(sequences, checkpoints)``):
+    probability ``p``, fraction ``f``, steps ``saved`` and ``gain`` if stopped there (NaN where the method
+    has no forecast), and per sequence its ``source``, ``method``, ``run_id`` and source weight ``w_src``
+    (1 / the runs of its source and method). :func:`sweep` evaluates a policy on them."""
     d = dec if cutoffs is None else dec[dec["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])]
     grid = np.array(sorted(d["cutoff"].unique()))
-    keys = d[["run_id", "method"]].drop_duplicates().sort_values(["run_id", "method"])
-    idx = {k: i for i, k in enumerate(zip(keys["run_id"], keys["method"], strict=True))}
-    S, C = len(idx), grid.size
+    rid, meth = d["run_id"].to_numpy(), d["method"].to_numpy()
+    keys, row = np.unique(np.char.add(np.char.add(rid.astype(str), "\x00"), meth.astype(str)), return_inverse=True)
+    S, C = keys.size, grid.size
     mats = {n: np.full((S, C), np.nan) for n in ("p", "f", "saved", "gain")}
-    row = np.array([idx[k] for k in zip(d["run_id"], d["method"], strict=True)])
     col = np.searchsorted(grid, d["cutoff"].to_numpy())
     mats["p"][row, col] = d[p].to_numpy(float)
     mats["f"][row, col] = d["fraction"].to_numpy(float)
     mats["saved"][row, col] = ((d["horizon"] - d["observed_until"]) / np.maximum(1, d["horizon"] - d["s0"])).to_numpy()
     mats["gain"][row, col] = d["gain"].to_numpy(float)
-    src = d.drop_duplicates(["run_id", "method"]).set_index(["run_id", "method"])["source"]
-    mats["source"] = np.array([src[k] for k in idx])
-    mats["method"] = keys["method"].to_numpy()
-    mats["run_id"] = keys["run_id"].to_numpy()
+    first = np.unique(row, return_index=True)[1]
+    for n, v in (("source", d["source"].to_numpy()), ("method", meth), ("run_id", rid)):
+        mats[n] = v[first]
+    pair = np.char.add(np.char.add(mats["method"].astype(str), "\x00"), mats["source"].astype(str))
+    _, inv, cnt = np.unique(pair, return_inverse=True, return_counts=True)
+    mats["w_src"] = 1.0 / cnt[inv]
     return mats
 
 
@@ -229,58 +239,79 @@ def _fire_level(p, f, *, patience: int, min_fraction: float) -> np.ndarray:
     return out
 
 
+def sweep(m: dict, thresholds, *, patience: int, min_fraction: float, delta_bad: float = DEFAULT_DELTA_BAD) -> dict:
+    """The policy at every threshold at once on :func:`checkpoint_sequences`: per method, arrays over the
+    thresholds of ``stopped, steps_saved, bad_stops, reward_lost`` per run and source-weighted (suffix
+    ``_w``), and ``n_stops`` (runs stopped)."""
+    lev = _fire_level(m["p"], m["f"], patience=patience, min_fraction=min_fraction)
+    first_ok = np.minimum.accumulate(lev, axis=1)  # non-increasing: fired by checkpoint j iff first_ok[j] < t
+    t = np.asarray(list(thresholds), dtype=float)
+    S, C = first_ok.shape
+    j = (first_ok[:, :, None] >= t[None, None, :]).sum(axis=1)  # (S, T): the checkpoint it fires at (C: never)
+    stopped = j < C
+    jj = np.minimum(j, C - 1)
+    at = np.arange(S)[:, None]
+    saved = np.where(stopped, m["saved"][at, jj], 0.0)
+    lost = np.where(stopped, np.maximum(0.0, m["gain"][at, jj]), 0.0)
+    bad = stopped & (lost > delta_bad)
+    out = {}
+    for meth in np.unique(m["method"]):
+        k = m["method"] == meth
+        r = {"threshold": t, "runs": int(k.sum()), "n_stops": stopped[k].sum(axis=0)}
+        for sfx, w in (("", np.ones(k.sum())), ("_w", m["w_src"][k])):
+            w = w[:, None]
+            n_st = (w * stopped[k]).sum(axis=0)
+            r["stopped" + sfx] = n_st / w.sum()
+            r["steps_saved" + sfx] = (w * saved[k]).sum(axis=0) / w.sum()
+            r["bad_stops" + sfx] = np.where(n_st > 0, (w * bad[k]).sum(axis=0) / np.maximum(n_st, 1e-300), 0.0)
+            r["reward_lost" + sfx] = (w * lost[k]).sum(axis=0) / w.sum()
+        out[meth] = r
+    return out
+
+
 def operating_curve(dec: pd.DataFrame, thresholds, *, patience: int, min_fraction: float, p: str = "p_gain",
                     delta_bad: float = DEFAULT_DELTA_BAD, cutoffs=None) -> pd.DataFrame:  # fmt: skip
     """The policy's operating characteristic as its threshold moves: one row per threshold x method x
     weighting (``per run`` / ``source-weighted``) with ``stopped, steps_saved, bad_stops, reward_lost``
-    (the numbers :func:`summarize_stops` gives for :func:`policy_backtest`, computed for every threshold
-    at once)."""
-    m = _sequences(dec, p, cutoffs)
-    lev = _fire_level(m["p"], m["f"], patience=patience, min_fraction=min_fraction)
-    first_ok = np.minimum.accumulate(lev, axis=1)  # the policy has fired by checkpoint j iff this < t
+    (the numbers :func:`summarize_stops` gives for :func:`policy_backtest`, for every threshold at once)."""
+    res = sweep(checkpoint_sequences(dec, p, cutoffs), thresholds, patience=patience, min_fraction=min_fraction,
+                delta_bad=delta_bad)  # fmt: skip
     rows = []
-    src, meth = m["source"], m["method"]
-    w_src = pd.Series(1.0, index=range(len(src))).groupby([meth, src]).transform("sum").to_numpy()
-    for t in thresholds:
-        fired = first_ok < t
-        stopped = fired.any(axis=1)
-        j = np.argmax(fired, axis=1)
-        at = np.arange(len(j))
-        saved = np.where(stopped, m["saved"][at, j], 0.0)
-        lost = np.where(stopped, np.maximum(0.0, m["gain"][at, j]), 0.0)
-        bad = stopped & (lost > delta_bad)
-        for weighted in (False, True):
-            w = 1.0 / w_src if weighted else np.ones(len(j))
-            for meth_ in np.unique(meth):
-                k = meth == meth_
-                st = stopped[k]
-                rows.append(dict(method=meth_, runs=int(k.sum()), stopped=float(np.average(st, weights=w[k])),
-                                 steps_saved=float(np.average(saved[k], weights=w[k])),
-                                 bad_stops=float(np.average(bad[k][st], weights=w[k][st])) if st.any() else 0.0,
-                                 reward_lost=float(np.average(lost[k], weights=w[k])), threshold=float(t),
-                                 weighting="source-weighted" if weighted else "per run"))  # fmt: skip
-    return pd.DataFrame(rows)
+    for meth, r in res.items():
+        for sfx, label in (("", "per run"), ("_w", "source-weighted")):
+            rows.append(pd.DataFrame(dict(method=meth, runs=r["runs"], stopped=r["stopped" + sfx],
+                                          steps_saved=r["steps_saved" + sfx], bad_stops=r["bad_stops" + sfx],
+                                          reward_lost=r["reward_lost" + sfx], threshold=r["threshold"],
+                                          n_stops=r["n_stops"], weighting=label)))  # fmt: skip
+    return pd.concat(rows, ignore_index=True)
+
+
+def risk_index(r: dict, risk: float, *, min_stops: int = 5) -> int | None:
+    """Index of the largest threshold of one method's :func:`sweep` whose bad-stop share is at most
+    ``risk`` both per run and source-weighted, as it is for every smaller threshold with at least
+    ``min_stops`` stops (fewer say little); None when no threshold qualifies."""
+    worst = np.maximum(r["bad_stops"], r["bad_stops_w"])
+    supported = r["n_stops"] >= min_stops
+    ok = (worst <= risk + 1e-12) | ~supported
+    run = np.cumprod(ok).astype(bool) & supported
+    return int(np.flatnonzero(run)[-1]) if run.any() else None
 
 
 def risk_thresholds(curve: pd.DataFrame, risks, *, method: str, min_stops: int = 5) -> list[tuple[float, float]]:
-    """``[(risk, threshold)]``: per risk, the largest threshold of ``curve`` (:func:`operating_curve`)
-    whose bad-stop share is at most ``risk`` both per run and source-weighted, as it is for every
-    smaller threshold with at least ``min_stops`` stops (fewer stops say little; NaN when no threshold
-    qualifies). Thresholds never decrease with the risk."""
+    """``[(risk, threshold)]`` from an :func:`operating_curve`: per risk the threshold of :func:`risk_index`
+    (NaN when none qualifies). Thresholds never decrease with the risk."""
     c = curve[curve["method"] == method]
-    worst = c.groupby("threshold")["bad_stops"].max().sort_index()
-    per_run = c[c["weighting"] == "per run"] if "weighting" in c else c
-    n_stops = (per_run.groupby("threshold")["stopped"].max() * per_run.groupby("threshold")["runs"].max()).reindex(
-        worst.index
-    )
-    supported = (n_stops.fillna(0).round() >= min_stops).to_numpy()
-    out, prev = [], -np.inf
+    a = c[c["weighting"] == "per run"].sort_values("threshold")
+    b = c[c["weighting"] == "source-weighted"].sort_values("threshold")
+    r = {"bad_stops": a["bad_stops"].to_numpy(), "bad_stops_w": b["bad_stops"].to_numpy(),
+         "n_stops": np.round(a["stopped"].to_numpy() * a["runs"].to_numpy())}  # fmt: skip
+    t = a["threshold"].to_numpy()
+    out, prev = [], float("nan")
     for risk in sorted(risks):
-        ok = (worst <= risk + 1e-12).to_numpy() | ~supported
-        run = np.cumprod(ok).astype(bool) & supported  # every supported threshold up to here met the risk
-        if run.any():
-            prev = max(prev, float(worst.index[run][-1]))
-        out.append((float(risk), prev if np.isfinite(prev) else float("nan")))
+        i = risk_index(r, risk, min_stops=min_stops)
+        if i is not None:
+            prev = t[i] if not np.isfinite(prev) else max(prev, float(t[i]))
+        out.append((float(risk), float(prev)))
     return out
 
 

@@ -197,11 +197,11 @@ def _wquantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
 
 def case_weights(source) -> np.ndarray:
     """Half per case, half per source (each source the same)."""
-    import pandas as pd
-
-    src = pd.Series(np.asarray(source)).astype(str)
-    n_src = src.map(src.value_counts()).to_numpy(float)
-    return 0.5 / len(src) + 0.5 / (src.nunique() * n_src)
+    src = np.asarray(source).astype(str)
+    if src.size == 0:
+        return np.zeros(0)
+    _, inv, cnt = np.unique(src, return_inverse=True, return_counts=True)
+    return 0.5 / src.size + 0.5 / (cnt.size * cnt[inv])
 
 
 #: shares of draws leaving the regime tried by :func:`fit_calibration` (``leave=True``)

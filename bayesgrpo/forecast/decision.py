@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.forecast.calibration import case_weights
 from bayesgrpo.schema import REWARD
-from bayesgrpo.series import current_level
+from bayesgrpo.series import current_level, level_points, noise_sd
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -51,6 +51,8 @@ __all__ = [
     "gain_threshold",
     "p_plateaued",
     "decision_probabilities",
+    "decision_covariates",
+    "COVARIATES",
     "CALIBRATION_METHODS",
 ]
 
@@ -87,6 +89,35 @@ def p_plateaued(paths, stop_fraction: float) -> float:
     return float(np.mean(frac >= stop_fraction))
 
 
+#: covariates a recalibration map may use besides the probability and the observed fraction
+COVARIATES = ("level_se", "trend", "logit_plateaued")
+
+
+def decision_covariates(rewards, *, scale: float, p_plateaued: float = float("nan")) -> dict:
+    """What a forecast knows besides its probability, from the logged prefix (one definition for the live
+    forecast and the backtest):
+
+    * ``level_se`` -- the standard error of the current level in units of the scale (the noise sd of
+      :func:`bayesgrpo.series.noise_sd` over the square root of the points the level averages): how much
+      of a "gain" noise alone makes;
+    * ``trend`` -- the t statistic of the least-squares slope over the last third of the prefix (at least
+      5 points; 0 with fewer), clipped to +-10: is the run still climbing?
+    * ``logit_plateaued`` -- the logit of ``p_plateaued`` (clipped to [0.001, 0.999]).
+    """
+    y = np.asarray(rewards, dtype=float)
+    y = y[np.isfinite(y)]
+    se = noise_sd(y) / np.sqrt(level_points(y.size)) / scale if y.size and scale > 0 else float("nan")
+    t = 0.0
+    tail = y[-max(5, int(np.ceil(y.size / 3))) :]
+    if tail.size >= 5 and y.size >= 5:
+        x = np.arange(tail.size, dtype=float) - (tail.size - 1) / 2.0
+        b = float(x @ (tail - tail.mean()) / (x @ x))
+        resid = tail - tail.mean() - b * x
+        s2 = float(resid @ resid) / (tail.size - 2)
+        t = b / np.sqrt(s2 / (x @ x)) if s2 > 0 else (0.0 if b == 0 else np.sign(b) * 10.0)
+    return dict(level_se=float(se), trend=float(np.clip(t, -10.0, 10.0)), logit_plateaued=float(_logit(p_plateaued)))
+
+
 def _logit(p) -> np.ndarray:
     p = np.clip(np.asarray(p, dtype=float), _EPS, 1.0 - _EPS)
     return np.log(p) - np.log1p(-p)
@@ -96,13 +127,12 @@ def _sigmoid(z) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=float)))
 
 
-def _design(method: str, p, fraction) -> np.ndarray:
+def _design(method: str, p, fraction, extra=()) -> np.ndarray:
     p = np.clip(np.asarray(p, dtype=float), _EPS, 1.0 - _EPS)
     f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape)
-    one = np.ones_like(p)
-    if method == "platt":
-        return np.column_stack([one, _logit(p), f])
-    return np.column_stack([one, np.log(p), -np.log1p(-p), f])  # beta
+    cols = [np.ones_like(p), _logit(p)] if method == "platt" else [np.ones_like(p), np.log(p), -np.log1p(-p)]
+    cols += [f, *(np.broadcast_to(np.asarray(x, dtype=float), p.shape) for x in extra)]
+    return np.column_stack(cols)
 
 
 class DecisionCalibration(BaseModel):
@@ -112,7 +142,11 @@ class DecisionCalibration(BaseModel):
     ----------
     method : {"identity", "platt", "beta", "isotonic"}
     coef : tuple of float
-        ``platt``: ``(a, b, c)``; ``beta``: ``(a, b1, b2, c)`` (module docstring).
+        ``platt``: ``(a, b, c)``; ``beta``: ``(a, b1, b2, c)`` (module docstring), then one coefficient
+        per extra covariate.
+    covariates : tuple of str
+        Extra covariates (beyond the probability and the observed fraction) entering the logit linearly
+        (``platt`` and ``beta`` only; :func:`decision_covariates` computes them).
     bands : tuple of float
         ``isotonic``: edges of the observed-fraction bands (``len(bands) - 1`` step functions).
     knots_p, knots_y : tuple of tuples
@@ -123,6 +157,7 @@ class DecisionCalibration(BaseModel):
 
     method: Literal["identity", "platt", "beta", "isotonic"] = "identity"
     coef: tuple[float, ...] = ()
+    covariates: tuple[str, ...] = ()
     bands: tuple[float, ...] = ()
     knots_p: tuple[tuple[float, ...], ...] = ()
     knots_y: tuple[tuple[float, ...], ...] = ()
@@ -132,6 +167,10 @@ class DecisionCalibration(BaseModel):
     @model_validator(mode="after")
     def _shape(self):
         need = {"platt": 3, "beta": 4}.get(self.method)
+        if self.covariates and need is None:
+            raise ValueError(f"decision calibration {self.name!r}: {self.method} takes no extra covariates")
+        if need is not None:
+            need += len(self.covariates)
         if need is not None and len(self.coef) != need:
             raise ValueError(f"decision calibration {self.name!r}: {self.method} needs {need} coefficients")
         if self.method == "isotonic":
@@ -147,15 +186,23 @@ class DecisionCalibration(BaseModel):
         d = self.model_dump(exclude={"provenance"})
         return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
 
-    def apply(self, p, *, fraction) -> np.ndarray:
-        """Recalibrated probabilities (same shape as ``p``; NaN stays NaN). ``fraction``: the observed
-        fraction of the run (a number or one per probability)."""
+    def apply(self, p, *, fraction, **covariates) -> np.ndarray:
+        """Recalibrated probabilities (same shape as ``p``; NaN where ``p`` or a covariate is NaN).
+        ``fraction``: the observed fraction of the run, and each of :attr:`covariates` by name (numbers
+        or one per probability)."""
         p = np.asarray(p, dtype=float)
+        missing = [c for c in self.covariates if c not in covariates]
+        if missing:
+            raise ValueError(f"decision calibration {self.name!r} needs covariate(s) {', '.join(missing)}")
         out = np.full(p.shape, np.nan)
-        ok = np.isfinite(p)
+        f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape)
+        extra = [np.broadcast_to(np.asarray(covariates[c], dtype=float), p.shape) for c in self.covariates]
+        ok = np.isfinite(p) & np.isfinite(f)
+        for x in extra:
+            ok &= np.isfinite(x)
         if not ok.any():
             return out
-        f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape)[ok]
+        f = f[ok]
         if self.method == "identity":
             out[ok] = p[ok]
         elif self.method == "isotonic":
@@ -166,7 +213,7 @@ class DecisionCalibration(BaseModel):
                 v[m] = np.interp(p[ok][m], self.knots_p[b], self.knots_y[b])
             out[ok] = v
         else:
-            out[ok] = _sigmoid(_design(self.method, p[ok], f) @ np.asarray(self.coef))
+            out[ok] = _sigmoid(_design(self.method, p[ok], f, [x[ok] for x in extra]) @ np.asarray(self.coef))
         return out
 
     def save(self, path) -> None:
@@ -231,6 +278,7 @@ def fit_decision_calibration(
     *,
     fraction,
     method: str = "platt",
+    covariates: dict | None = None,
     source=None,
     weights=None,
     bands=(0.0, 0.25, 0.5, 1.0),
@@ -245,6 +293,8 @@ def fit_decision_calibration(
     ----------
     p, outcome, fraction : array-like, one entry per case
     method : {"identity", "platt", "beta", "isotonic"}
+    covariates : dict, optional
+        ``{name: values}`` of extra covariates (``platt`` and ``beta``), one value per case.
     source : array-like, optional
         Each case's source: cases weigh half per case, half per source
         (:func:`~bayesgrpo.forecast.calibration.case_weights`); without it every case weighs the same.
@@ -274,10 +324,16 @@ def fit_decision_calibration(
         w = case_weights(source)
     else:
         w = np.ones(p.shape)
+    cov = {k: np.broadcast_to(np.asarray(v, dtype=float), p.shape) for k, v in (covariates or {}).items()}
+    if cov and method not in ("platt", "beta"):
+        raise ValueError(f"{method} takes no extra covariates (platt and beta do)")
     ok = np.isfinite(p) & np.isfinite(y) & np.isfinite(f) & (w > 0)
+    for v in cov.values():
+        ok &= np.isfinite(v)
     if not ok.any():
         raise ValueError("no finite case to fit a decision calibration to")
     p, y, f, w = p[ok], y[ok], f[ok], w[ok]
+    cov = {k: v[ok] for k, v in cov.items()}
     prov = dict(provenance or {})
     prov.update(cases=int(ok.sum()), method=method, base_rate=round(float(np.average(y, weights=w)), 4))
     if method == "identity":
@@ -294,8 +350,9 @@ def fit_decision_calibration(
             ky.append(c)
         return DecisionCalibration(method="isotonic", bands=edges, knots_p=tuple(kp), knots_y=tuple(ky), name=name,
                                    provenance=prov)  # fmt: skip
-    coef = _fit_logistic(_design(method, p, f), y, w, ridge)
-    return DecisionCalibration(method=method, coef=tuple(round(float(c), 6) for c in coef), name=name, provenance=prov)
+    coef = _fit_logistic(_design(method, p, f, list(cov.values())), y, w, ridge)
+    return DecisionCalibration(method=method, coef=tuple(round(float(c), 6) for c in coef), covariates=tuple(cov),
+                               name=name, provenance=prov)  # fmt: skip
 
 
 def decision_probabilities(
@@ -303,21 +360,24 @@ def decision_probabilities(
 ) -> dict:
     """The decision numbers of one forecast run (module docstring), in the run's units.
 
-    Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued`` and, with a
-    ``target``, ``p_target_raw, p_target``. ``calibration`` (default: the fit's configured map) is
-    applied to ``p_gain`` and ``p_target``.
+    Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued`` and the covariates
+    of :func:`decision_covariates`; with a ``target`` also ``p_target_raw, p_target``. ``calibration``
+    (default: the fit's configured map) recalibrates ``p_gain`` and ``p_target``.
     """
     info = fit.infos[run_id]
     cal = calibration if calibration is not None else fit.config.decision
     fin = np.asarray(fit.final_draws(run_id), dtype=float)
-    level = current_level(fit.runs.run(run_id)[REWARD].to_numpy(dtype=float))
+    rewards = fit.runs.run(run_id)[REWARD].to_numpy(dtype=float)
+    level = current_level(rewards)
     frac = float(fit.arrays.run(run_id).fraction[0])
+    pp = p_plateaued(fit.paths(run_id), fit.config.stop_fraction)
+    cov = decision_covariates(rewards, scale=float(info.scale), p_plateaued=pp)
     thr = gain_threshold(level, info.scale, delta)
     raw = prob_at_least(fin, thr)
+    need = {c: cov[c] for c in cal.covariates}
     out = dict(level=level, scale=float(info.scale), fraction=frac, gain_threshold=thr, p_gain_raw=raw,
-               p_gain=float(cal.apply(raw, fraction=frac)),
-               p_plateaued=p_plateaued(fit.paths(run_id), fit.config.stop_fraction))  # fmt: skip
+               p_gain=float(cal.apply(raw, fraction=frac, **need)[()]), p_plateaued=pp, **cov)  # fmt: skip
     if target is not None:
         rt = prob_at_least(fin, float(target))
-        out.update(p_target_raw=rt, p_target=float(cal.apply(rt, fraction=frac)))
+        out.update(p_target_raw=rt, p_target=float(cal.apply(rt, fraction=frac, **need)[()]))
     return out

@@ -5,8 +5,9 @@
   quantised series);
 * :func:`start_level` -- mean of the first ``max(3, 10%)`` points;
 * :func:`current_level` -- mean of the last ``max(3, 10%)`` points: where a run is *now* (the level a
-  stop decision compares the forecast with, the anchor of the calibration layer's leaving draws, the
-  ``last_value`` peer's forecast).
+  stop decision compares the forecast with, the anchor of the calibration layer's leaving draws);
+* :func:`best_window_mean` -- the best mean of ``w`` consecutive points ("best so far" of
+  ``ImprovementStop``).
 """
 
 from __future__ import annotations
@@ -94,3 +95,12 @@ def current_level(values) -> float:
 def level_points(n: int) -> int:
     """How many of ``n`` finite points the current level averages: ``max(3, ceil(10% of n))``, at most n."""
     return min(int(n), max(MIN_START_POINTS, int(math.ceil(LEVEL_SHARE * n))))
+
+
+def best_window_mean(values, window: int = 5) -> float:
+    """The largest mean of ``window`` consecutive finite values (all of them when fewer); NaN for none."""
+    y = _finite(values)
+    if y.size == 0:
+        return float("nan")
+    w = max(1, min(int(window), y.size))
+    return float(np.convolve(y, np.ones(w) / w, mode="valid").max())

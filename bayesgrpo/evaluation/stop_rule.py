@@ -8,6 +8,9 @@ rests on and what happened:
   ``scale`` -- the forecast's normalising scale of the prefix (:attr:`~bayesgrpo.models.arrays.RunInfo.scale`);
 * ``p_gain_raw`` -- the method's P(final >= level + delta x scale), from its final-reward draws (or,
   for ledgers without draws, its quantiles linearly interpolated);
+* ``p_improve_raw`` -- P(final >= best so far + improve_delta x scale), ``best so far`` the best mean of
+  5 consecutive logged rewards (:func:`bayesgrpo.series.best_window_mean`): the probability
+  ``ImprovementStop`` thresholds;
 * ``event`` -- the final reward did reach ``level + delta x scale``; ``gain`` -- ``(final - level) /
   range`` (``range`` = the complete run's robust range); ``bad`` -- ``gain > delta_bad``: stopping here
   would have been a bad stop;
@@ -39,7 +42,7 @@ from bayesgrpo.conventions import QUANTILES
 from bayesgrpo.decisions.stop import DEFAULT_DELTA_BAD, StopPolicy
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, decision_covariates, gain_threshold, prob_at_least
 from bayesgrpo.schema import REWARD, STEP, RunSet
-from bayesgrpo.series import current_level
+from bayesgrpo.series import best_window_mean, current_level
 
 __all__ = [
     "decision_cases",
@@ -60,6 +63,7 @@ __all__ = [
 ]
 
 ORACLE = "oracle"
+IMPROVE_WINDOW = 5  # ImprovementStop's "best so far": the best mean of 5 consecutive logged rewards
 _QCOLS = [f"q{round(q * 100):02d}" for q in QUANTILES]
 
 
@@ -94,6 +98,7 @@ def decision_cases(
     draws: dict | None = None,
     delta: float = DEFAULT_DELTA,
     delta_bad: float = DEFAULT_DELTA_BAD,
+    improve_delta: float = 0.0,
 ) -> pd.DataFrame:
     """One row per scored case (run x checkpoint x method) with the decision's inputs and outcome
     (module docstring). ``draws``: ``{"run|cutoff|method": final-reward draws}`` (a backtest's
@@ -109,18 +114,20 @@ def decision_cases(
             sc = getattr(r, "scale", np.nan)
             if not np.isfinite(sc):
                 sc = case_scale(runs, r.run_id, r.observed_until, r.horizon)
-            prefix[key] = (current_level(y), float(sc), y)
-        level, scale, y = prefix[key]
+            prefix[key] = (current_level(y), float(sc), y, best_window_mean(y, IMPROVE_WINDOW))
+        level, scale, y, best = prefix[key]
         pp = float(getattr(r, "p_plateaued", np.nan))
         cov = decision_covariates(y, scale=scale, p_plateaued=pp)
         thr = gain_threshold(level, scale, delta)
         x = None if draws is None else draws.get(f"{r.run_id}|{r.cutoff:g}|{r.method}")
-        p = prob_at_least(x, thr) if x is not None else quantile_prob_at_least(r._asdict(), thr)
+        at_least = (lambda t: prob_at_least(x, t)) if x is not None else (lambda t: quantile_prob_at_least(r._asdict(), t))
+        p = at_least(thr)
         gain = (r.truth - level) / r.range
         rows.append(dict(run_id=r.run_id, source=r.source, method=r.method, cutoff=float(r.cutoff),
                          observed_until=int(r.observed_until), s0=int(r.s0), horizon=int(r.horizon),
                          fraction=(r.observed_until - r.s0) / max(1, r.horizon - r.s0), truth=float(r.truth),
                          range=float(r.range), level=level, scale=scale, p_gain_raw=p, event=float(r.truth >= thr),
+                         p_improve_raw=at_least(best + improve_delta * scale),
                          gain=gain, bad=float(gain > delta_bad), p_plateaued=pp,
                          **cov))  # fmt: skip
     return pd.DataFrame(rows)

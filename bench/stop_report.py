@@ -415,7 +415,7 @@ def ship_policy(dec: pd.DataFrame, design: str) -> dict:
     th = {}
     for pat in PATIENCES:
         cur = operating_curve(b, THRESHOLDS, patience=pat, min_fraction=mf, p=design, delta_bad=DELTA_BAD)
-        th[str(pat)] = [[r, t] for r, t in risk_thresholds(cur, RISKS, method="bayesgrpo")]
+        th[str(pat)] = [[r, t if np.isfinite(t) else None] for r, t in risk_thresholds(cur, RISKS, method="bayesgrpo")]
     return dict(design=design, delta=DELTA, delta_bad=DELTA_BAD, patience=int(pol["patience"]) if pol else 2,
                 min_fraction=float(mf), thresholds=th)  # fmt: skip
 
@@ -466,7 +466,10 @@ def today_rules(dec: pd.DataFrame) -> pd.DataFrame:
     """Today's rules on every 5% checkpoint, as they ship (no recalibration, nothing chosen): the plain rule
     of bench/results/forecast.md (P(final >= level + 0.05 scale) < 0.2 on the raw p_gain, patience 1) and
     ``ImprovementStop()``'s defaults (P(final >= best so far) < 0.05 at 3 consecutive forecasts)."""
-    rules = {"plain rule (raw p_gain < 0.2)": ("p_gain_raw", 0.2, 1), "ImprovementStop() defaults": ("p_improve_raw", 0.05, 3)}
+    rules = {
+        "plain rule (raw p_gain < 0.2)": ("p_gain_raw", 0.2, 1),
+        "ImprovementStop() defaults": ("p_improve_raw", 0.05, 3),
+    }
     out = []
     for name, (col, eps, pat) in rules.items():
         pol = StopPolicy(threshold=eps, patience=pat, min_fraction=0.0, delta=DELTA, delta_bad=DELTA_BAD)
@@ -475,21 +478,53 @@ def today_rules(dec: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def ship(config: str, dec: pd.DataFrame, shipped_cal: str, policy: dict, measured: dict) -> Path:
-    """bayesgrpo/resources/decision_<kind>.json: the p_gain map (refitted on every case) and the policy."""
+def delta_entry(bay: pd.DataFrame, shipped_cal: str, design: str, policy: dict, measured: dict) -> dict:
+    """The package data of one delta: the p_gain map and the policy (its score's own map when the design is
+    not the p_gain map itself), refitted on every case."""
+    kind_stamp = time.strftime("%Y-%m-%d")
+    cal = _fit(bay, shipped_cal).model_copy(update={"name": f"p_gain-{DELTA:g}-{kind_stamp}"})
+    score = None
+    if design != shipped_cal:
+        sc = _fit(bay, design).model_copy(update={"name": f"{design}-{DELTA:g}-{kind_stamp}"})
+        score = {"input": DESIGNS[design][0], "calibration": sc.model_dump(mode="json")}
+    return {"calibration": cal.model_dump(mode="json"), "policy": {**policy, "score": score}, "measured": measured}
+
+
+def ship(config: str, bay: pd.DataFrame, entries: dict) -> Path:
+    """bayesgrpo/resources/decision_<kind>.json: per delta, the p_gain map and the policy, with provenance."""
     kind = FB.CONFIGS[config]["model"]
-    b = dec[dec["method"] == "bayesgrpo"]
-    stamp = time.strftime("%Y-%m-%d")
     prov = dict(command=f"{SS.CMD} --config {config}", data=SELECTION_MORE, ledger=f"bench/results/stop_runs/{config}",
-                checkpoints="every 5% of each run (0.05 ... 0.95)", date=stamp, runs=int(b["run_id"].nunique()),
-                sources=int(b["source"].nunique()))  # fmt: skip
-    cal = _fit(b, shipped_cal).model_copy(update={"name": f"decision-{kind}-{stamp}"})
-    cal = cal.model_copy(update={"provenance": {**cal.provenance, **prov}})
-    out = {"calibration": cal.model_dump(mode="json"), "policy": {**policy, "provenance": prov}, "measured": measured}
+                checkpoints="every 5% of each run (0.05 ... 0.95)", date=time.strftime("%Y-%m-%d"),
+                runs=int(bay["run_id"].nunique()), sources=int(bay["source"].nunique()), cases=int(len(bay)),
+                method="leave-one-source-out backtest; maps and thresholds refitted on every case")  # fmt: skip
+    out = {"kind": kind, "default_delta": 0.05, "deltas": entries, "provenance": prov}
     path = ROOT / "bayesgrpo" / "resources" / f"decision_{kind}.json"
     if config == kind:  # a configuration of its kind's defaults ships; others (context, ...) are studied only
         path.write_text(json.dumps(out, indent=1, default=float) + "\n")
     return path
+
+
+def prepare(runs, cases, draws, delta: float):
+    """Decision cases at ``delta`` with every design's LOSO probabilities: (all, bayesgrpo's, common)."""
+    global DELTA
+    DELTA = delta
+    dec = decision_cases(cases, runs, draws=draws, delta=delta, delta_bad=DELTA_BAD).reset_index(drop=True)
+    dec["plateau_event"] = 1.0 - dec["event"]
+    loso_recalibrate(dec)
+    return dec, dec[dec["method"] == "bayesgrpo"].reset_index(drop=True), common_cases(dec)
+
+
+def other_delta(runs, cases, draws, delta: float, shipped_cal: str, design: str) -> tuple[dict, dict]:
+    """The shipped calibration method and design at another delta: its package data and measured numbers."""
+    dec, bay, _ = prepare(runs, cases, draws, delta)
+    policy = ship_policy(bay, design)
+    st, _ = loso_policy(bay, design, SHIPPED_RISK)
+    seq = stops_summary(st)
+    four = stops_summary(four_checkpoint(bay, design))
+    rel = reliability_check(bay[shipped_cal], bay["event"])
+    measured = {"sequential": seq.to_dict("records"), "four_checkpoint": four.to_dict("records"),
+                "reliability": {k: rel[k] for k in ("worst_gap", "met", "populated")}}  # fmt: skip
+    return delta_entry(bay, shipped_cal, design, policy, measured), dict(seq=seq, four=four, rel=rel, policy=policy)
 
 
 def write_report(config: str, ns: dict) -> None:
@@ -497,7 +532,7 @@ def write_report(config: str, ns: dict) -> None:
     bay, common, design, policy = ns["bay"], ns["common"], ns["design"], ns["policy"]
     stem = "stop_policy" if config == "oscillator" else f"stop_policy_{config}"
     mark = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
-    thr = "; ".join(f"patience {k}: " + ", ".join(f"risk {r:g} -> {t:.2f}" if np.isfinite(t) else f"risk {r:g} -> none"
+    thr = "; ".join(f"patience {k}: " + ", ".join(f"risk {r:g} -> {t:.2f}" if t is not None else f"risk {r:g} -> none"
                                                  for r, t in v) for k, v in policy["thresholds"].items())  # fmt: skip
     md = [f"# Stop advice: decision probabilities and a stop policy with a measured error rate ({config})", "",
           f"Regenerate: `{SS.CMD} --config {config}` (stages peers, forecasts, report; resumable; `--stage report` "
@@ -542,7 +577,15 @@ def write_report(config: str, ns: dict) -> None:
           f"Operating curves: `bench/results/figures/stop_operating_{config}.png`.", "",
           "The forecast table's rule: stop at the first of 0.1/0.2/0.3/0.5 where advice = stop (patience 1, "
           "threshold chosen LOSO on the 5% checkpoints):", "", *stops_md(ns["four_b"]), "",
-          "The same on the common cases, every method:", "", *stops_md(ns["four_c"]), ""]  # fmt: skip
+          "The same on the common cases, every method:", "", *stops_md(ns["four_c"]), "",
+          "## Other deltas (`--delta`)", "",
+          "The same calibration method and policy design, refitted and measured (nested LOSO, risk "
+          f"{SHIPPED_RISK:g}) at each delta that ships:", "",
+          "| delta | sequential: saved / bad (per run; source-w.) | four checkpoints: saved / bad | p_gain worst bin gap |",
+          "|---|---|---|---|",
+          *[f"| {d:g} | " + " | ".join("; ".join(f"{r.steps_saved:.0%} / {r.bad_stops:.0%}" for r in t[t["method"] == "bayesgrpo"].itertuples())
+                                       for t in (o["seq"], o["four"])) + f" | {o['rel']['worst_gap']:.3f} |"
+            for d, o in ns["others"].items()], ""]  # fmt: skip
     (SS.RES / f"{stem}.md").write_text("\n".join(md) + "\n")
     js = dict(config=config, design=design, policy=policy, shipped_calibration=ns["shipped_cal"],
               calibration_choice=ns["cal_table"].to_dict("records"), scores=ns["js_p"], reliability=ns["js_r"],
@@ -555,15 +598,14 @@ def write_report(config: str, ns: dict) -> None:
     (SS.RES / f"{stem}.json").write_text(json.dumps(js, indent=1, default=float) + "\n")
 
 
+DELTAS = (0.02, 0.05, 0.1)
+
+
 def main(config: str = "oscillator") -> None:
     t0 = time.time()
     runs = load_dev(more=True)
     cases, draws = load_cases(config, runs)
-    dec = decision_cases(cases, runs, draws=draws, delta=DELTA, delta_bad=DELTA_BAD).reset_index(drop=True)
-    dec["plateau_event"] = 1.0 - dec["event"]
-    loso_recalibrate(dec)
-    common = common_cases(dec)
-    bay = dec[dec["method"] == "bayesgrpo"].reset_index(drop=True)
+    dec, bay, common = prepare(runs, cases, draws, 0.05)
     print(f"{len(bay)} bayesgrpo cases ({bay['run_id'].nunique()} runs, {bay['source'].nunique()} sources); "
           f"{len(common)} cases common to every method ({time.time() - t0:.0f} s)", flush=True)  # fmt: skip
     shipped_cal, cal_table = choose_calibration(bay)
@@ -592,13 +634,19 @@ def main(config: str = "oscillator") -> None:
     }  # fmt: skip
     ov = pd.DataFrame(js_p["overall"])
     rec = ov[ov["probability"] == "recalibrated"].set_index("method")["brier"]
-    peers_best = rec.drop([m for m in rec.index if m.startswith("bayesgrpo")]).min()
-    raw_peers = ov[(ov["probability"] == "raw") & ~ov["method"].str.startswith("bayesgrpo")]["brier"].min()
-    targets["brier_below_peers"] = (bool(rec["bayesgrpo"] < min(peers_best, raw_peers)),
-                                    f"bayesgrpo {rec['bayesgrpo']:.3f} vs best peer {min(peers_best, raw_peers):.3f}")  # fmt: skip
+    best_peer = ov[~ov["method"].str.startswith("bayesgrpo")]["brier"].min()  # raw or recalibrated, whichever is lower
+    targets["brier_below_peers"] = (bool(rec["bayesgrpo"] < best_peer),
+                                    f"bayesgrpo {rec['bayesgrpo']:.3f} vs best peer {best_peer:.3f}")  # fmt: skip
     measured = {"sequential": seq_b.to_dict("records"), "four_checkpoint": four_b.to_dict("records"),
                 "targets": {k: {"met": bool(v[0]), "numbers": v[1]} for k, v in targets.items()}}  # fmt: skip
-    path = ship(config, bay, shipped_cal, policy, measured)
+    entries = {"0.05": delta_entry(bay, shipped_cal, design, policy, measured)}
+    others = {}
+    for d in DELTAS:
+        if d != 0.05:
+            entries[f"{d:g}"], others[d] = other_delta(runs, cases, draws, d, shipped_cal, design)
+    global DELTA
+    DELTA = 0.05
+    path = ship(config, bay, entries)
     write_report(config, locals())
     print(f"done in {time.time() - t0:.0f} s; shipped {path}", flush=True)
 

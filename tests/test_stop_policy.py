@@ -106,7 +106,7 @@ def test_calibration_round_trips_and_rejects_bad_shapes(tmp_path):
 def _policy(**kw):
     from bayesgrpo.decisions.stop import StopPolicy
 
-    return StopPolicy(**{"threshold": 0.3, "patience": 2, "min_fraction": 0.1, **kw})
+    return StopPolicy(**{"threshold": 0.3, "patience": 2, "min_fraction": 0.1, "score_on": "p_gain", **kw})
 
 
 def test_policy_answers_and_patience():
@@ -134,13 +134,13 @@ def test_policy_refuses_a_risk_no_threshold_met(monkeypatch):
 
     thresholds = {"1": [[0.05, float("nan")], [0.1, 0.2], [0.2, 0.4]], "2": [[0.05, 0.1], [0.1, 0.3]]}
     ship = {"patience": 2, "min_fraction": 0.1, "delta": 0.05, "delta_bad": 0.1, "thresholds": thresholds}
-    monkeypatch.setattr(S, "shipped_policy", lambda kind="oscillator": ship)
+    monkeypatch.setattr(S, "shipped_policy", lambda kind="oscillator", delta=0.05: ship)
     assert S.StopPolicy(risk=0.1).threshold == pytest.approx(0.3) and S.StopPolicy(risk=0.1).patience == 2
     assert S.StopPolicy(risk=0.15, patience=1).threshold == pytest.approx(0.3)  # interpolated between risks
     with pytest.raises(ValueError, match="below every measured operating point"):
         S.StopPolicy(risk=0.05, patience=1)
-    with pytest.raises(ValueError, match="measured for delta=0.05"):
-        S.StopPolicy(delta=0.1)
+    with pytest.raises(ValueError, match="measured for delta_bad=0.1"):
+        S.StopPolicy(delta_bad=0.2)
     with pytest.raises(ValueError, match="no shipped threshold for patience 3"):
         S.StopPolicy(patience=3)
 
@@ -150,13 +150,16 @@ def test_add_advice_is_one_column_and_never_changes_the_input():
 
     from bayesgrpo.decisions.stop import add_advice
 
-    t = pd.DataFrame({"run_id": ["a", "b", "c", "d"], "p_gain": [0.1, 0.8, 0.1, np.nan],
-                      "status": ["ok", "ok", "error", "ok"]})  # fmt: skip
+    t = pd.DataFrame({"run_id": ["a", "b", "c", "d", "e"], "p_gain": [0.1, 0.8, 0.1, np.nan, 0.1],
+                      "status": ["ok", "ok", "error", "ok", "ok"]})  # fmt: skip
     before = t.copy()
-    out = add_advice(t, _policy(), fraction={"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5})
-    assert list(out["advice"]) == ["stop", "continue", "too early", "too early"]
+    nums = {r: {"p_gain": p, "fraction": 0.5} for r, p in zip(t["run_id"], t["p_gain"])}
+    nums.pop("e")  # no decision numbers: too early
+    out = add_advice(t, _policy(), numbers=nums)
+    assert list(out["advice"]) == ["stop", "continue", "too early", "too early", "too early"]
     pd.testing.assert_frame_equal(t, before)
-    assert list(add_advice(t, _policy(), fraction=0.05)["advice"]) == ["too early"] * 4
+    early = {r: {**v, "fraction": 0.05} for r, v in nums.items()}
+    assert list(add_advice(t, _policy(), numbers=early)["advice"]) == ["too early"] * 5
 
 
 def _dec(seed=0, n_runs=40):
@@ -241,3 +244,31 @@ def test_reliability_and_scores():
     s = prob_scores(p, y)
     assert s["brier"] == pytest.approx(1 / 6, abs=0.01)  # E[p(1 - p)] for p ~ U(0, 1)
     assert prob_scores(np.full(4, 0.5), np.array([0, 1, 0, 1.0]))["log"] == pytest.approx(np.log(2))
+
+
+def test_the_shipped_policy_and_map_load_with_their_provenance():
+    """The package data the study writes: StopPolicy() resolves its threshold, patience and start from it,
+    and the p_gain map of each measured delta loads; an unmeasured delta is refused by name."""
+    from bayesgrpo.decisions.stop import StopPolicy, shipped_policy
+    from bayesgrpo.forecast.decision import DecisionCalibration, measured_deltas, shipped_decision
+
+    assert 0.05 in measured_deltas("oscillator")
+    entry = shipped_decision("oscillator", 0.05)
+    assert entry["provenance"]["command"].startswith(".venv/bin/python bench/stop_study.py")
+    assert entry["provenance"]["sources"] >= 20
+    pol = StopPolicy()
+    assert 0.0 < pol.threshold < 1.0 and pol.patience >= 1 and 0.0 <= pol.min_fraction < 1.0
+    ship = shipped_policy("oscillator", 0.05)
+    assert pol.patience == ship["patience"]
+    # a larger risk never stops less
+    assert StopPolicy(risk=0.3).threshold >= StopPolicy(risk=0.1).threshold
+    assert DecisionCalibration.default("oscillator", 0.05).method != "identity"
+    with pytest.raises(ValueError, match="measured for delta"):
+        StopPolicy(delta=0.07)
+    # the score of one forecast's numbers is a probability
+    nums = dict(p_gain=0.3, p_gain_raw=0.3, p_improve_raw=0.1, fraction=0.5, level_se=0.02, trend=0.5,
+                logit_plateaued=0.0)  # fmt: skip
+    s = float(np.asarray(pol.score(nums)))
+    assert 0.0 <= s <= 1.0
+    assert pol.advise(nums) in ("stop", "continue")
+    assert pol.advise({**nums, "fraction": 0.0}) == "too early"

@@ -19,15 +19,14 @@ One policy object drives every front end (``forecast``'s ``advice`` column, ``bu
 
 from __future__ import annotations
 
-import json
 import math
-from functools import lru_cache
+from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from bayesgrpo.forecast.decision import DEFAULT_DELTA
+from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
 __all__ = ["StopPolicy", "StopMonitor", "add_advice", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD", "shipped_policy"]
 
@@ -37,14 +36,12 @@ DEFAULT_RISK = 0.1
 DEFAULT_DELTA_BAD = 0.1
 
 
-@lru_cache(maxsize=8)
-def shipped_policy(kind: str = "oscillator") -> dict:
-    """The ``policy`` entry of the packaged ``decision_<kind>.json`` (thresholds per patience and risk,
-    ``min_fraction``, ``patience``, ``delta``, ``delta_bad``, provenance); ``{}`` when the kind ships none."""
-    from importlib.resources import files
-
-    res = files("bayesgrpo.resources").joinpath(f"decision_{kind}.json")
-    return json.loads(res.read_text()).get("policy", {}) if res.is_file() else {}
+def shipped_policy(kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> dict:
+    """The ``policy`` entry of the packaged decision data of ``kind`` at ``delta``
+    (:func:`bayesgrpo.forecast.decision.shipped_decision`): the score it thresholds, ``patience``,
+    ``min_fraction``, ``delta_bad`` and the thresholds per patience and risk; ``{}`` when the kind ships none."""
+    entry = shipped_decision(kind, delta)
+    return {} if entry is None else {**entry["policy"], "provenance": entry.get("provenance", {})}
 
 
 class StopPolicy(BaseModel):
@@ -63,8 +60,11 @@ class StopPolicy(BaseModel):
     min_fraction : float, optional
         Observed share of the run before which the answer is ``too early`` (default: the shipped one).
     threshold : float, optional
-        Stop when ``p_gain`` is below it; default: the shipped threshold for ``risk`` and ``patience``.
-        An explicit threshold has no measured error rate.
+        Stop when the score (:meth:`score`) is below it; default: the shipped threshold for ``risk`` and
+        ``patience``. An explicit threshold has no measured error rate.
+    score_on : {"shipped", "p_gain"}
+        What the threshold applies to: the shipped policy's score (``p_gain``, or the model's probability
+        calibrated to the bad-stop outcome when that is what was measured best), or ``p_gain`` itself.
     kind : str
         The model kind whose shipped thresholds apply.
 
@@ -88,13 +88,23 @@ class StopPolicy(BaseModel):
     patience: int | None = Field(None, ge=1)
     min_fraction: float | None = Field(None, ge=0.0, lt=1.0)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
+    score_on: Literal["shipped", "p_gain"] = "shipped"
     kind: str = "oscillator"
+    _score: tuple | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _resolve(self):
-        if self.threshold is not None and self.patience is not None and self.min_fraction is not None:
+        explicit = self.threshold is not None and self.patience is not None and self.min_fraction is not None
+        try:
+            ship = shipped_policy(self.kind, self.delta)
+        except ValueError:
+            if not explicit:
+                raise
+            ship = {}
+        score = (ship.get("score") or {}).get("calibration") if self.score_on == "shipped" else None
+        self._score = (ship["score"]["input"], DecisionCalibration.model_validate(score)) if score else None
+        if explicit:
             return self
-        ship = shipped_policy(self.kind)
         if not ship:
             raise ValueError(f"no stop thresholds ship for model kind {self.kind!r}; give threshold=, patience= "
                              "and min_fraction= (their error rate is then unmeasured)")  # fmt: skip
@@ -110,21 +120,34 @@ class StopPolicy(BaseModel):
         return self
 
     def _shipped_threshold(self, ship: dict, patience: int) -> float:
-        for k in ("delta", "delta_bad"):
-            if not math.isclose(getattr(self, k), float(ship[k])):
-                raise ValueError(f"the shipped thresholds were measured for {k}={ship[k]:g}, not {getattr(self, k):g}; "
-                                 "give threshold= for another one (its error rate is then unmeasured)")  # fmt: skip
+        if not math.isclose(self.delta_bad, float(ship["delta_bad"])):
+            raise ValueError(f"the shipped thresholds were measured for delta_bad={ship['delta_bad']:g}, not "
+                             f"{self.delta_bad:g}; give threshold= for another one (its error rate is then unmeasured)")  # fmt: skip
         table = ship["thresholds"].get(str(patience))
         if not table:
             raise ValueError(f"no shipped threshold for patience {patience}; measured: {', '.join(ship['thresholds'])}")
         risks = np.array([r for r, _ in table], dtype=float)
-        thr = np.array([t for _, t in table], dtype=float)
+        thr = np.array([t if t is not None else np.nan for _, t in table], dtype=float)
         ok = np.isfinite(thr)
         if not ok.any() or self.risk < risks[ok].min() - 1e-12:
             lo = f"{risks[ok].min():g}" if ok.any() else "none"
             raise ValueError(f"risk {self.risk:g} is below every measured operating point (smallest risk met: {lo}) "
                              f"for patience {patience}")  # fmt: skip
         return float(np.interp(self.risk, risks[ok], thr[ok]))
+
+    def score(self, numbers: dict):
+        """The probability the policy thresholds, from a forecast's decision numbers
+        (:func:`bayesgrpo.forecast.decision.decision_probabilities`, or the same columns of backtest cases):
+        ``p_gain`` itself, or -- when the shipped policy was calibrated to the bad-stop outcome -- its own
+        map of the model's raw probability. Numbers or arrays."""
+        if self._score is None:
+            return numbers["p_gain"]
+        col, cal = self._score
+        return cal.apply(numbers[col], fraction=numbers["fraction"], **{c: numbers[c] for c in cal.covariates})
+
+    def advise(self, numbers: dict) -> str:
+        """:meth:`advice` of one forecast's decision numbers."""
+        return self.advice(float(np.asarray(self.score(numbers))), fraction=float(numbers["fraction"]))
 
     def advice(self, p_gain: float, *, fraction: float) -> str:
         """The answer for one forecast: ``too early`` before ``min_fraction`` or without a probability,
@@ -162,6 +185,10 @@ class StopMonitor:
             self.fired = True
         return a
 
+    def observe(self, numbers: dict) -> str:
+        """:meth:`update` from a forecast's decision numbers (:meth:`StopPolicy.score`)."""
+        return self.update(float(np.asarray(self.policy.score(numbers))), fraction=float(numbers["fraction"]))
+
     def state(self) -> dict:
         return {"count": self.count, "fired": self.fired}
 
@@ -169,20 +196,16 @@ class StopMonitor:
         self.count, self.fired = int(state.get("count", 0)), bool(state.get("fired", False))
 
 
-def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, fraction) -> pd.DataFrame:
+def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers: dict) -> pd.DataFrame:
     """The forecast table with an ``advice`` column (a new frame; the input is not changed).
 
-    The one function every front end calls. ``p_gain`` must be a column (the forecast layer's, with the
-    policy's delta); ``fraction`` is the observed share of each run: a mapping run id -> fraction, or one
-    value per row. Rows whose ``status`` is not ``ok``, or without a fraction, get ``too early``.
+    The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
+    (:func:`bayesgrpo.forecast.decision.decision_probabilities`). Rows whose ``status`` is not ``ok``, or
+    without numbers, get ``too early``.
     """
     policy = policy or StopPolicy()
     out = table.copy()
-    if isinstance(fraction, dict):
-        f = [float(fraction.get(r, np.nan)) for r in out["run_id"]]
-    else:
-        f = list(np.broadcast_to(np.asarray(fraction, dtype=float), (len(out),)))
     ok = out["status"].eq("ok").to_numpy() if "status" in out else np.ones(len(out), dtype=bool)
-    out["advice"] = [policy.advice(float(p), fraction=fr) if good else "too early"
-                     for p, fr, good in zip(out["p_gain"], f, ok, strict=True)]  # fmt: skip
+    out["advice"] = [policy.advise(numbers[r]) if good and r in numbers else "too early"
+                     for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
     return out

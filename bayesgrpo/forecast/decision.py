@@ -31,6 +31,7 @@ data (``bayesgrpo/resources/decision_<kind>.json``) with its provenance, like th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -41,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.forecast.calibration import case_weights
 from bayesgrpo.schema import REWARD
-from bayesgrpo.series import current_level, level_points, noise_sd
+from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -54,6 +55,8 @@ __all__ = [
     "decision_covariates",
     "COVARIATES",
     "CALIBRATION_METHODS",
+    "shipped_decision",
+    "measured_deltas",
 ]
 
 #: the gain worth continuing for, in units of the run's scale (``--delta``)
@@ -228,15 +231,56 @@ class DecisionCalibration(BaseModel):
         return cls.model_validate(json.loads(p.read_text()))
 
     @classmethod
-    def default(cls, kind: str = "oscillator") -> DecisionCalibration:
-        """The packaged map of ``kind`` (the ``calibration`` entry of ``decision_<kind>.json``), else the
-        identity."""
-        from importlib.resources import files
+    def default(cls, kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> DecisionCalibration:
+        """The packaged p_gain map of ``kind`` at ``delta`` (:func:`shipped_decision`), else the identity
+        when the kind ships none.
 
-        res = files("bayesgrpo.resources").joinpath(f"decision_{kind}.json")
-        if not res.is_file():
-            return cls()
-        return cls.model_validate(json.loads(res.read_text())["calibration"])
+        Raises
+        ------
+        ValueError
+            The kind ships maps, but none for this delta (the message names the measured ones).
+        """
+        entry = shipped_decision(kind, delta)
+        return cls() if entry is None else cls.model_validate(entry["calibration"])
+
+
+def _delta_key(delta: float) -> str:
+    return f"{float(delta):g}"
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped(kind: str) -> dict | None:
+    from importlib.resources import files
+
+    res = files("bayesgrpo.resources").joinpath(f"decision_{kind}.json")
+    return json.loads(res.read_text()) if res.is_file() else None
+
+
+def shipped_decision(kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> dict | None:
+    """The packaged decision data of ``kind`` at ``delta`` (``bayesgrpo/resources/decision_<kind>.json``,
+    written by ``bench/stop_study.py``): ``calibration`` (the p_gain map), ``policy`` (the stop policy's
+    score, patience, start and thresholds per risk) and ``measured`` (its leave-one-source-out error
+    rates). None when the kind ships none.
+
+    Raises
+    ------
+    ValueError
+        The kind ships data, but not for this delta.
+    """
+    data = _shipped(kind)
+    if data is None:
+        return None
+    entry = data["deltas"].get(_delta_key(delta))
+    if entry is None:
+        raise ValueError(f"delta {delta:g}: the stop advice of the {kind} kind was measured for delta "
+                         f"{', '.join(data['deltas'])} only; choose one of them")  # fmt: skip
+    return {**entry, "provenance": data.get("provenance", {})}
+
+
+def measured_deltas(kind: str = "oscillator") -> tuple[float, ...]:
+    """The deltas whose p_gain map and stop thresholds ship for ``kind`` (empty when none do)."""
+    data = _shipped(kind)
+    return tuple(float(d) for d in data["deltas"]) if data else ()
 
 
 def _fit_logistic(X: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float) -> np.ndarray:
@@ -360,7 +404,8 @@ def decision_probabilities(
 ) -> dict:
     """The decision numbers of one forecast run (module docstring), in the run's units.
 
-    Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued`` and the covariates
+    Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued``, ``best`` (the best
+    mean of 5 consecutive logged rewards) and ``p_improve_raw`` = P(final >= best), and the covariates
     of :func:`decision_covariates`; with a ``target`` also ``p_target_raw, p_target``. ``calibration``
     (default: the fit's configured map) recalibrates ``p_gain`` and ``p_target``.
     """
@@ -374,9 +419,11 @@ def decision_probabilities(
     cov = decision_covariates(rewards, scale=float(info.scale), p_plateaued=pp)
     thr = gain_threshold(level, info.scale, delta)
     raw = prob_at_least(fin, thr)
+    best = best_window_mean(rewards, 5)
     need = {c: cov[c] for c in cal.covariates}
     out = dict(level=level, scale=float(info.scale), fraction=frac, gain_threshold=thr, p_gain_raw=raw,
-               p_gain=float(cal.apply(raw, fraction=frac, **need)[()]), p_plateaued=pp, **cov)  # fmt: skip
+               p_gain=float(cal.apply(raw, fraction=frac, **need)[()]), p_plateaued=pp, best=best,
+               p_improve_raw=prob_at_least(fin, best), **cov)  # fmt: skip
     if target is not None:
         rt = prob_at_least(fin, float(target))
         out.update(p_target_raw=rt, p_target=float(cal.apply(rt, fraction=frac, **need)[()]))

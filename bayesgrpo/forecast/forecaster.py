@@ -105,7 +105,7 @@ class ForecastConfig(BaseModel):
             if data.get("calibration") is None and "calibration" in data:
                 data = {**data, "calibration": Calibration.default(kind)}
             if data.get("decision") is None and "decision" in data:
-                data = {**data, "decision": DecisionCalibration.default(kind)}
+                data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
         return data
 
     @field_validator("model")

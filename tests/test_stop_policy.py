@@ -153,7 +153,7 @@ def test_add_advice_is_one_column_and_never_changes_the_input():
     t = pd.DataFrame({"run_id": ["a", "b", "c", "d", "e"], "p_gain": [0.1, 0.8, 0.1, np.nan, 0.1],
                       "status": ["ok", "ok", "error", "ok", "ok"]})  # fmt: skip
     before = t.copy()
-    nums = {r: {"p_gain": p, "fraction": 0.5} for r, p in zip(t["run_id"], t["p_gain"])}
+    nums = {r: {"p_gain": p, "fraction": 0.5} for r, p in zip(t["run_id"], t["p_gain"], strict=True)}
     nums.pop("e")  # no decision numbers: too early
     out = add_advice(t, _policy(), numbers=nums)
     assert list(out["advice"]) == ["stop", "continue", "too early", "too early", "too early"]

@@ -122,7 +122,8 @@ class StopPolicy(BaseModel):
     def _shipped_threshold(self, ship: dict, patience: int) -> float:
         if not math.isclose(self.delta_bad, float(ship["delta_bad"])):
             raise ValueError(f"the shipped thresholds were measured for delta_bad={ship['delta_bad']:g}, not "
-                             f"{self.delta_bad:g}; give threshold= for another one (its error rate is then unmeasured)")  # fmt: skip
+                             f"{self.delta_bad:g}; give threshold= for another one (its error rate is then "
+                             "unmeasured)")  # fmt: skip
         table = ship["thresholds"].get(str(patience))
         if not table:
             raise ValueError(f"no shipped threshold for patience {patience}; measured: {', '.join(ship['thresholds'])}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -153,6 +154,9 @@ def _few(ids, n: int = 8) -> str:
     return ", ".join(repr(i) for i in ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
+_NUMBER = re.compile(r"([-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?|[<>]\d+|)(\.\.[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?)?")
+
+
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
     """Print a table on stdout: a rich table on a terminal; in a pipe, a title line and one line per
     row, columns aligned, every id and number in full (nothing folded or cut)."""
@@ -168,7 +172,8 @@ def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> No
 
         t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
         for c in cells.columns:
-            t.add_column(escape(str(c)), overflow="fold")
+            # numbers never break over lines; ids and lists fold instead
+            t.add_column(escape(str(c)), overflow="fold", no_wrap=all(_NUMBER.fullmatch(v) for v in cells[c]))
         for row in cells.itertuples(index=False):
             t.add_row(*[escape(v) for v in row])
         out_console().print(t)
@@ -239,6 +244,14 @@ def validate_until(*, until_step: int | None, until_fraction: float | None, hori
         fail(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
     if horizon is not None and horizon < 1:
         fail(f"--horizon must be a positive step, got {horizon}")
+
+
+def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:
+    """Every name in ``columns`` is a metadata column with a value for at least one run (else a one-line error)."""
+    missing = [c for c in columns if c not in runs.meta.columns or runs.meta[c].isna().all()]
+    if missing:
+        cols = [c for c in runs.meta.columns if runs.meta[c].notna().any()]
+        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

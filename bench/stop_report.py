@@ -407,15 +407,26 @@ def design_table(stops: pd.DataFrame) -> pd.DataFrame:
 
 
 def ship_policy(dec: pd.DataFrame, design: str) -> dict:
-    """The shipped policy: patience and min_fraction chosen at the shipped risk, then per patience the
-    threshold for every risk (:func:`risk_thresholds`), on every source's LOSO probabilities of bayesgrpo."""
+    """The shipped policy: patience and min_fraction chosen at the shipped risk, then per patience and risk
+    ``[risk, threshold, bad-stop share, steps saved]`` (:func:`risk_index`; the larger of the per-run and
+    source-weighted bad-stop shares, and the mean of their steps saved) on every source's LOSO
+    probabilities of bayesgrpo; None where no threshold met the risk."""
     b = dec[dec["method"] == "bayesgrpo"]
     pol = choose_policy(b, design, SHIPPED_RISK)
     mf = pol["min_fraction"] if pol else 0.1
+    seq = checkpoint_sequences(b, design)
     th = {}
     for pat in PATIENCES:
-        cur = operating_curve(b, THRESHOLDS, patience=pat, min_fraction=mf, p=design, delta_bad=DELTA_BAD)
-        th[str(pat)] = [[r, t if np.isfinite(t) else None] for r, t in risk_thresholds(cur, RISKS, method="bayesgrpo")]
+        (r,) = sweep(seq, THRESHOLDS, patience=pat, min_fraction=mf, delta_bad=DELTA_BAD).values()
+        rows, prev = [], None
+        for risk in RISKS:
+            i = risk_index(r, risk)
+            if i is not None and (prev is None or i > prev):
+                prev = i
+            rows.append([risk, None] if prev is None else
+                        [risk, float(r["threshold"][prev]), float(max(r["bad_stops"][prev], r["bad_stops_w"][prev])),
+                         float(0.5 * (r["steps_saved"][prev] + r["steps_saved_w"][prev]))])  # fmt: skip
+        th[str(pat)] = rows
     return dict(design=design, delta=DELTA, delta_bad=DELTA_BAD, patience=int(pol["patience"]) if pol else 2,
                 min_fraction=float(mf), thresholds=th)  # fmt: skip
 
@@ -514,6 +525,19 @@ def prepare(runs, cases, draws, delta: float):
     return dec, dec[dec["method"] == "bayesgrpo"].reset_index(drop=True), common_cases(dec)
 
 
+def patience_errors(bay: pd.DataFrame, design: str, policy: dict) -> dict:
+    """Nested-LOSO bad-stop share and steps saved at the shipped risk for each patience, the start fixed at
+    the shipped one (what ``StopPolicy(patience=k).error_rate`` reports)."""
+    out = {}
+    for pat in PATIENCES:
+        st, _ = loso_policy(bay, design, SHIPPED_RISK, patiences=(pat,), min_fractions=(policy["min_fraction"],))
+        t = stops_summary(st)
+        t = t[t["method"] == "bayesgrpo"]
+        out[f"patience_{pat}"] = dict(risk=SHIPPED_RISK, bad_stops=float(t["bad_stops"].max()),
+                                      steps_saved=float(t["steps_saved"].mean()))  # fmt: skip
+    return out
+
+
 def other_delta(runs, cases, draws, delta: float, shipped_cal: str, design: str) -> tuple[dict, dict]:
     """The shipped calibration method and design at another delta: its package data and measured numbers."""
     dec, bay, _ = prepare(runs, cases, draws, delta)
@@ -523,7 +547,8 @@ def other_delta(runs, cases, draws, delta: float, shipped_cal: str, design: str)
     four = stops_summary(four_checkpoint(bay, design))
     rel = reliability_check(bay[shipped_cal], bay["event"])
     measured = {"sequential": seq.to_dict("records"), "four_checkpoint": four.to_dict("records"),
-                "reliability": {k: rel[k] for k in ("worst_gap", "met", "populated")}}  # fmt: skip
+                "reliability": {k: rel[k] for k in ("worst_gap", "met", "populated")},
+                **patience_errors(bay, design, policy)}  # fmt: skip
     return delta_entry(bay, shipped_cal, design, policy, measured), dict(seq=seq, four=four, rel=rel, policy=policy)
 
 
@@ -532,8 +557,8 @@ def write_report(config: str, ns: dict) -> None:
     bay, common, design, policy = ns["bay"], ns["common"], ns["design"], ns["policy"]
     stem = "stop_policy" if config == "oscillator" else f"stop_policy_{config}"
     mark = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
-    thr = "; ".join(f"patience {k}: " + ", ".join(f"risk {r:g} -> {t:.2f}" if t is not None else f"risk {r:g} -> none"
-                                                 for r, t in v) for k, v in policy["thresholds"].items())  # fmt: skip
+    thr = "; ".join(f"patience {k}: " + ", ".join(f"risk {e[0]:g} -> {e[1]:.2f}" if e[1] is not None else f"risk {e[0]:g} -> none"
+                                                 for e in v) for k, v in policy["thresholds"].items())  # fmt: skip
     md = [f"# Stop advice: decision probabilities and a stop policy with a measured error rate ({config})", "",
           f"Regenerate: `{SS.CMD} --config {config}` (stages peers, forecasts, report; resumable; `--stage report` "
           f"rebuilds this page, the figures and `bayesgrpo/resources/decision_<kind>.json`). Generated "
@@ -638,7 +663,8 @@ def main(config: str = "oscillator") -> None:
     targets["brier_below_peers"] = (bool(rec["bayesgrpo"] < best_peer),
                                     f"bayesgrpo {rec['bayesgrpo']:.3f} vs best peer {best_peer:.3f}")  # fmt: skip
     measured = {"sequential": seq_b.to_dict("records"), "four_checkpoint": four_b.to_dict("records"),
-                "targets": {k: {"met": bool(v[0]), "numbers": v[1]} for k, v in targets.items()}}  # fmt: skip
+                "targets": {k: {"met": bool(v[0]), "numbers": v[1]} for k, v in targets.items()},
+                **patience_errors(bay, design, policy)}  # fmt: skip
     entries = {"0.05": delta_entry(bay, shipped_cal, design, policy, measured)}
     others = {}
     for d in DELTAS:

@@ -39,9 +39,12 @@ DEFAULT_DELTA_BAD = 0.1
 def shipped_policy(kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> dict:
     """The ``policy`` entry of the packaged decision data of ``kind`` at ``delta``
     (:func:`bayesgrpo.forecast.decision.shipped_decision`): the score it thresholds, ``patience``,
-    ``min_fraction``, ``delta_bad`` and the thresholds per patience and risk; ``{}`` when the kind ships none."""
+    ``min_fraction``, ``delta_bad``, the thresholds per patience and risk, and what was ``measured``;
+    ``{}`` when the kind ships none."""
     entry = shipped_decision(kind, delta)
-    return {} if entry is None else {**entry["policy"], "provenance": entry.get("provenance", {})}
+    if entry is None:
+        return {}
+    return {**entry["policy"], "measured": entry.get("measured", {}), "provenance": entry.get("provenance", {})}
 
 
 class StopPolicy(BaseModel):
@@ -91,6 +94,7 @@ class StopPolicy(BaseModel):
     score_on: Literal["shipped", "p_gain"] = "shipped"
     kind: str = "oscillator"
     _score: tuple | None = PrivateAttr(default=None)
+    _error: float = PrivateAttr(default=float("nan"))
 
     @model_validator(mode="after")
     def _resolve(self):
@@ -114,10 +118,27 @@ class StopPolicy(BaseModel):
         if self.min_fraction is None:
             upd["min_fraction"] = float(ship["min_fraction"])
         if self.threshold is None:
-            upd["threshold"] = self._shipped_threshold(ship, upd.get("patience", self.patience))
+            pat = upd.get("patience", self.patience)
+            upd["threshold"] = self._shipped_threshold(ship, pat)
+            self._error = self._measured_error(ship, pat)
         for k, v in upd.items():
             object.__setattr__(self, k, v)
         return self
+
+    def _measured_error(self, ship: dict, patience: int) -> float:
+        """The bad-stop share measured for this risk and patience: leave-one-source-out (nested) where the
+        study measured it (the shipped risk), else the in-sample share of the risk table, interpolated."""
+        loso = ship.get("measured", {}).get(f"patience_{patience}", {})
+        if loso and math.isclose(self.risk, float(loso["risk"])):
+            return float(loso["bad_stops"])
+        table = [e for e in ship["thresholds"][str(patience)] if e[1] is not None]
+        return float(np.interp(self.risk, [e[0] for e in table], [e[2] for e in table]))
+
+    @property
+    def error_rate(self) -> float:
+        """The measured share of this policy's stops that were bad (the larger of per run and source-weighted;
+        NaN for an explicit threshold: unmeasured)."""
+        return self._error
 
     def _shipped_threshold(self, ship: dict, patience: int) -> float:
         if not math.isclose(self.delta_bad, float(ship["delta_bad"])):
@@ -127,8 +148,8 @@ class StopPolicy(BaseModel):
         table = ship["thresholds"].get(str(patience))
         if not table:
             raise ValueError(f"no shipped threshold for patience {patience}; measured: {', '.join(ship['thresholds'])}")
-        risks = np.array([r for r, _ in table], dtype=float)
-        thr = np.array([t if t is not None else np.nan for _, t in table], dtype=float)
+        risks = np.array([e[0] for e in table], dtype=float)
+        thr = np.array([e[1] if e[1] is not None else np.nan for e in table], dtype=float)
         ok = np.isfinite(thr)
         if not ok.any() or self.risk < risks[ok].min() - 1e-12:
             lo = f"{risks[ok].min():g}" if ok.any() else "none"
@@ -198,7 +219,8 @@ class StopMonitor:
 
 
 def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers: dict) -> pd.DataFrame:
-    """The forecast table with an ``advice`` column (a new frame; the input is not changed).
+    """The forecast table with ``advice`` and ``advice_error_rate`` columns (a new frame; the input is not
+    changed): the share of the policy's stops measured to be bad, on rows whose advice is ``stop``.
 
     The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
     (:func:`bayesgrpo.forecast.decision.decision_probabilities`). Rows whose ``status`` is not ``ok``, or
@@ -209,4 +231,5 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
     ok = out["status"].eq("ok").to_numpy() if "status" in out else np.ones(len(out), dtype=bool)
     out["advice"] = [policy.advise(numbers[r]) if good and r in numbers else "too early"
                      for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
+    out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     return out

@@ -132,11 +132,16 @@ def test_policy_answers_and_patience():
 def test_policy_refuses_a_risk_no_threshold_met(monkeypatch):
     import bayesgrpo.decisions.stop as S
 
-    thresholds = {"1": [[0.05, float("nan")], [0.1, 0.2], [0.2, 0.4]], "2": [[0.05, 0.1], [0.1, 0.3]]}
+    thresholds = {"1": [[0.05, None], [0.1, 0.2, 0.08, 0.3], [0.2, 0.4, 0.18, 0.5]],
+                  "2": [[0.05, 0.1, 0.04, 0.2], [0.1, 0.3, 0.09, 0.4]]}  # fmt: skip
     ship = {"patience": 2, "min_fraction": 0.1, "delta": 0.05, "delta_bad": 0.1, "thresholds": thresholds}
     monkeypatch.setattr(S, "shipped_policy", lambda kind="oscillator", delta=0.05: ship)
     assert S.StopPolicy(risk=0.1).threshold == pytest.approx(0.3) and S.StopPolicy(risk=0.1).patience == 2
     assert S.StopPolicy(risk=0.15, patience=1).threshold == pytest.approx(0.3)  # interpolated between risks
+    assert S.StopPolicy(risk=0.15, patience=1).error_rate == pytest.approx(0.13)  # the risk table's, interpolated
+    ship["measured"] = {"patience_2": {"risk": 0.1, "bad_stops": 0.07, "steps_saved": 0.3}}
+    assert S.StopPolicy(risk=0.1).error_rate == pytest.approx(0.07)  # measured leave-one-source-out
+    assert np.isnan(S.StopPolicy(threshold=0.2, patience=1, min_fraction=0.1).error_rate)  # explicit: unmeasured
     with pytest.raises(ValueError, match="below every measured operating point"):
         S.StopPolicy(risk=0.05, patience=1)
     with pytest.raises(ValueError, match="measured for delta_bad=0.1"):

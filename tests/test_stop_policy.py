@@ -277,3 +277,53 @@ def test_the_shipped_policy_and_map_load_with_their_provenance():
     assert 0.0 <= s <= 1.0
     assert pol.advise(nums) in ("stop", "continue")
     assert pol.advise({**nums, "fraction": 0.0}) == "too early"
+
+
+def test_policy_characteristic_on_a_users_own_runs():
+    """backtest's operating characteristic: the policy through each run's checkpoints, against the oracle."""
+    import pandas as pd
+
+    from bayesgrpo.evaluation.stop_rule import policy_characteristic
+    from bayesgrpo.forecast.decision import DecisionCalibration
+    from bayesgrpo.schema import RunSet
+
+    steps = np.arange(0, 101)
+    flat = pd.DataFrame({"run_id": "flat", "step": steps, "reward": 0.5})
+    rise = pd.DataFrame({"run_id": "rise", "step": steps, "reward": np.where(steps < 60, 0.1, 0.9)})
+    meta = pd.DataFrame({"run_id": ["flat", "rise"], "source_repo": ["a", "b"]})
+    runs = RunSet.from_frames(pd.concat([flat, rise]), meta)
+    rows = []
+    for rid, truth, rng in (("flat", 0.5, 0.1), ("rise", 0.9, 0.8)):
+        for c in (0.1, 0.2, 0.3):
+            q = np.full(7, 0.5 if rid == "flat" else 0.1)  # the method foresees no gain for either run
+            rows.append(dict(run_id=rid, source=rid, cutoff=c, method="bayesgrpo", ok=True,
+                             observed_until=int(c * 100), s0=0, horizon=100, truth=truth, range=rng,
+                             **{f"q{k:02d}": v for k, v in zip((5, 10, 25, 50, 75, 90, 95), q, strict=True)}))  # fmt: skip
+    pol = _policy(threshold=0.5, patience=2, min_fraction=0.1)
+    stops, summary = policy_characteristic(pd.DataFrame(rows), runs, pol, calibration=DecisionCalibration())
+    s = stops.set_index(["run_id", "method"])
+    assert s.loc[("flat", "bayesgrpo"), "stop_cutoff"] == 0.2  # patience 2: the second checkpoint
+    assert s.loc[("rise", "bayesgrpo"), "bad_stop"] and not s.loc[("rise", "oracle"), "stopped"]
+    per_run = summary[summary["weighting"] == "per run"].set_index("method")
+    assert per_run.loc["bayesgrpo", "bad_stops"] == pytest.approx(0.5)
+    assert per_run.loc["bayesgrpo", "steps_saved"] == pytest.approx(0.8)
+
+
+def test_sweep_stop_table_says_what_stopping_saves_and_costs():
+    from bayesgrpo.decisions.stop import sweep_stop_table
+
+    rng = np.random.default_rng(0)
+    runs = [dict(run_id="a", advice="stop", last_step=100, horizon=400, level=0.5, scale=0.5,
+                 final_draws=0.5 + 0.05 * rng.standard_normal(2000)),
+            dict(run_id="b", advice="continue", last_step=300, horizon=400, level=0.2, scale=1.0,
+                 final_draws=0.6 + 0.05 * rng.standard_normal(2000)),
+            dict(run_id="c", advice="too early", last_step=10, horizon=400, level=0.1, scale=1.0,
+                 final_draws=np.full(2000, 0.3))]  # fmt: skip
+    table, summary = sweep_stop_table(runs)
+    assert summary["stopped"] == 1
+    assert summary["share_of_remaining_steps_saved"] == pytest.approx(300 / (300 + 100 + 390))
+    a = table.set_index("run_id").loc["a"]
+    assert a["lost_mean"] == pytest.approx(0.0, abs=0.01) and a["lost_lo"] < 0 < a["lost_hi"]
+    assert a["lost_hi"] - a["lost_lo"] == pytest.approx(2 * 1.645 * 0.05, rel=0.1)
+    assert np.isnan(table.set_index("run_id").loc["b", "lost_mean"])  # only stopped runs lose anything
+    assert summary["lost_scale_lo"] < summary["lost_scale_mean"] < summary["lost_scale_hi"]

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
-__all__ = ["StopPolicy", "StopMonitor", "add_advice", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD", "shipped_policy"]
+__all__ = ["StopPolicy", "StopMonitor", "add_advice", "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
+           "shipped_policy"]  # fmt: skip
 
 #: the three answers, in the order of the table's documentation
 ADVICE = ("stop", "continue", "too early")
@@ -233,3 +234,48 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
                      for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     return out
+
+
+def sweep_stop_table(runs: list[dict], *, interval: float = 0.9) -> tuple[pd.DataFrame, dict]:
+    """Which runs of a sweep to stop now, what that saves and what it may cost.
+
+    ``runs``: one dict per run with ``run_id``, ``advice``, ``last_step``, ``horizon``, ``level`` (the current
+    level), ``scale`` and ``final_draws`` (the forecast's final-reward draws). Per run: the remaining steps
+    and, for a run advised to stop, the reward lost by stopping now, ``final - level`` (its posterior mean
+    and central ``interval``; negative: the forecast expects the run to lose reward by going on).
+
+    Returns
+    -------
+    (DataFrame, dict)
+        One row per run (``run_id, advice, remaining_steps, lost_mean, lost_lo, lost_hi``, in run units)
+        and the sweep's summary: runs stopped, ``share_of_remaining_steps_saved`` (steps of the stopped runs
+        over the remaining steps of all runs), ``lost_scale_mean`` / ``lost_scale_lo`` / ``lost_scale_hi``
+        (the mean over stopped runs of the reward lost in units of each run's scale, with its interval:
+        runs may log rewards in different units).
+    """
+    lo_q, hi_q = (1.0 - interval) / 2.0, (1.0 + interval) / 2.0
+    rows, norm = [], []
+    rng = np.random.default_rng(0)
+    n = min((len(r["final_draws"]) for r in runs), default=0)
+    for r in runs:
+        rem = max(0, int(r["horizon"]) - int(r["last_step"]))
+        row = dict(run_id=r["run_id"], advice=r["advice"], remaining_steps=rem, lost_mean=np.nan, lost_lo=np.nan,
+                   lost_hi=np.nan)  # fmt: skip
+        if r["advice"] == "stop":
+            x = np.asarray(r["final_draws"], dtype=float) - float(r["level"])
+            row.update(
+                lost_mean=float(x.mean()), lost_lo=float(np.quantile(x, lo_q)), lost_hi=float(np.quantile(x, hi_q))
+            )
+            if n:  # independent runs: a random subset of each run's draws, summed draw by draw
+                norm.append(rng.choice(x, size=n, replace=False) / float(r["scale"]))
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=["run_id", "advice", "remaining_steps", "lost_mean", "lost_lo", "lost_hi"])
+    total = float(table["remaining_steps"].sum())
+    stopped = table["advice"] == "stop"
+    saved = float(table.loc[stopped, "remaining_steps"].sum() / total) if total else 0.0
+    summary = dict(runs=int(len(table)), stopped=int(stopped.sum()), share_of_remaining_steps_saved=saved)
+    if norm:
+        m = np.mean(norm, axis=0)
+        summary.update(lost_scale_mean=float(m.mean()), lost_scale_lo=float(np.quantile(m, lo_q)),
+                       lost_scale_hi=float(np.quantile(m, hi_q)))  # fmt: skip
+    return table, summary

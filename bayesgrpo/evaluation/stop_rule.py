@@ -59,6 +59,7 @@ __all__ = [
     "case_scale",
     "quantile_prob_at_least",
     "stop_rule_backtest",
+    "policy_characteristic",
     "ORACLE",
 ]
 
@@ -120,7 +121,11 @@ def decision_cases(
         cov = decision_covariates(y, scale=scale, p_plateaued=pp)
         thr = gain_threshold(level, scale, delta)
         x = None if draws is None else draws.get(f"{r.run_id}|{r.cutoff:g}|{r.method}")
-        at_least = (lambda t: prob_at_least(x, t)) if x is not None else (lambda t: quantile_prob_at_least(r._asdict(), t))
+        qrow = r._asdict() if x is None else None
+
+        def at_least(t, x=x, qrow=qrow):
+            return prob_at_least(x, t) if x is not None else quantile_prob_at_least(qrow, t)
+
         p = at_least(thr)
         gain = (r.truth - level) / r.range
         rows.append(dict(run_id=r.run_id, source=r.source, method=r.method, cutoff=float(r.cutoff),
@@ -359,3 +364,34 @@ def stop_rule_backtest(
     dec = decision_cases(cases, runs, delta=delta, delta_bad=bad)
     pol = StopPolicy(threshold=epsilon, patience=1, min_fraction=0.0, delta=delta, delta_bad=bad)
     return policy_backtest(dec, pol, p="p_gain_raw")
+
+
+def policy_characteristic(
+    cases: pd.DataFrame,
+    runs: RunSet,
+    policy: StopPolicy,
+    *,
+    draws: dict | None = None,
+    method: str = "bayesgrpo",
+    calibration=None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The shipped policy on a user's own completed runs: one method's backtest cases (its checkpoints in
+    order), scored by the policy's own score (the shipped maps, as a live forecast computes it) with
+    its patience, against the oracle. ``calibration``: the p_gain map (default: the packaged one of the
+    policy's kind and delta). Returns ``(stops per run, summary per method and weighting)`` --
+    ``stopped, steps_saved, bad_stops, reward_lost`` per run and source-weighted."""
+    from bayesgrpo.forecast.decision import DecisionCalibration
+
+    dec = decision_cases(cases[cases["method"] == method], runs, draws=draws, delta=policy.delta,
+                         delta_bad=policy.delta_bad)  # fmt: skip
+    if dec.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    cal = calibration if calibration is not None else DecisionCalibration.default(policy.kind, policy.delta)
+    cols = {c: dec[c].to_numpy() for c in dec.columns}
+    cols["p_gain"] = cal.apply(dec["p_gain_raw"].to_numpy(), fraction=dec["fraction"].to_numpy(),
+                               **{c: dec[c].to_numpy() for c in cal.covariates})  # fmt: skip
+    dec = dec.assign(p_gain=cols["p_gain"], p_policy=np.asarray(policy.score(cols), dtype=float))
+    stops = policy_backtest(dec, policy, p="p_policy")
+    summary = pd.concat([summarize_stops(stops, weighted=w).assign(weighting="source-weighted" if w else "per run")
+                         for w in (False, True)], ignore_index=True)  # fmt: skip
+    return stops, summary

@@ -14,8 +14,10 @@ Every development run (``bench/devdata.py``: grpo-public + grpo-extra as the for
 them, plus grpo-more) is truncated at every 5% of its step span (0.05 ... 0.95: what a live run would
 see at a forecast every 5% of it) and forecast to its own last step. bayesgrpo's population prior and
 interval layer for a run of source S are fitted without S (the forecast benchmark's LOSO priors and
-layers); the peers need none. Each forecast's final-reward draws give the decision probabilities of
-:mod:`bayesgrpo.forecast.decision` against what the complete run did.
+layers); the peers need none (for CPU time they forecast at most 6 runs of a source, an even spread --
+the two large sources have 20 and 26 -- and domhan_fast, 5 s a forecast, at every 10%). Each forecast's
+final-reward draws give the decision probabilities of :mod:`bayesgrpo.forecast.decision` against what the
+complete run did; methods are compared on the cases every one of them forecast.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import argparse
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +46,9 @@ WORK = RES / "stop_runs"
 CMD = ".venv/bin/python bench/stop_study.py"
 PEERS = ("last_value", "exponential", "scalerl", "pow3", "domhan_fast")
 PEER_KW = {p: {"n_boot": 40} for p in ("exponential", "scalerl", "pow3")}
+#: the peers forecast at most this many runs of a source (an even spread), domhan_fast at every 10%
+PEER_MAX_RUNS = 6
+CUT10 = CHECKPOINTS[1::2]
 #: final-reward draws kept per case (evenly spaced order statistics: probabilities to 0.005)
 KEEP_DRAWS = 200
 
@@ -74,16 +81,26 @@ def run_forecasts(config: str, runs, sampler: SamplerConfig, only_sources=None) 
         print(f"[{time.time() - t0:6.0f}s] {config}: {s} ({len(ids)} runs) done", flush=True)
 
 
+def peer_runs(ids: list[str]) -> list[str]:
+    """The runs of one source the peers forecast: all of a source of at most PEER_MAX_RUNS runs, else an
+    even spread of PEER_MAX_RUNS of them in file order (CPU time: the peers cost 7 s per checkpoint)."""
+    if len(ids) <= PEER_MAX_RUNS:
+        return list(ids)
+    return [ids[int(k)] for k in np.round(np.linspace(0, len(ids) - 1, PEER_MAX_RUNS)).astype(int)]
+
+
 def run_peers(runs, only_sources=None) -> None:
+    """The peers at every checkpoint (domhan_fast, 5 s a forecast, at every 10%), per source."""
     src = runs.meta["source_repo"].astype(str)
     t0 = time.time()
     for s in sorted(src.unique()):
         if only_sources and s not in only_sources:
             continue
-        ids = [r for r in runs.run_ids if src[r] == s]
-        backtest(runs.select(ids), cutoffs=CHECKPOINTS, peers=PEERS, include_bayes=False, peer_kwargs=PEER_KW,
-                 out_dir=WORK / "peers" / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS,
-                 progress=_progress(t0, f"peers {s}"))  # fmt: skip
+        ids = peer_runs([r for r in runs.run_ids if src[r] == s])
+        for peers, cuts in ((tuple(p for p in PEERS if p != "domhan_fast"), CHECKPOINTS), (("domhan_fast",), CUT10)):
+            backtest(runs.select(ids), cutoffs=cuts, peers=peers, include_bayes=False, peer_kwargs=PEER_KW,
+                     out_dir=WORK / "peers" / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS,
+                     progress=_progress(t0, f"peers {s}"))  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] peers: {s} ({len(ids)} runs) done", flush=True)
 
 

@@ -327,3 +327,31 @@ def test_sweep_stop_table_says_what_stopping_saves_and_costs():
     assert a["lost_hi"] - a["lost_lo"] == pytest.approx(2 * 1.645 * 0.05, rel=0.1)
     assert np.isnan(table.set_index("run_id").loc["b", "lost_mean"])  # only stopped runs lose anything
     assert summary["lost_scale_lo"] < summary["lost_scale_mean"] < summary["lost_scale_hi"]
+
+
+def test_p_gain_in_the_forecast_table_is_the_decision_layers(mock_sampler):
+    """The table's p_gain is decision_probabilities' (mocked sampling): P(final >= level + delta x scale)
+    recalibrated by the fit's map; a run far below its plateau has a gain to come, a run at it has none."""
+    import pandas as pd
+
+    from bayesgrpo.forecast.decision import DecisionCalibration, decision_probabilities
+    from bayesgrpo.forecast.forecaster import Forecaster, SamplerConfig
+    from bayesgrpo.schema import RunSet
+
+    steps = np.arange(1, 121)
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"run_id": "r", "step": steps, "reward": 0.1 + 0.6 * (1 - np.exp(-steps / 60.0))
+                       + 0.02 * rng.standard_normal(steps.size)})  # fmt: skip
+    runs = RunSet.from_frames(df, pd.DataFrame({"run_id": ["r"], "max_steps": [400], "beta1": [0.9]}))
+    smp = SamplerConfig(draws=200, tune=10, chains=2, seed=3)
+    fit = Forecaster(sampler=smp, decision=False).fit(runs)
+    row = fit.table().iloc[0]
+    nums = decision_probabilities(fit, "r")
+    assert row["p_gain"] == pytest.approx(nums["p_gain"]) and nums["p_gain"] == nums["p_gain_raw"]  # identity map
+    assert nums["p_gain"] > 0.9  # the mocked posterior's plateau lies far above the current level
+    assert nums["level"] == pytest.approx(df["reward"].iloc[-12:].mean())
+    # a recalibration map is applied to it (here one that halves every logit's odds)
+    cal = DecisionCalibration(method="platt", coef=(-np.log(2.0), 1.0, 0.0), name="t")
+    half = Forecaster(sampler=smp, decision=cal).fit(runs).table().iloc[0]["p_gain"]
+    p = nums["p_gain_raw"]
+    assert half == pytest.approx(min(p, 0.999) / (min(p, 0.999) + 2 * (1 - min(p, 0.999))), rel=1e-6)

@@ -77,6 +77,7 @@ def run_forecasts(config: str, runs, sampler: SamplerConfig, only_sources=None) 
         prior = FB.loso_prior(table, cfg["model"], s)
         backtest(runs.select(ids), cutoffs=CHECKPOINTS, model=cfg["model"], peers=(), sampler=sampler, prior=prior,
                  calibration=False, out_dir=WORK / config / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS,
+                 example_runs=(),
                  progress=_progress(t0, f"{config} {s}"))  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] {config}: {s} ({len(ids)} runs) done", flush=True)
 
@@ -99,7 +100,7 @@ def run_peers(runs, only_sources=None) -> None:
         ids = peer_runs([r for r in runs.run_ids if src[r] == s])
         for peers, cuts in ((tuple(p for p in PEERS if p != "domhan_fast"), CHECKPOINTS), (("domhan_fast",), CUT10)):
             backtest(runs.select(ids), cutoffs=cuts, peers=peers, include_bayes=False, peer_kwargs=PEER_KW,
-                     out_dir=WORK / "peers" / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS,
+                     out_dir=WORK / "peers" / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS, example_runs=(),
                      progress=_progress(t0, f"peers {s}"))  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] peers: {s} ({len(ids)} runs) done", flush=True)
 

@@ -1,8 +1,9 @@
 """The development runs every benchmark uses, read by path from ../shared (never copied here).
 
 ``load_dev()`` returns all runs of ``grpo-public`` and ``grpo-extra`` except a fixed sample of the
-78-run research repository (every 4th run, in file order: 20 runs), for CPU time on 2 cores. The
-metadata column ``source_repo`` names each run's source; leave-one-source-out uses it.
+78-run research repository (every 4th run, in file order: 20 runs), for CPU time on 2 cores;
+``load_dev(more=True)`` adds every run of ``grpo-more`` (18 runs, 8 more sources). The metadata column
+``source_repo`` names each run's source; leave-one-source-out uses it.
 """
 
 from __future__ import annotations
@@ -17,17 +18,19 @@ from bayesgrpo.schema import RunSet
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 FOLDERS = ("grpo-public", "grpo-extra")
+MORE = ("grpo-more",)
 BIG_SOURCE = "Sunshine535/nips-grpo-dynamics"
 BIG_EVERY = 4
 SELECTION = (
     f"all runs of grpo-public and grpo-extra except the 78-run repository {BIG_SOURCE}, of which every "
     f"{BIG_EVERY}th run in file order is kept (20 runs) for CPU time"
 )
+SELECTION_MORE = SELECTION + ", plus every run of grpo-more"
 
 
-def load_dev(*, every: int = BIG_EVERY) -> RunSet:
+def load_dev(*, every: int = BIG_EVERY, more: bool = False) -> RunSet:
     datas, metas = [], []
-    for f in FOLDERS:
+    for f in FOLDERS + (MORE if more else ()):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the NaN-reward rows of one run are dropped (documented in its README)
             rs = read_runs(SHARED / f / "runs.csv", meta=SHARED / f / "meta.csv")
@@ -39,4 +42,5 @@ def load_dev(*, every: int = BIG_EVERY) -> RunSet:
     keep = [r for r in meta.index if meta.loc[r, "source_repo"] != BIG_SOURCE or r in set(big[::every])]
     meta = meta.loc[keep]
     data = data[data["run_id"].isin(keep)]
-    return RunSet.from_frames(data, meta.reset_index(), source="../shared/data/grpo-{public,extra}")
+    where = "../shared/data/grpo-{public,extra" + (",more}" if more else "}")
+    return RunSet.from_frames(data, meta.reset_index(), source=where)

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from bayesgrpo.evaluation.stop_rule import prob_at_least, stop_rule_backtest, summarize_stops
+from bayesgrpo.evaluation.stop_rule import quantile_prob_at_least as prob_at_least
+from bayesgrpo.evaluation.stop_rule import stop_rule_backtest, summarize_stops
 from bayesgrpo.forecast.calibration import Calibration, fit_calibration
 from bayesgrpo.schema import RunSet
 

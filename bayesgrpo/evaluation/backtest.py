@@ -321,7 +321,16 @@ def _row(case: Case, c, name, f, source, res, msgs) -> dict:
                stop_true=f["stop_true"], plateau_true=f["plateau_true"], seconds=float(res.seconds),
                warnings=msgs[:_MAX_WARNINGS_CHARS] if msgs else "")  # fmt: skip
     info = res.info or {}
-    for k in ("r_hat_max", "ess_min", "divergences", "p_stop_before_horizon", "n_context", "scale", "level"):
+    for k in (
+        "r_hat_max",
+        "ess_min",
+        "divergences",
+        "p_stop_before_horizon",
+        "n_context",
+        "scale",
+        "level",
+        "p_plateaued",
+    ):
         if k in info:
             row[k] = info[k]
     if not res.ok:

@@ -168,6 +168,8 @@ class BayesGRPOMethod:
             return [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=time.perf_counter() - t0, ok=False,
                                  message=msg) for _ in cases]  # fmt: skip
         wall = (time.perf_counter() - t0) / len(cases)
+        from bayesgrpo.forecast.decision import p_plateaued
+
         out = []
         for c in cases:
             try:
@@ -180,6 +182,7 @@ class BayesGRPOMethod:
                 if hasattr(fit, "infos") and c.run_id in getattr(fit, "infos", {}):
                     info["scale"] = float(fit.infos[c.run_id].scale)
                     info["level"] = float(np.median(fit.paths(c.run_id).latent_now))
+                    info["p_plateaued"] = p_plateaued(fit.paths(c.run_id), fit.config.stop_fraction)
                 out.append(PeerForecast(name=self.name, final_draws=draws, seconds=wall, ok=True, info=info))
             except Exception as exc:  # noqa: BLE001 - one bad run is an error row
                 out.append(PeerForecast(name=self.name, final_draws=np.empty(0), seconds=wall, ok=False,

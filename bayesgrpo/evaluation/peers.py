@@ -54,6 +54,7 @@ from scipy import optimize, stats
 
 from bayesgrpo.evaluation.metrics import final_window_mask
 from bayesgrpo.schema import REWARD, STEP
+from bayesgrpo.series import current_level, start_level
 from bayesgrpo.series import robust_range as reward_range
 
 __all__ = [
@@ -534,8 +535,7 @@ def _level_bounds(y):
 
 
 def _edge_means(y):
-    k = max(3, int(math.ceil(0.1 * y.size)))
-    return float(y[:k].mean()), float(y[-k:].mean())
+    return start_level(y), current_level(y)
 
 
 def _sat_exp_bounds(y):

@@ -39,7 +39,7 @@ CASE_COLUMNS = [
     *[f"cover{round(l * 100)}" for l in LEVELS], *[f"width{round(l * 100)}" for l in LEVELS],
     *[f"nwidth{round(l * 100)}" for l in LEVELS],
     "stop_true", "stop_pred", "stop_err", "stop_nerr", "plateau_true", "plateau_pred", "p_stop_before_horizon",
-    "seconds", "r_hat_max", "ess_min", "divergences", "n_context", "scale", "level",
+    "seconds", "r_hat_max", "ess_min", "divergences", "n_context", "scale", "level", "p_plateaued",
 ]  # fmt: skip
 
 

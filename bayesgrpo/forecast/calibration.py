@@ -28,7 +28,9 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Calibration", "fit_calibration", "identity_calibration", "leave_anchor", "W_MIN", "W_MAX"]
+from bayesgrpo.series import current_level
+
+__all__ = ["Calibration", "fit_calibration", "identity_calibration", "leave_anchor", "case_weights", "W_MIN", "W_MAX"]
 
 W_MIN, W_MAX = 0.5, 6.0  # the layer never shrinks an interval below half or widens it beyond 6x
 
@@ -163,7 +165,8 @@ def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float
     """``(level, floor)`` of a run's observed prefix: where a run that leaves its regime starts from
     and how low it can end.
 
-    The level is the mean of the last tenth of the prefix (at least 3 points); the floor is the
+    The level is the current level (:func:`bayesgrpo.series.current_level`: the mean of the last tenth
+    of the prefix, at least 3 points); the floor is the
     reward's lower bound (metadata or ``--reward-range``), else 0 for a reward that has stayed in
     [0, 1], else the lowest observed value; never above the level.
     """
@@ -171,7 +174,7 @@ def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float
     y = y[np.isfinite(y)]
     if y.size == 0:
         return float("nan"), float("nan")
-    level = float(y[-max(3, int(np.ceil(0.1 * y.size))) :].mean())
+    level = current_level(y)
     if np.isfinite(reward_min):
         floor = float(reward_min)
     elif y.min() >= 0.0 and y.max() <= 1.0:
@@ -192,13 +195,13 @@ def _wquantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     return float(x[o][min(np.searchsorted(cw, q), x.size - 1)])
 
 
-def _case_weights(source) -> np.ndarray:
+def case_weights(source) -> np.ndarray:
     """Half per case, half per source (each source the same)."""
-    import pandas as pd
-
-    src = pd.Series(np.asarray(source)).astype(str)
-    n_src = src.map(src.value_counts()).to_numpy(float)
-    return 0.5 / len(src) + 0.5 / (src.nunique() * n_src)
+    src = np.asarray(source).astype(str)
+    if src.size == 0:
+        return np.zeros(0)
+    _, inv, cnt = np.unique(src, return_inverse=True, return_counts=True)
+    return 0.5 / src.size + 0.5 / (cnt.size * cnt[inv])
 
 
 #: shares of draws leaving the regime tried by :func:`fit_calibration` (``leave=True``)
@@ -248,7 +251,7 @@ def fit_calibration(
     from bayesgrpo.evaluation.metrics import crps_sample
 
     df = pd.DataFrame(cases).reset_index(drop=True)
-    w_case = _case_weights(df["source"])
+    w_case = case_weights(df["source"])
     cut = df["cutoff"].to_numpy(float)
     p_leave = ()
     if leave:

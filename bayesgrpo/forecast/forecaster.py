@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
+from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
 from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
@@ -60,7 +61,7 @@ _READABLE_SCHEMAS = ("bayesgrpo.forecast/1", ARTEFACT_SCHEMA)
 _FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
 TABLE_COLUMNS = [
     "run_id", "model", "observed_until", "n_obs", "horizon",
-    "final_mean", *_FINAL_Q,
+    "final_mean", *_FINAL_Q, "p_gain",
     "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon",
     "plateau_q05", "plateau_q50", "plateau_q95",
     "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
@@ -88,6 +89,11 @@ class ForecastConfig(BaseModel):
         default_factory=identity_calibration,
         description="calibration layer of the final-reward draws (default: the packaged one of the kind)",
     )
+    delta: float = Field(DEFAULT_DELTA, gt=0.0, description="p_gain = P(final >= current level + delta x scale)")
+    decision: DecisionCalibration = Field(
+        default_factory=DecisionCalibration,
+        description="recalibration map of p_gain (default: the packaged one of the kind)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -98,6 +104,8 @@ class ForecastConfig(BaseModel):
                 data = {**data, "prior": PopulationPrior.default(kind)}
             if data.get("calibration") is None and "calibration" in data:
                 data = {**data, "calibration": Calibration.default(kind)}
+            if data.get("decision") is None and "decision" in data:
+                data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
         return data
 
     @field_validator("model")
@@ -128,6 +136,10 @@ class Forecaster:
     calibration : Calibration or bool
         The calibration layer of the final-reward distribution (:mod:`bayesgrpo.forecast.calibration`):
         ``True`` (default) the packaged layer of the kind, ``False`` none, or a layer.
+    delta : float
+        The table's ``p_gain`` = P(final reward >= current level + delta x scale) (:mod:`bayesgrpo.forecast.decision`).
+    decision : DecisionCalibration or bool
+        The recalibration map of ``p_gain``: ``True`` (default) the packaged one of the kind, ``False`` none.
     sampler : SamplerConfig, optional
 
     Examples
@@ -148,9 +160,16 @@ class Forecaster:
         hierarchical: bool = False,
         prior: PopulationPrior | None = None,
         calibration: Calibration | bool | None = True,
+        delta: float = DEFAULT_DELTA,
+        decision: DecisionCalibration | bool = True,
         sampler: SamplerConfig | None = None,
     ):
-        kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical)
+        kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical,
+                  delta=delta)  # fmt: skip
+        if decision is True:
+            kw["decision"] = None  # -> the packaged map of the kind
+        elif isinstance(decision, DecisionCalibration):
+            kw["decision"] = decision
         if prior is not None:
             kw["prior"] = prior
         if calibration is True:
@@ -591,6 +610,7 @@ class FittedForecast:
     def _row(self, rid: str) -> dict:
         """The table row of one run (cached: a merged fit carries the rows its parts computed)."""
         from bayesgrpo.decisions.budget import stop_quantile
+        from bayesgrpo.forecast.decision import decision_probabilities
 
         info: RunInfo = self.infos[rid]
         fin = self.final_draws(rid)
@@ -602,6 +622,7 @@ class FittedForecast:
             run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
             horizon=info.horizon, final_mean=float(fin.mean()),
             **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
+            p_gain=decision_probabilities(self, rid, delta=self.config.delta)["p_gain"],
             stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
             p_stop_before_horizon=float(pd_.stop_reached.mean()),
             plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],

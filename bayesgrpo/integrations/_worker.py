@@ -303,18 +303,6 @@ def _frame_from_rows(rows: list[dict], run_id: str, *, meta: dict | None = None)
     return df
 
 
-def _best_window_mean(y, window: int) -> float:
-    import numpy as np
-
-    y = np.asarray(y, dtype=float)
-    y = y[np.isfinite(y)]
-    if len(y) == 0:
-        return math.nan
-    w = max(1, min(int(window), len(y)))
-    c = np.convolve(y, np.ones(w) / w, mode="valid")
-    return float(c.max())
-
-
 def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
     """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
 
@@ -353,7 +341,9 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         out["p_target"] = float(np.mean(fin >= float(target)))
     if improve is not None:
         obs = fit.runs.run(run_id)["reward"].to_numpy(dtype=float)
-        best = _best_window_mean(obs, int(improve.get("window", 5)))
+        from bayesgrpo.series import best_window_mean
+
+        best = best_window_mean(obs, int(improve.get("window", 5)))
         out["best"] = best
         out["p_improve"] = float(np.mean(fin >= best + float(improve.get("delta", 0.0))))
     if utility:

@@ -1,0 +1,281 @@
+"""The stop policy: stop / continue / too early, with a measured error rate (issue 18).
+
+One policy object drives every front end (``forecast``'s ``advice`` column, ``budget`` over many runs,
+``backtest``'s operating characteristic, ``BayesGRPOCallback(stop=...)``, ``watch --stop``):
+
+* at each forecast the condition is ``p_gain < threshold`` (``p_gain`` = P(final reward >= current level
+  + delta x scale), recalibrated: :mod:`bayesgrpo.forecast.decision`), checked only once ``min_fraction``
+  of the run is observed (before that: ``too early``; so is a forecast without a probability);
+* the policy **stops** when the condition has held at ``patience`` consecutive forecasts
+  (:class:`StopMonitor`; a single forecast -- the forecast table -- is judged with the thresholds
+  measured for patience 1);
+* ``risk`` is the share of stops allowed to be **bad**: to lose more than ``delta_bad`` of the run's
+  reward range (final reward minus the current level at the stop). The threshold for a risk and a
+  patience is not chosen by hope: it is the largest threshold whose stops were bad at most ``risk`` of
+  the time on a leave-one-source-out backtest at every 5% of every development run
+  (``bench/stop_study.py``), shipped with its provenance in ``bayesgrpo/resources/decision_<kind>.json``
+  (interpolated between the risks measured; a risk below the smallest is refused: no threshold met it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
+
+__all__ = ["StopPolicy", "StopMonitor", "add_advice", "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
+           "shipped_policy"]  # fmt: skip
+
+#: the three answers, in the order of the table's documentation
+ADVICE = ("stop", "continue", "too early")
+DEFAULT_RISK = 0.1
+DEFAULT_DELTA_BAD = 0.1
+
+
+def shipped_policy(kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> dict:
+    """The ``policy`` entry of the packaged decision data of ``kind`` at ``delta``
+    (:func:`bayesgrpo.forecast.decision.shipped_decision`): the score it thresholds, ``patience``,
+    ``min_fraction``, ``delta_bad``, the thresholds per patience and risk, and what was ``measured``;
+    ``{}`` when the kind ships none."""
+    entry = shipped_decision(kind, delta)
+    if entry is None:
+        return {}
+    return {**entry["policy"], "measured": entry.get("measured", {}), "provenance": entry.get("provenance", {})}
+
+
+class StopPolicy(BaseModel):
+    """Stop / continue / too early from the decision probability of each forecast (module docstring).
+
+    Parameters
+    ----------
+    risk : float
+        The largest share of stops allowed to lose more than ``delta_bad`` of the run's range.
+    delta : float
+        The gain worth continuing for, in units of the run's scale (``p_gain``'s delta).
+    delta_bad : float
+        A stop losing more than this share of the run's reward range is bad.
+    patience : int, optional
+        Consecutive forecasts the condition must hold for (default: the shipped one).
+    min_fraction : float, optional
+        Observed share of the run before which the answer is ``too early`` (default: the shipped one).
+    threshold : float, optional
+        Stop when the score (:meth:`score`) is below it; default: the shipped threshold for ``risk`` and
+        ``patience``. An explicit threshold has no measured error rate.
+    score_on : {"shipped", "p_gain"}
+        What the threshold applies to: the shipped policy's score (``p_gain``, or the model's probability
+        calibrated to the bad-stop outcome when that is what was measured best), or ``p_gain`` itself.
+    kind : str
+        The model kind whose shipped thresholds apply.
+
+    Raises
+    ------
+    ValueError
+        No shipped threshold for the kind, or ``risk`` below every measured operating point.
+
+    Examples
+    --------
+    >>> policy = StopPolicy(risk=0.1, threshold=0.3, patience=2, min_fraction=0.1)
+    >>> policy.advice(0.2, fraction=0.5), policy.advice(0.6, fraction=0.5), policy.advice(0.2, fraction=0.05)
+    ('stop', 'continue', 'too early')
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    risk: float = Field(DEFAULT_RISK, gt=0.0, lt=1.0)
+    delta: float = Field(DEFAULT_DELTA, gt=0.0)
+    delta_bad: float = Field(DEFAULT_DELTA_BAD, gt=0.0)
+    patience: int | None = Field(None, ge=1)
+    min_fraction: float | None = Field(None, ge=0.0, lt=1.0)
+    threshold: float | None = Field(None, ge=0.0, le=1.0)
+    score_on: Literal["shipped", "p_gain"] = "shipped"
+    kind: str = "oscillator"
+    _score: tuple | None = PrivateAttr(default=None)
+    _error: float = PrivateAttr(default=float("nan"))
+
+    @model_validator(mode="after")
+    def _resolve(self):
+        explicit = self.threshold is not None and self.patience is not None and self.min_fraction is not None
+        try:
+            ship = shipped_policy(self.kind, self.delta)
+        except ValueError:
+            if not explicit:
+                raise
+            ship = {}
+        score = (ship.get("score") or {}).get("calibration") if self.score_on == "shipped" else None
+        self._score = (ship["score"]["input"], DecisionCalibration.model_validate(score)) if score else None
+        if explicit:
+            return self
+        if not ship:
+            raise ValueError(f"no stop thresholds ship for model kind {self.kind!r}; give threshold=, patience= "
+                             "and min_fraction= (their error rate is then unmeasured)")  # fmt: skip
+        upd = {}
+        if self.patience is None:
+            upd["patience"] = int(ship["patience"])
+        if self.min_fraction is None:
+            upd["min_fraction"] = float(ship["min_fraction"])
+        if self.threshold is None:
+            pat = upd.get("patience", self.patience)
+            upd["threshold"] = self._shipped_threshold(ship, pat)
+            self._error = self._measured_error(ship, pat)
+        for k, v in upd.items():
+            object.__setattr__(self, k, v)
+        return self
+
+    def _measured_error(self, ship: dict, patience: int) -> float:
+        """The bad-stop share measured for this risk and patience: leave-one-source-out (nested) where the
+        study measured it (the shipped risk), else the in-sample share of the risk table, interpolated."""
+        loso = ship.get("measured", {}).get(f"patience_{patience}", {})
+        if loso and math.isclose(self.risk, float(loso["risk"])):
+            return float(loso["bad_stops"])
+        table = [e for e in ship["thresholds"][str(patience)] if e[1] is not None]
+        return float(np.interp(self.risk, [e[0] for e in table], [e[2] for e in table]))
+
+    @property
+    def error_rate(self) -> float:
+        """The measured share of this policy's stops that were bad (the larger of per run and source-weighted;
+        NaN for an explicit threshold: unmeasured)."""
+        return self._error
+
+    def _shipped_threshold(self, ship: dict, patience: int) -> float:
+        if not math.isclose(self.delta_bad, float(ship["delta_bad"])):
+            raise ValueError(f"the shipped thresholds were measured for delta_bad={ship['delta_bad']:g}, not "
+                             f"{self.delta_bad:g}; give threshold= for another one (its error rate is then "
+                             "unmeasured)")  # fmt: skip
+        table = ship["thresholds"].get(str(patience))
+        if not table:
+            raise ValueError(f"no shipped threshold for patience {patience}; measured: {', '.join(ship['thresholds'])}")
+        risks = np.array([e[0] for e in table], dtype=float)
+        thr = np.array([e[1] if e[1] is not None else np.nan for e in table], dtype=float)
+        ok = np.isfinite(thr)
+        if not ok.any() or self.risk < risks[ok].min() - 1e-12:
+            lo = f"{risks[ok].min():g}" if ok.any() else "none"
+            raise ValueError(f"risk {self.risk:g} is below every measured operating point (smallest risk met: {lo}) "
+                             f"for patience {patience}")  # fmt: skip
+        return float(np.interp(self.risk, risks[ok], thr[ok]))
+
+    def score(self, numbers: dict):
+        """The probability the policy thresholds, from a forecast's decision numbers
+        (:func:`bayesgrpo.forecast.decision.decision_probabilities`, or the same columns of backtest cases):
+        ``p_gain`` itself, or -- when the shipped policy was calibrated to the bad-stop outcome -- its own
+        map of the model's raw probability. Numbers or arrays."""
+        if self._score is None:
+            return numbers["p_gain"]
+        col, cal = self._score
+        return cal.apply(numbers[col], fraction=numbers["fraction"], **{c: numbers[c] for c in cal.covariates})
+
+    def advise(self, numbers: dict) -> str:
+        """:meth:`advice` of one forecast's decision numbers."""
+        return self.advice(float(np.asarray(self.score(numbers))), fraction=float(numbers["fraction"]))
+
+    def advice(self, p_gain: float, *, fraction: float) -> str:
+        """The answer for one forecast: ``too early`` before ``min_fraction`` or without a probability,
+        ``stop`` when ``p_gain < threshold``, else ``continue``."""
+        if not (np.isfinite(p_gain) and np.isfinite(fraction)) or fraction < self.min_fraction:
+            return "too early"
+        return "stop" if p_gain < self.threshold else "continue"
+
+    def monitor(self) -> StopMonitor:
+        """A fresh :class:`StopMonitor` (the patience counter of one run)."""
+        return StopMonitor(self)
+
+    def describe(self) -> str:
+        return (f"stop when P(final >= level + {self.delta:g} x scale) < {self.threshold:.3f} at {self.patience} "
+                f"consecutive forecast(s) after {self.min_fraction:.0%} of the run (risk {self.risk:g}: at most that "
+                f"share of stops lose more than {self.delta_bad:g} of the run's range)")  # fmt: skip
+
+
+class StopMonitor:
+    """The policy applied to one run's successive forecasts: counts consecutive ``stop`` answers.
+
+    ``update(p_gain, fraction=...)`` returns the answer of that forecast and sets :attr:`fired` once the
+    count reaches the policy's patience (it stays set). Any other answer resets the count.
+    """
+
+    def __init__(self, policy: StopPolicy):
+        self.policy = policy
+        self.count = 0
+        self.fired = False
+
+    def update(self, p_gain: float, *, fraction: float) -> str:
+        a = self.policy.advice(p_gain, fraction=fraction)
+        self.count = self.count + 1 if a == "stop" else 0
+        if self.count >= self.policy.patience:
+            self.fired = True
+        return a
+
+    def observe(self, numbers: dict) -> str:
+        """:meth:`update` from a forecast's decision numbers (:meth:`StopPolicy.score`)."""
+        return self.update(float(np.asarray(self.policy.score(numbers))), fraction=float(numbers["fraction"]))
+
+    def state(self) -> dict:
+        return {"count": self.count, "fired": self.fired}
+
+    def restore(self, state: dict) -> None:
+        self.count, self.fired = int(state.get("count", 0)), bool(state.get("fired", False))
+
+
+def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers: dict) -> pd.DataFrame:
+    """The forecast table with ``advice`` and ``advice_error_rate`` columns (a new frame; the input is not
+    changed): the share of the policy's stops measured to be bad, on rows whose advice is ``stop``.
+
+    The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
+    (:func:`bayesgrpo.forecast.decision.decision_probabilities`). Rows whose ``status`` is not ``ok``, or
+    without numbers, get ``too early``.
+    """
+    policy = policy or StopPolicy()
+    out = table.copy()
+    ok = out["status"].eq("ok").to_numpy() if "status" in out else np.ones(len(out), dtype=bool)
+    out["advice"] = [policy.advise(numbers[r]) if good and r in numbers else "too early"
+                     for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
+    out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
+    return out
+
+
+def sweep_stop_table(runs: list[dict], *, interval: float = 0.9) -> tuple[pd.DataFrame, dict]:
+    """Which runs of a sweep to stop now, what that saves and what it may cost.
+
+    ``runs``: one dict per run with ``run_id``, ``advice``, ``last_step``, ``horizon``, ``level`` (the current
+    level), ``scale`` and ``final_draws`` (the forecast's final-reward draws). Per run: the remaining steps
+    and, for a run advised to stop, the reward lost by stopping now, ``final - level`` (its posterior mean
+    and central ``interval``; negative: the forecast expects the run to lose reward by going on).
+
+    Returns
+    -------
+    (DataFrame, dict)
+        One row per run (``run_id, advice, remaining_steps, lost_mean, lost_lo, lost_hi``, in run units)
+        and the sweep's summary: runs stopped, ``share_of_remaining_steps_saved`` (steps of the stopped runs
+        over the remaining steps of all runs), ``lost_scale_mean`` / ``lost_scale_lo`` / ``lost_scale_hi``
+        (the mean over stopped runs of the reward lost in units of each run's scale, with its interval:
+        runs may log rewards in different units).
+    """
+    lo_q, hi_q = (1.0 - interval) / 2.0, (1.0 + interval) / 2.0
+    rows, norm = [], []
+    rng = np.random.default_rng(0)
+    n = min((len(r["final_draws"]) for r in runs), default=0)
+    for r in runs:
+        rem = max(0, int(r["horizon"]) - int(r["last_step"]))
+        row = dict(run_id=r["run_id"], advice=r["advice"], remaining_steps=rem, lost_mean=np.nan, lost_lo=np.nan,
+                   lost_hi=np.nan)  # fmt: skip
+        if r["advice"] == "stop":
+            x = np.asarray(r["final_draws"], dtype=float) - float(r["level"])
+            row.update(
+                lost_mean=float(x.mean()), lost_lo=float(np.quantile(x, lo_q)), lost_hi=float(np.quantile(x, hi_q))
+            )
+            if n:  # independent runs: a random subset of each run's draws, summed draw by draw
+                norm.append(rng.choice(x, size=n, replace=False) / float(r["scale"]))
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=["run_id", "advice", "remaining_steps", "lost_mean", "lost_lo", "lost_hi"])
+    total = float(table["remaining_steps"].sum())
+    stopped = table["advice"] == "stop"
+    saved = float(table.loc[stopped, "remaining_steps"].sum() / total) if total else 0.0
+    summary = dict(runs=int(len(table)), stopped=int(stopped.sum()), share_of_remaining_steps_saved=saved)
+    if norm:
+        m = np.mean(norm, axis=0)
+        summary.update(lost_scale_mean=float(m.mean()), lost_scale_lo=float(np.quantile(m, lo_q)),
+                       lost_scale_hi=float(np.quantile(m, hi_q)))  # fmt: skip
+    return table, summary

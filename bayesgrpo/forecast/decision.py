@@ -1,0 +1,430 @@
+"""Decision probabilities of a forecast, and the map that recalibrates them where decisions act.
+
+The numbers a stop decision rests on, per run, from the forecast of its final reward:
+
+* ``p_gain`` = P(final reward >= level + delta x scale): is a gain worth the remaining steps still to
+  come? ``level`` is the run's **current level** (:func:`bayesgrpo.series.current_level`: the mean of
+  the last 10% of the logged points, at least 3), ``scale`` the forecast's normalising scale
+  (:attr:`bayesgrpo.models.arrays.RunInfo.scale`: the range of the rewards logged so far, at least a
+  quarter of known reward bounds), ``delta`` 0.05 by default;
+* ``p_target`` = P(final reward >= target);
+* ``p_plateaued`` = P(the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0
+  to the plateau) -- the physical "already plateaued" (the stop step's definition,
+  :mod:`bayesgrpo.physics.stopping`, applied to the state now).
+
+Intervals calibrated on average are not calibrated where a stop rule acts (issue 18: when the model
+says "little more to gain", large gains followed far more often than it said). A
+:class:`DecisionCalibration` maps the model's own probability of an event "final >= t" to the frequency
+observed on held-out sources, as a function of that probability and the observed fraction of the run:
+
+* ``platt``     ``logit p' = a + b logit p + c f`` (Platt 1999, with the fraction as a covariate);
+* ``beta``      ``logit p' = a + b1 ln p - b2 ln(1 - p) + c f`` (beta calibration, Kull et al. 2017);
+* ``isotonic``  a non-decreasing step function of ``p`` per band of observed fractions (pool-adjacent-
+  violators, :func:`scipy.optimize.isotonic_regression`), linear between block centres;
+* ``identity``  no change.
+
+Which one ships, and on which events it is fitted, is measured leave-one-source-out by
+``bench/stop_study.py`` on a backtest at every 5% of every development run; the shipped map is package
+data (``bayesgrpo/resources/decision_<kind>.json``) with its provenance, like the interval layer of
+:mod:`bayesgrpo.forecast.calibration`. Cases weigh half per case and half per source.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bayesgrpo.forecast.calibration import case_weights
+from bayesgrpo.schema import REWARD
+from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
+
+__all__ = [
+    "DEFAULT_DELTA",
+    "DecisionCalibration",
+    "fit_decision_calibration",
+    "prob_at_least",
+    "gain_threshold",
+    "p_plateaued",
+    "decision_probabilities",
+    "decision_covariates",
+    "COVARIATES",
+    "CALIBRATION_METHODS",
+    "shipped_decision",
+    "measured_deltas",
+]
+
+#: the gain worth continuing for, in units of the run's scale (``--delta``)
+DEFAULT_DELTA = 0.05
+#: recalibration methods (module docstring)
+CALIBRATION_METHODS = ("identity", "platt", "beta", "isotonic")
+_EPS = 1e-3  # probabilities are clipped to [eps, 1 - eps] before logits (0 and 1 from a finite set of draws)
+
+
+def prob_at_least(draws, threshold: float) -> float:
+    """P(X >= threshold): the share of the finite draws at or above it (NaN for no finite draw)."""
+    x = np.asarray(draws, dtype=float).ravel()
+    x = x[np.isfinite(x)]
+    return float(np.mean(x >= threshold)) if x.size else float("nan")
+
+
+def gain_threshold(level: float, scale: float, delta: float = DEFAULT_DELTA) -> float:
+    """The final reward that counts as a gain worth continuing for: ``level + delta x scale``."""
+    return float(level) + float(delta) * float(scale)
+
+
+def p_plateaued(paths, stop_fraction: float) -> float:
+    """P(the latent reward now has realised ``stop_fraction`` of its gain from R0 to the plateau).
+
+    ``paths`` is a :class:`~bayesgrpo.forecast.paths.PathDraws` with ``latent_now``; a draw with no gain
+    to realise (plateau = start) counts as plateaued. NaN when ``latent_now`` is unknown.
+    """
+    if paths.latent_now is None:
+        return float("nan")
+    gain = np.asarray(paths.r_star, dtype=float) - np.asarray(paths.r0, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = np.where(np.abs(gain) > 1e-12, (np.asarray(paths.latent_now) - paths.r0) / gain, 1.0)
+    return float(np.mean(frac >= stop_fraction))
+
+
+#: covariates a recalibration map may use besides the probability and the observed fraction
+COVARIATES = ("level_se", "trend", "logit_plateaued")
+
+
+def decision_covariates(rewards, *, scale: float, p_plateaued: float = float("nan")) -> dict:
+    """What a forecast knows besides its probability, from the logged prefix (one definition for the live
+    forecast and the backtest):
+
+    * ``level_se`` -- the standard error of the current level in units of the scale (the noise sd of
+      :func:`bayesgrpo.series.noise_sd` over the square root of the points the level averages): how much
+      of a "gain" noise alone makes;
+    * ``trend`` -- the t statistic of the least-squares slope over the last third of the prefix (at least
+      5 points; 0 with fewer), clipped to +-10: is the run still climbing?
+    * ``logit_plateaued`` -- the logit of ``p_plateaued`` (clipped to [0.001, 0.999]).
+    """
+    y = np.asarray(rewards, dtype=float)
+    y = y[np.isfinite(y)]
+    se = noise_sd(y) / np.sqrt(level_points(y.size)) / scale if y.size and scale > 0 else float("nan")
+    t = 0.0
+    tail = y[-max(5, int(np.ceil(y.size / 3))) :]
+    if tail.size >= 5 and y.size >= 5:
+        x = np.arange(tail.size, dtype=float) - (tail.size - 1) / 2.0
+        b = float(x @ (tail - tail.mean()) / (x @ x))
+        resid = tail - tail.mean() - b * x
+        s2 = float(resid @ resid) / (tail.size - 2)
+        t = b / np.sqrt(s2 / (x @ x)) if s2 > 0 else (0.0 if b == 0 else np.sign(b) * 10.0)
+    return dict(level_se=float(se), trend=float(np.clip(t, -10.0, 10.0)), logit_plateaued=float(_logit(p_plateaued)))
+
+
+def _logit(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), _EPS, 1.0 - _EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def _sigmoid(z) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=float)))
+
+
+def _design(method: str, p, fraction, extra=()) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), _EPS, 1.0 - _EPS)
+    f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape)
+    cols = [np.ones_like(p), _logit(p)] if method == "platt" else [np.ones_like(p), np.log(p), -np.log1p(-p)]
+    cols += [f, *(np.broadcast_to(np.asarray(x, dtype=float), p.shape) for x in extra)]
+    return np.column_stack(cols)
+
+
+class DecisionCalibration(BaseModel):
+    """A recalibration map of event probabilities (module docstring). Frozen, serialisable.
+
+    Attributes
+    ----------
+    method : {"identity", "platt", "beta", "isotonic"}
+    coef : tuple of float
+        ``platt``: ``(a, b, c)``; ``beta``: ``(a, b1, b2, c)`` (module docstring), then one coefficient
+        per extra covariate.
+    covariates : tuple of str
+        Extra covariates (beyond the probability and the observed fraction) entering the logit linearly
+        (``platt`` and ``beta`` only; :func:`decision_covariates` computes them).
+    bands : tuple of float
+        ``isotonic``: edges of the observed-fraction bands (``len(bands) - 1`` step functions).
+    knots_p, knots_y : tuple of tuples
+        ``isotonic``: per band, the block centres of the fitted step function and its values.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: Literal["identity", "platt", "beta", "isotonic"] = "identity"
+    coef: tuple[float, ...] = ()
+    covariates: tuple[str, ...] = ()
+    bands: tuple[float, ...] = ()
+    knots_p: tuple[tuple[float, ...], ...] = ()
+    knots_y: tuple[tuple[float, ...], ...] = ()
+    name: str = "identity"
+    provenance: dict = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self):
+        need = {"platt": 3, "beta": 4}.get(self.method)
+        if self.covariates and need is None:
+            raise ValueError(f"decision calibration {self.name!r}: {self.method} takes no extra covariates")
+        if need is not None:
+            need += len(self.covariates)
+        if need is not None and len(self.coef) != need:
+            raise ValueError(f"decision calibration {self.name!r}: {self.method} needs {need} coefficients")
+        if self.method == "isotonic":
+            n = len(self.bands) - 1
+            if n < 1 or len(self.knots_p) != n or len(self.knots_y) != n:
+                raise ValueError(f"decision calibration {self.name!r}: isotonic needs one step function per band")
+            if any(len(a) != len(b) or not a for a, b in zip(self.knots_p, self.knots_y, strict=True)):
+                raise ValueError(f"decision calibration {self.name!r}: knots_p and knots_y differ in length")
+        return self
+
+    @property
+    def identity(self) -> str:
+        d = self.model_dump(exclude={"provenance"})
+        return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+
+    def apply(self, p, *, fraction, **covariates) -> np.ndarray:
+        """Recalibrated probabilities (same shape as ``p``; NaN where ``p`` or a covariate is NaN).
+        ``fraction``: the observed fraction of the run, and each of :attr:`covariates` by name (numbers
+        or one per probability)."""
+        p = np.asarray(p, dtype=float)
+        missing = [c for c in self.covariates if c not in covariates]
+        if missing:
+            raise ValueError(f"decision calibration {self.name!r} needs covariate(s) {', '.join(missing)}")
+        out = np.full(p.shape, np.nan)
+        f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape)
+        extra = [np.broadcast_to(np.asarray(covariates[c], dtype=float), p.shape) for c in self.covariates]
+        ok = np.isfinite(p) & np.isfinite(f)
+        for x in extra:
+            ok &= np.isfinite(x)
+        if not ok.any():
+            return out
+        f = f[ok]
+        if self.method == "identity":
+            out[ok] = p[ok]
+        elif self.method == "isotonic":
+            band = np.clip(np.searchsorted(self.bands, f, side="right") - 1, 0, len(self.knots_p) - 1)
+            v = np.empty(f.shape)
+            for b in range(len(self.knots_p)):
+                m = band == b
+                v[m] = np.interp(p[ok][m], self.knots_p[b], self.knots_y[b])
+            out[ok] = v
+        else:
+            out[ok] = _sigmoid(_design(self.method, p[ok], f, [x[ok] for x in extra]) @ np.asarray(self.coef))
+        return out
+
+    def save(self, path) -> None:
+        from bayesgrpo.io.output import atomic_path
+
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path) -> DecisionCalibration:
+        p = path if hasattr(path, "read_text") else Path(path)
+        return cls.model_validate(json.loads(p.read_text()))
+
+    @classmethod
+    def default(cls, kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> DecisionCalibration:
+        """The packaged p_gain map of ``kind`` at ``delta`` (:func:`shipped_decision`), else the identity
+        when the kind ships none.
+
+        Raises
+        ------
+        ValueError
+            The kind ships maps, but none for this delta (the message names the measured ones).
+        """
+        entry = shipped_decision(kind, delta)
+        return cls() if entry is None else cls.model_validate(entry["calibration"])
+
+
+def _delta_key(delta: float) -> str:
+    return f"{float(delta):g}"
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped(kind: str) -> dict | None:
+    from importlib.resources import files
+
+    res = files("bayesgrpo.resources").joinpath(f"decision_{kind}.json")
+    return json.loads(res.read_text()) if res.is_file() else None
+
+
+def shipped_decision(kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> dict | None:
+    """The packaged decision data of ``kind`` at ``delta`` (``bayesgrpo/resources/decision_<kind>.json``,
+    written by ``bench/stop_study.py``): ``calibration`` (the p_gain map), ``policy`` (the stop policy's
+    score, patience, start and thresholds per risk) and ``measured`` (its leave-one-source-out error
+    rates). None when the kind ships none.
+
+    Raises
+    ------
+    ValueError
+        The kind ships data, but not for this delta.
+    """
+    data = _shipped(kind)
+    if data is None:
+        return None
+    entry = data["deltas"].get(_delta_key(delta))
+    if entry is None:
+        raise ValueError(f"delta {delta:g}: the stop advice of the {kind} kind was measured for delta "
+                         f"{', '.join(data['deltas'])} only; choose one of them")  # fmt: skip
+    return {**entry, "provenance": data.get("provenance", {})}
+
+
+def measured_deltas(kind: str = "oscillator") -> tuple[float, ...]:
+    """The deltas whose p_gain map and stop thresholds ship for ``kind`` (empty when none do)."""
+    data = _shipped(kind)
+    return tuple(float(d) for d in data["deltas"]) if data else ()
+
+
+def _fit_logistic(X: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float) -> np.ndarray:
+    """Weighted logistic regression (L2 on every coefficient but the intercept), BFGS with the exact gradient."""
+    from scipy.optimize import minimize
+
+    w = w / w.sum()
+    pen = np.r_[0.0, np.full(X.shape[1] - 1, ridge)]
+
+    def f(b):
+        z = X @ b
+        nll = np.sum(w * (np.logaddexp(0.0, z) - y * z))
+        return nll + 0.5 * np.sum(pen * b * b), X.T @ (w * (_sigmoid(z) - y)) + pen * b
+
+    b0 = np.zeros(X.shape[1])
+    b0[1] = 1.0  # start from the identity (platt: b = 1; beta: b1 = 1 is near it)
+    res = minimize(f, b0, jac=True, method="BFGS")
+    return res.x
+
+
+def _isotonic_knots(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    from scipy.optimize import isotonic_regression
+
+    o = np.argsort(p, kind="stable")
+    fit = isotonic_regression(y[o], weights=w[o], increasing=True)
+    vals, blocks = fit.x, fit.blocks
+    xs, ys = [], []
+    for k in range(len(blocks) - 1):
+        sl = o[blocks[k] : blocks[k + 1]]
+        xs.append(float(np.average(p[sl], weights=w[sl])))
+        ys.append(float(vals[blocks[k]]))
+    ys = np.clip(ys, _EPS, 1.0 - _EPS)
+    return tuple(round(v, 6) for v in xs), tuple(round(float(v), 6) for v in ys)
+
+
+def fit_decision_calibration(
+    p,
+    outcome,
+    *,
+    fraction,
+    method: str = "platt",
+    covariates: dict | None = None,
+    source=None,
+    weights=None,
+    bands=(0.0, 0.25, 0.5, 1.0),
+    ridge: float = 1e-3,
+    name: str = "decision-calibration",
+    provenance: dict | None = None,
+) -> DecisionCalibration:
+    """Fit a :class:`DecisionCalibration` to model probabilities ``p`` of events and their ``outcome``
+    (1 = the event happened), at observed ``fraction``.
+
+    Parameters
+    ----------
+    p, outcome, fraction : array-like, one entry per case
+    method : {"identity", "platt", "beta", "isotonic"}
+    covariates : dict, optional
+        ``{name: values}`` of extra covariates (``platt`` and ``beta``), one value per case.
+    source : array-like, optional
+        Each case's source: cases weigh half per case, half per source
+        (:func:`~bayesgrpo.forecast.calibration.case_weights`); without it every case weighs the same.
+    weights : array-like, optional
+        Explicit case weights (instead of ``source``).
+    bands : edges of the observed-fraction bands of ``isotonic``
+    ridge : float
+        L2 penalty of the logistic fits (keeps them finite on separable data).
+
+    Raises
+    ------
+    ValueError
+        Unknown method, mismatched lengths, or no finite case.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise ValueError(f"unknown decision calibration {method!r}; choose from {', '.join(CALIBRATION_METHODS)}")
+    p = np.asarray(p, dtype=float)
+    y = np.asarray(outcome, dtype=float)
+    f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape).astype(float)
+    if y.shape != p.shape:
+        raise ValueError(f"p has {p.size} cases, outcome {y.size}")
+    if p.size == 0:
+        raise ValueError("no finite case to fit a decision calibration to")
+    if weights is not None:
+        w = np.asarray(weights, dtype=float)
+    elif source is not None:
+        w = case_weights(source)
+    else:
+        w = np.ones(p.shape)
+    cov = {k: np.broadcast_to(np.asarray(v, dtype=float), p.shape) for k, v in (covariates or {}).items()}
+    if cov and method not in ("platt", "beta"):
+        raise ValueError(f"{method} takes no extra covariates (platt and beta do)")
+    ok = np.isfinite(p) & np.isfinite(y) & np.isfinite(f) & (w > 0)
+    for v in cov.values():
+        ok &= np.isfinite(v)
+    if not ok.any():
+        raise ValueError("no finite case to fit a decision calibration to")
+    p, y, f, w = p[ok], y[ok], f[ok], w[ok]
+    cov = {k: v[ok] for k, v in cov.items()}
+    prov = dict(provenance or {})
+    prov.update(cases=int(ok.sum()), method=method, base_rate=round(float(np.average(y, weights=w)), 4))
+    if method == "identity":
+        return DecisionCalibration(name=name, provenance=prov)
+    if method == "isotonic":
+        kp, ky = [], []
+        edges = tuple(float(b) for b in bands)
+        for b in range(len(edges) - 1):
+            m = (f >= edges[b]) & ((f < edges[b + 1]) | (b == len(edges) - 2))
+            if m.sum() < 2:  # an empty band borrows every case
+                m = np.ones_like(m)
+            a, c = _isotonic_knots(p[m], y[m], w[m])
+            kp.append(a)
+            ky.append(c)
+        return DecisionCalibration(method="isotonic", bands=edges, knots_p=tuple(kp), knots_y=tuple(ky), name=name,
+                                   provenance=prov)  # fmt: skip
+    coef = _fit_logistic(_design(method, p, f, list(cov.values())), y, w, ridge)
+    return DecisionCalibration(method=method, coef=tuple(round(float(c), 6) for c in coef), covariates=tuple(cov),
+                               name=name, provenance=prov)  # fmt: skip
+
+
+def decision_probabilities(
+    fit, run_id: str, *, delta: float = DEFAULT_DELTA, target: float | None = None, calibration=None
+) -> dict:
+    """The decision numbers of one forecast run (module docstring), in the run's units.
+
+    Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued``, ``best`` (the best
+    mean of 5 consecutive logged rewards) and ``p_improve_raw`` = P(final >= best), and the covariates
+    of :func:`decision_covariates`; with a ``target`` also ``p_target_raw, p_target``. ``calibration``
+    (default: the fit's configured map) recalibrates ``p_gain`` and ``p_target``.
+    """
+    info = fit.infos[run_id]
+    cal = calibration if calibration is not None else fit.config.decision
+    fin = np.asarray(fit.final_draws(run_id), dtype=float)
+    rewards = fit.runs.run(run_id)[REWARD].to_numpy(dtype=float)
+    level = current_level(rewards)
+    frac = float(fit.arrays.run(run_id).fraction[0])
+    pp = p_plateaued(fit.paths(run_id), fit.config.stop_fraction)
+    cov = decision_covariates(rewards, scale=float(info.scale), p_plateaued=pp)
+    thr = gain_threshold(level, info.scale, delta)
+    raw = prob_at_least(fin, thr)
+    best = best_window_mean(rewards, 5)
+    need = {c: cov[c] for c in cal.covariates}
+    out = dict(level=level, scale=float(info.scale), fraction=frac, gain_threshold=thr, p_gain_raw=raw,
+               p_gain=float(cal.apply(raw, fraction=frac, **need)[()]), p_plateaued=pp, best=best,
+               p_improve_raw=prob_at_least(fin, best), **cov)  # fmt: skip
+    if target is not None:
+        rt = prob_at_least(fin, float(target))
+        out.update(p_target_raw=rt, p_target=float(cal.apply(rt, fraction=frac, **need)[()]))
+    return out

@@ -1254,9 +1254,6 @@ def main():
     print("\n".join(head))
 
 
-if __name__ == "__main__":
-    main()
-
 
 # ------------------------------------------------------------------ section 4 / 5 / 10: the remaining statements
 #: physics.md section 4's reference values: exact first unstable constant lag d* and refresh K*
@@ -1369,3 +1366,7 @@ def statements_analysis(D: Data, R: dict, md: list) -> dict:
         f"{res['runs_late'] - res['runs_fz_ge_08']}, {res['stalled_share_if_fz_lt_08']:.0%}.\n"
     )
     return res
+
+
+if __name__ == "__main__":
+    main()

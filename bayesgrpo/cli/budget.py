@@ -10,10 +10,13 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.forecast import run_forecast
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
+    DEFAULT_DELTA,
     DEFAULT_DRAWS,
     DEFAULT_MODEL,
+    DEFAULT_RISK,
     DEFAULT_TUNE,
     ChainsOpt,
+    DeltaOpt,
     DrawsOpt,
     ExcludeOpt,
     FormatOpt,
@@ -23,6 +26,7 @@ from bayesgrpo.cli.options import (
     OutDirOpt,
     OutOpt,
     RewardRangeOpt,
+    RiskOpt,
     RunOpt,
     RunsArg,
     SeedOpt,
@@ -68,10 +72,14 @@ def budget_cmd(
     tune: TuneOpt = DEFAULT_TUNE,
     chains: ChainsOpt = DEFAULT_CHAINS,
     strict: StrictOpt = False,
+    delta: DeltaOpt = DEFAULT_DELTA,
+    risk: RiskOpt = DEFAULT_RISK,
 ):
     """Probability of reaching a target by a budget, expected gains, and the best step to stop.
 
-    The main table (--out) has one row per run with the recommendation; --out-dir gets each run's
+    The main table (--out) has one row per run with the recommendation and the stop policy's advice; over
+    several runs (a sweep) it also says which runs to stop now, the share of the sweep's remaining steps
+    that saves, and the reward expected to be lost, with its 90% interval. --out-dir gets each run's
     budget table (every step) and figure.
     """
     import pandas as pd
@@ -98,7 +106,8 @@ def budget_cmd(
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
-                       strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
+                       strict=strict, title="budget", figures=False, reward_range=reward_range, delta=delta,
+                       risk=risk)  # fmt: skip
     fit = res.fit
     recs = []
     taken: set[str] = set()
@@ -129,7 +138,36 @@ def budget_cmd(
             C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
+    if res.decisions:
+        table = _sweep_advice(table, res)
     if out is not None:
         with C.guard():
             write_table(table, out)
         C.status(f"wrote {out}")
+
+
+def _sweep_advice(table, res):
+    """The stop policy over the sweep: which runs to stop now, the share of remaining steps that saves, and
+    the reward expected to be lost (printed; its per-run columns joined to ``table``)."""
+    from bayesgrpo.decisions.stop import sweep_stop_table
+
+    fit, adv = res.fit, res.table.set_index("run_id")["advice"]
+    runs = [dict(run_id=rid, advice=adv[rid], last_step=fit.infos[rid].last_step, horizon=fit.infos[rid].horizon,
+                 level=res.decisions[rid]["level"], scale=res.decisions[rid]["scale"],
+                 final_draws=fit.final_draws(rid)) for rid in fit.forecast_ids]  # fmt: skip
+    per_run, summ = sweep_stop_table(runs)
+    C.print_table(per_run, title="stop policy over the runs: advice now, steps left, and the reward lost by stopping "
+                                 "now (final - current level: mean [90% interval], the run's units)")  # fmt: skip
+    line = (
+        f"sweep: stop {summ['stopped']} of {summ['runs']} run(s) now; that saves "
+        f"{summ['share_of_remaining_steps_saved']:.0%} of the sweep's remaining steps"
+    )
+    if "lost_scale_mean" in summ:
+        line += (
+            f"; expected reward lost per stopped run {summ['lost_scale_mean']:+.3f} of its scale "
+            f"[90%: {summ['lost_scale_lo']:+.3f}, {summ['lost_scale_hi']:+.3f}]"
+        )
+    C.status(line)
+    return table.merge(per_run.drop(columns="advice"), on="run_id", how="left").merge(
+        res.table[["run_id", "p_gain", "advice", "advice_error_rate"]], on="run_id", how="left"
+    )

@@ -10,14 +10,17 @@ import typer
 from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
+    DEFAULT_DELTA,
     DEFAULT_DRAWS,
     DEFAULT_FINAL_WINDOW,
     DEFAULT_MODEL,
+    DEFAULT_RISK,
     DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
     ChainsOpt,
     ContextMetaOpt,
     ContextOpt,
+    DeltaOpt,
     DrawsOpt,
     ExcludeOpt,
     FinalWindowOpt,
@@ -28,6 +31,7 @@ from bayesgrpo.cli.options import (
     OutDirOpt,
     OutOpt,
     RewardRangeOpt,
+    RiskOpt,
     RunOpt,
     RunsArg,
     SchedulerOpt,
@@ -44,15 +48,20 @@ __all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
 
 
 def display_table(table):
-    """The human view of a forecast table: final reward with its 80% interval, censored stop steps."""
+    """The human view of a forecast table: final reward with its 80% interval, censored stop steps, and
+    (when the table carries the stop policy's answer) P(gain) with the advice."""
     import numpy as np
     import pandas as pd
+
+    advice = "advice" in table.columns
 
     rows = []
     for r in table.itertuples(index=False):
         if getattr(r, "status", "ok") != "ok":
             rows.append({"run": r.run_id, "seen/horizon": "", "final reward [80%]": "", "plateau": "", "stop step": "",
                          "P(stop<H)": "", "r_hat": "", "status": f"error: {r.error}"})  # fmt: skip
+            if advice:
+                rows[-1].update({"P(gain)": "", "advice": ""})
             continue
         censored = not (r.p_stop_before_horizon >= 0.5)
         stop = f">{int(r.horizon)}" if censored else f"{r.stop_q50:.0f}"
@@ -62,7 +71,13 @@ def display_table(table):
             "plateau": f"{r.plateau_q50:.3g}", "stop step": stop, "P(stop<H)": f"{r.p_stop_before_horizon:.2f}",
             "r_hat": f"{r.r_hat_max:.3f}" if np.isfinite(r.r_hat_max) else "", "status": "ok",
         })  # fmt: skip
-    return pd.DataFrame(rows)
+        if advice:
+            rows[-1].update({"P(gain)": f"{r.p_gain:.2f}" if np.isfinite(r.p_gain) else "", "advice": r.advice})
+    out = pd.DataFrame(rows)
+    if advice and len(out):  # the advice beside the forecast it judges, before the sampler's columns
+        first = ["run", "seen/horizon", "final reward [80%]", "P(gain)", "advice"]
+        out = out[first + [c for c in out.columns if c not in first]]
+    return out
 
 
 def run_forecast(
@@ -70,16 +85,19 @@ def run_forecast(
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None, check_runs=None, exit_if_none=True,
+    scheduler=None, check_runs=None, exit_if_none=True, delta=DEFAULT_DELTA, risk=DEFAULT_RISK,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
+    ``delta`` / ``risk``: the table's ``p_gain`` and the stop policy's ``advice`` (``stop`` / ``continue`` /
+    ``too early``) with its measured ``advice_error_rate`` (:mod:`bayesgrpo.decisions.stop`).
     ``check_runs(runs)``, when given, is called after reading and before any sampling (a verb's own
     checks of the runs, e.g. metadata columns it needs). With ``exit_if_none`` (default) a batch in
     which no run could be forecast exits with code 1; otherwise its result (error rows only) is returned.
 
     Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
     """
+    from bayesgrpo.decisions.stop import advise_fit
     from bayesgrpo.forecast import Forecaster
     from bayesgrpo.forecast.batch import forecast_batch
     from bayesgrpo.inference.executor import check_options, make_executor
@@ -92,6 +110,7 @@ def run_forecast(
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     bounds = C.parse_reward_range(reward_range)
     C.validate_outputs(out=out, out_dir=out_dir)
+    policy = C.stop_policy(model=model, risk=risk, delta=delta)
     with C.guard():
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
@@ -100,7 +119,7 @@ def run_forecast(
         check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
-        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler, delta=delta)
     where = (
         f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     )
@@ -115,9 +134,16 @@ def run_forecast(
                              context=ctx, strict=strict, progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
         if res.fit is not None:
             res.fit.warn_health()
+        if policy is not None:
+            res.table, res.decisions = advise_fit(res.table, res.fit, policy)
     C.print_table(display_table(res.table),
                   title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
-                        "(median [80% interval]); stop step '>H' = not settled by the horizon")  # fmt: skip
+                        "(median [80% interval]); stop step '>H' = not settled by the horizon"
+                        + (f"; P(gain) = P(final >= current level + {delta:g} x scale), advice at risk {risk:g}"
+                           if policy is not None else ""))  # fmt: skip
+    if policy is not None and (res.table.get("advice") == "stop").any():
+        C.status(f"advice 'stop': {policy.describe()}; measured: {policy.error_rate:.0%} of such stops were bad "
+                 "(leave-one-source-out on the development runs)")  # fmt: skip
     if out is not None:
         with C.guard():
             write_table(res.table, out)
@@ -172,17 +198,22 @@ def forecast_cmd(
     strict: StrictOpt = False,
     workers: WorkersOpt = None,
     scheduler: SchedulerOpt = None,
+    delta: DeltaOpt = DEFAULT_DELTA,
+    risk: RiskOpt = DEFAULT_RISK,
 ):
     """Forecast every run's final reward and stop step, with intervals, from its logged steps.
 
-    --out-dir receives one fan chart per run (RUN.png) and paths.csv: the per-step predictive quantiles
+    P(gain) = P(final reward >= current level + --delta x the run's scale), recalibrated; advice = stop /
+    continue / too early by the stop policy at --risk (the share of its stops measured to lose more than
+    0.1 of the run's range; the table's advice_error_rate). --out-dir receives one fan chart per run (RUN.png) and paths.csv: the per-step predictive quantiles
     of the logged reward (yhat_q05..yhat_q95), its median and the latent mean, per run.
     """
     run_forecast(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
-        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
+        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler, delta=delta,
+        risk=risk,
     )  # fmt: skip
 
 

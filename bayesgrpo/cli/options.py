@@ -96,6 +96,20 @@ StopFractionOpt = Annotated[
         "--stop-fraction", help="stop step = when the mean trajectory stays within (1 - this) of its gain, in (0, 1)"
     ),
 ]
+DeltaOpt = Annotated[
+    float,
+    typer.Option(
+        "--delta",
+        help="p_gain = P(final reward >= current level + delta x the run's scale); the stop advice's gain (measured: 0.02, 0.05, 0.1)",
+    ),
+]
+RiskOpt = Annotated[
+    float,
+    typer.Option(
+        "--risk",
+        help="stop advice: at most this share of its stops may lose more than 0.1 of the run's range (measured: 0.05-0.3)",
+    ),
+]
 
 DEFAULT_MODEL = "oscillator"
 DEFAULT_DRAWS = _S.draws
@@ -103,3 +117,5 @@ DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains
 DEFAULT_FINAL_WINDOW = 0.1
 DEFAULT_STOP_FRACTION = 0.95
+DEFAULT_DELTA = 0.05  # bayesgrpo.forecast.decision.DEFAULT_DELTA (a test keeps them equal)
+DEFAULT_RISK = 0.1  # bayesgrpo.decisions.stop.DEFAULT_RISK (a test keeps them equal)

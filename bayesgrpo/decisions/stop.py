@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
-__all__ = ["StopPolicy", "StopMonitor", "add_advice", "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
+__all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decision_numbers", "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
            "shipped_policy"]  # fmt: skip
 
 #: the three answers, in the order of the table's documentation
@@ -234,6 +234,23 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
                      for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     return out
+
+
+def fit_decision_numbers(fit, policy: StopPolicy) -> dict:
+    """Run id -> the decision numbers of each forecast run of ``fit`` at the policy's delta
+    (:func:`bayesgrpo.forecast.decision.decision_probabilities`, the fit's own p_gain map)."""
+    from bayesgrpo.forecast.decision import decision_probabilities
+
+    return {rid: decision_probabilities(fit, rid, delta=policy.delta) for rid in fit.forecast_ids}
+
+
+def advise_fit(table: pd.DataFrame, fit, policy: StopPolicy | None = None) -> tuple[pd.DataFrame, dict]:
+    """:func:`add_advice` for a fitted forecast: the table with ``advice`` and ``advice_error_rate``, and the
+    decision numbers it was judged on (run id -> :func:`fit_decision_numbers`). ``fit`` None (no run could be
+    forecast): every row ``too early``."""
+    policy = policy or StopPolicy()
+    numbers = fit_decision_numbers(fit, policy) if fit is not None else {}
+    return add_advice(table, policy, numbers=numbers), numbers
 
 
 def sweep_stop_table(runs: list[dict], *, interval: float = 0.9) -> tuple[pd.DataFrame, dict]:

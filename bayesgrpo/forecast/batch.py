@@ -103,6 +103,9 @@ class BatchResult:
     observed : RunSet
         What the forecast saw: every requested run after truncation (error rows included), e.g. for
         their diagnostics.
+    decisions : dict
+        run id -> the decision numbers the stop advice was judged on, when a front end added it
+        (:func:`bayesgrpo.decisions.stop.advise_fit`); empty otherwise.
     """
 
     fit: object
@@ -111,6 +114,7 @@ class BatchResult:
     full: RunSet | None = None
     truncated: bool = False
     observed: RunSet | None = None
+    decisions: dict = field(default_factory=dict)
 
 
 def _check_run(observed: RunSet, rid: str, horizon, *, min_points: int, n_draws: int) -> str | None:

@@ -1,0 +1,144 @@
+"""The stop policy in the front ends (issue 18 items 3-5), driven through the CLI as a user would:
+``forecast``'s p_gain / advice columns, ``budget`` over a sweep, ``backtest``'s operating characteristic,
+and the options checked before any sampling (sampling mocked except where marked slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bayesgrpo.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data"
+
+
+def invoke(*args):
+    res = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in res.output, res.output
+    return res
+
+
+def write_runs(tmp_path, n=60):
+    """Two runs: one still climbing steeply, one flat from the start."""
+    rng = np.random.default_rng(0)
+    s = np.arange(1, n + 1)
+    rise = 0.1 + 0.8 * s / (2 * n) + 0.01 * rng.standard_normal(n)
+    flat = 0.5 + 0.01 * rng.standard_normal(n)
+    df = pd.concat([pd.DataFrame({"run_id": "rise", "step": s, "reward": rise}),
+                    pd.DataFrame({"run_id": "flat", "step": s, "reward": flat})])  # fmt: skip
+    p = tmp_path / "runs.csv"
+    df.to_csv(p, index=False)
+    return p
+
+
+def test_defaults_agree_with_the_decision_layer():
+    from bayesgrpo.cli.options import DEFAULT_DELTA, DEFAULT_RISK
+    from bayesgrpo.decisions.stop import DEFAULT_RISK as RISK
+    from bayesgrpo.forecast.decision import DEFAULT_DELTA as DELTA
+
+    assert (DEFAULT_DELTA, DEFAULT_RISK) == (DELTA, RISK)
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--risk", "0"], ["--risk must lie in (0, 1)"]),
+        (["--risk", "1.5"], ["--risk must lie in (0, 1)"]),
+        (["--risk", "0.01"], ["--risk 0.01", "below every measured operating point"]),
+        (["--delta", "0.07"], ["--delta 0.07", "0.02, 0.05, 0.1"]),
+        (["--delta", "-1"], ["--delta must be > 0"]),
+    ],
+)
+@pytest.mark.parametrize("verb", ["forecast", "budget", "backtest"])
+def test_risk_and_delta_checked_before_sampling(tmp_path, mock_sampler, verb, args, needles):
+    p = write_runs(tmp_path)
+    extra = ["--horizon", 200] if verb != "backtest" else ["--out-dir", tmp_path / "bt"]
+    res = invoke(verb, p, *extra, *args)
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, res.output
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    assert not mock_sampler["calls"]
+
+
+def test_forecast_table_carries_p_gain_and_advice(tmp_path, mock_sampler):
+    """The table's advice is the policy's answer to the table's own p_gain: 'stop' exactly where p_gain is
+    below the shipped threshold (patience 1), with the measured error rate on those rows only."""
+    from bayesgrpo.decisions.stop import StopPolicy
+
+    p = write_runs(tmp_path)
+    mock_sampler["spread"] = 0.05
+    res = invoke("forecast", p, "--horizon", 200, "--out", tmp_path / "t.csv")
+    assert res.exit_code == 0, res.output
+    assert "P(gain)" in res.output and "advice" in res.output
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert {"p_gain", "advice", "advice_error_rate"} <= set(t.columns)
+    pol = StopPolicy()
+    assert t["p_gain"].between(0, 1).all()
+    # the fit's p_gain is the shipped policy's score input only when the policy thresholds p_gain itself;
+    # either way every ok row gets one of the three answers, and 'stop' rows carry the measured rate
+    assert set(t["advice"]) <= {"stop", "continue", "too early"}
+    stop = t["advice"] == "stop"
+    assert np.allclose(t.loc[stop, "advice_error_rate"], pol.error_rate)
+    assert t.loc[~stop, "advice_error_rate"].isna().all()
+    assert 0 < pol.error_rate <= 0.1 + 1e-9  # measured at the shipped risk (nested LOSO)
+
+
+def test_forecast_advice_too_early_before_the_policys_start(tmp_path, mock_sampler):
+    """Before min_fraction of the run is seen, the answer is 'too early' whatever the probability."""
+    from bayesgrpo.decisions.stop import StopPolicy
+
+    p = write_runs(tmp_path, n=60)
+    horizon = int(60 / (StopPolicy().min_fraction * 0.5))  # 60 logged steps = half the policy's start
+    res = invoke("forecast", p, "--horizon", horizon, "--out", tmp_path / "t.csv")
+    assert res.exit_code == 0, res.output
+    assert (pd.read_csv(tmp_path / "t.csv")["advice"] == "too early").all()
+
+
+def test_forecast_other_kinds_get_p_gain_without_advice(tmp_path, mock_sampler, monkeypatch):
+    monkeypatch.setattr("bayesgrpo.forecast.decision.measured_deltas", lambda kind="oscillator": ())
+    p = write_runs(tmp_path)
+    res = invoke("forecast", p, "--horizon", 200, "--out", tmp_path / "t.csv")
+    assert res.exit_code == 0, res.output
+    assert "measured for the oscillator kind only" in res.output
+    assert "advice" not in pd.read_csv(tmp_path / "t.csv").columns
+
+
+def test_budget_over_a_sweep_says_which_runs_to_stop(tmp_path, mock_sampler):
+    p = write_runs(tmp_path)
+    mock_sampler["spread"] = 0.05
+    res = invoke("budget", p, "--horizon", 200, "--out", tmp_path / "b.csv")
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("sweep: stop "))
+    t = pd.read_csv(tmp_path / "b.csv")
+    assert {"advice", "p_gain", "remaining_steps", "lost_mean", "lost_lo", "lost_hi"} <= set(t.columns)
+    stopped = t["advice"] == "stop"
+    assert f"sweep: stop {int(stopped.sum())} of 2 run(s) now" in line
+    share = t.loc[stopped, "remaining_steps"].sum() / t["remaining_steps"].sum()
+    assert f"saves {share:.0%} of the sweep's remaining steps" in line
+    assert (t["remaining_steps"] == 140).all()  # horizon 200, last step 60
+    assert t.loc[stopped, "lost_lo"].le(t.loc[stopped, "lost_mean"]).all()
+    assert t.loc[~stopped, "lost_mean"].isna().all()
+
+
+@pytest.mark.slow
+def test_backtest_prints_the_policys_operating_characteristic(tmp_path):
+    """Real sampling on the six grpo_small runs: the policy's stops at the cutoffs, against the oracle,
+    written per run; the oracle saves at least what the policy saves without a bad stop."""
+    small = DATA / "grpo_small"
+    out = tmp_path / "bt"
+    res = invoke("backtest", small / "runs.csv", "--meta", small / "meta.csv", "--peers", "none", "--cutoffs",
+                 "0.2,0.4,0.6", "--draws", 200, "--tune", 200, "--out-dir", out)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "stop policy on these runs" in res.output
+    stops = pd.read_csv(out / "stop_policy.csv")
+    assert set(stops["method"]) == {"bayesgrpo", "oracle"} and stops["run_id"].nunique() == 6
+    assert stops["steps_saved"].between(0, 1).all()
+    assert stops.loc[~stops["stopped"].astype(bool), "steps_saved"].eq(0).all()
+    assert (out / "draws.npz").exists()

@@ -51,9 +51,10 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
-from pytensor.graph.op import Op
+
+from bayesgrpo.models.kalman import PathStore
+from bayesgrpo.models.kalman_op import KalmanOpBase, reward2, shift2, start2
 
 __all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_filter_numpy", "propagate_degenerate_numpy",
            "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate", "h_and_derivs"]  # fmt: skip
@@ -110,12 +111,9 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma:
         if mask[n, j] > 0.0:
             n_end = n + 1
             break
-    dm0 = np.zeros(N_PAR)
-    dm1 = np.zeros(N_PAR)
-    dp00 = np.zeros(N_PAR)
-    dp01 = np.zeros(N_PAR)
-    dp11 = np.zeros(N_PAR)
+    dm0, dm1, dp00, dp01, dp11, dv, dH, dR = start2(N_PAR)
     dn0 = np.zeros(N_PAR)
+    dn00 = np.zeros(N_PAR)
     dfp0 = np.zeros(N_PAR)
     dfp1 = np.zeros(N_PAR)
     df0 = np.zeros(N_PAR)
@@ -126,17 +124,8 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma:
     else:
         dD[1] = 1.0
         dD[6] = -1.0
-    x0 = r0 - r_star
-    m0 = x0
-    m1 = x0
-    p00 = 0.0
-    p01 = 0.0
-    p11 = 0.0
-    dm0[0] = 1.0
-    dm0[1] = -1.0
-    dm1[0] = 1.0
-    dm1[1] = -1.0
-    llj = 0.0
+    m0 = m1 = r0 - r_star
+    p00 = p01 = p11 = llj = 0.0
     for n in range(n_end):
         if n > 0:
             g, gx, gD, gl, gxx, gxD, gxl = h_and_derivs(m0, D, kappa, lam)
@@ -164,43 +153,12 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma:
             n00 = fp0 * f0 + fp1 * f1 + q
             for k in range(N_PAR):
                 df1k = -1.0 if k == 3 else 0.0
-                dn00 = dfp0[k] * f0 + fp0 * df0[k] + dfp1[k] * f1 + fp1 * df1k + (1.0 if k == 4 else 0.0)
-                dp11[k] = dp00[k]
-                dm1[k] = dm0[k]
-                dm0[k] = dn0[k]
-                dp01[k] = dfp0[k]
-                dp00[k] = dn00
-            p11 = p00
-            m1 = m0
-            m0 = n0
-            p01 = fp0
-            p00 = n00
+                dn00[k] = dfp0[k] * f0 + fp0 * df0[k] + dfp1[k] * f1 + fp1 * df1k + (1.0 if k == 4 else 0.0)
+            m0, m1, p00, p01, p11 = shift2(n0, n00, fp0, m0, p00, dn0, dn00, dfp0, dm0, dm1, dp00, dp01, dp11)
         if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            llj += -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
-            k0 = p00 * invS
-            k1 = p01 * invS
-            for k in range(N_PAR):
-                dS = dp00[k] + (1.0 if k == 5 else 0.0)
-                dv = -dm0[k] - (1.0 if k == 1 else 0.0)
-                gj[k] += -0.5 * (dS * invS + 2.0 * v * dv * invS - v * v * dS * invS * invS)
-                dk0 = (dp00[k] - k0 * dS) * invS
-                dk1 = (dp01[k] - k1 * dS) * invS
-                dm0[k] = dm0[k] + dk0 * v + k0 * dv
-                dm1[k] = dm1[k] + dk1 * v + k1 * dv
-                d00 = dp00[k] - (2.0 * p00 * dp00[k] - p00 * p00 * dS * invS) * invS
-                d01 = dp01[k] - (dp00[k] * p01 + p00 * dp01[k] - p00 * p01 * dS * invS) * invS
-                d11 = dp11[k] - (2.0 * p01 * dp01[k] - p01 * p01 * dS * invS) * invS
-                dp00[k] = d00
-                dp01[k] = d01
-                dp11[k] = d11
-            m0 = m0 + k0 * v
-            m1 = m1 + k1 * v
-            p11 = p11 - p01 * p01 * invS
-            p01 = p01 - p00 * p01 * invS
-            p00 = p00 - p00 * p00 * invS
+            ll, m0, m1, p00, p01, p11 = reward2(y[n, j] - r_star, r, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11,
+                                                dv, dH, dR, gj)  # fmt: skip
+            llj += ll
     return llj
 
 
@@ -292,28 +250,13 @@ def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng,
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
     D = np.broadcast_to(np.maximum(np.asarray(r_star, dtype=float) - np.asarray(L, dtype=float), D_MIN), batch)
     lam = np.broadcast_to(np.asarray(lam, dtype=float), batch)
-    streaming = store is not None or accumulate is not None
-    if streaming:
-        store = np.asarray([] if store is None else store, dtype=int)
-        slot = np.full(n_steps, -1)
-        slot[store] = np.arange(store.size)
-        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
-        out = np.empty((store.size,) + batch)
-        sums = np.zeros(batch)
-    else:
-        out = np.empty((n_steps,) + batch)
+    paths = PathStore(n_steps, batch, store, accumulate)
     for k in range(n_steps):
         h, _ = _h_np(x, D, kappa, lam)
         x_next = (1.0 + mu) * x - mu * xp - a * h * x + sp * rng.standard_normal(batch)
         xp, x = x, x_next
-        if not streaming:
-            out[k] = x_next
-            continue
-        if slot[k] >= 0:
-            out[slot[k]] = x_next
-        if acc[k]:
-            sums += x_next
-    return (out, sums) if streaming else out
+        paths.put(k, x_next)
+    return paths.result()
 
 
 def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=KAPPA):
@@ -338,42 +281,16 @@ def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=
 
 
 # ----------------------------------------------------------------------------- PyTensor Op
-class EKFDegenerate(Op):
-    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam); outputs (log-likelihood per run, its (R, 8) gradient)."""
+class EKFDegenerate(KalmanOpBase):
+    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam); outputs (log-likelihood per run, (R, 8) gradient)."""
 
-    __props__ = ()
+    kernel = staticmethod(ekf_loglik_grad)
+    n_par = N_PAR
+    data_inputs = ("the data", "the mask", "kappa (a constant of the model kind)")
 
     def make_node(self, y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):
         ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam)]
         return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
-
-    def perform(self, node, inputs, output_storage):
-        ll, g = ekf_loglik_grad(*(np.ascontiguousarray(v) for v in inputs))
-        output_storage[0][0] = ll
-        output_storage[1][0] = g
-
-    def infer_shape(self, node, shapes):
-        R = shapes[0][1]
-        return [(R,), (R, N_PAR)]
-
-    def pullback(self, inputs, outputs, output_grads):
-        from pytensor.gradient import DisconnectedType
-
-        _, g = outputs
-        gll = output_grads[0]
-        if not isinstance(output_grads[1].type, DisconnectedType):
-            raise NotImplementedError("second derivatives of the EKF likelihood are not implemented")
-        if isinstance(gll.type, DisconnectedType):
-            gll = pt.zeros_like(outputs[0])
-        return [
-            grad_not_implemented(self, 0, inputs[0], "the EKF Op is not differentiable w.r.t. the data"),
-            grad_not_implemented(self, 1, inputs[1], "the EKF Op is not differentiable w.r.t. the mask"),
-            grad_not_implemented(self, 2, inputs[2], "kappa is a constant of the model kind"),
-            *[gll * g[:, k] for k in range(N_PAR)],
-        ]
-
-    def connection_pattern(self, node):
-        return [[True, False]] * 3 + [[True, False]] * N_PAR
 
 
 def _register_numba():

@@ -42,7 +42,7 @@ from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, ModelArrays, get_kind
+from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, SPREAD_PARAMS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
@@ -69,7 +69,9 @@ HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
 #: per-run posterior variables a fit keeps (what forecasts and health need; the non-centred z_* of
 #: the sampler are dropped: 8 of 13 variables, a third less memory per run)
 #: (every kind's forecast parameters, from the registry, plus the health variables)
-STORED_VARS = tuple(dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(HEALTH_VARS)))
+STORED_VARS = tuple(
+    dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(SPREAD_PARAMS) + list(HEALTH_VARS))
+)
 #: paths of at most this many runs are kept in memory at once (recomputed exactly on demand)
 PATH_CACHE_RUNS = 16
 
@@ -88,6 +90,11 @@ class ForecastConfig(BaseModel):
         default_factory=identity_calibration,
         description="calibration layer of the final-reward draws (default: the packaged one of the kind)",
     )
+    channels: tuple[str, ...] = Field(
+        (),
+        description="spread channels observed with the reward (reward_std, frac_reward_zero_std; kinds with a "
+        "degeneracy state): runs that log one are fitted with them (bayesgrpo.models.spread), the others as without",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -105,6 +112,18 @@ class ForecastConfig(BaseModel):
     def _known_kind(cls, v: str) -> str:
         get_kind(v)  # ValueError naming the choices
         return v
+
+    @model_validator(mode="after")
+    def _channels_need_a_degeneracy_state(self):
+        from bayesgrpo.models.arrays import SPREAD_CHANNELS
+
+        bad = [c for c in self.channels if c not in SPREAD_CHANNELS]
+        if bad:
+            raise ValueError(f"unknown spread channel(s) {bad}; choose from {', '.join(SPREAD_CHANNELS)}")
+        if self.channels and not get_kind(self.model).degeneracy:
+            kinds = ", ".join(k.name for k in MODEL_KINDS.values() if k.degeneracy)
+            raise ValueError(f"the spread channels need a kind with a degeneracy state ({kinds}), not {self.model!r}")
+        return self
 
 
 class Forecaster:
@@ -129,6 +148,10 @@ class Forecaster:
         The calibration layer of the final-reward distribution (:mod:`bayesgrpo.forecast.calibration`):
         ``True`` (default) the packaged layer of the kind, ``False`` none, or a layer.
     sampler : SamplerConfig, optional
+    channels : sequence of str
+        Spread channels observed with the reward (``reward_std``, ``frac_reward_zero_std``), kinds with a
+        degeneracy state only (:mod:`bayesgrpo.models.spread`): a run that logs one is fitted with the joint
+        likelihood (one compiled model whatever it logs); a run that logs none forecasts exactly as without.
 
     Examples
     --------
@@ -149,8 +172,10 @@ class Forecaster:
         prior: PopulationPrior | None = None,
         calibration: Calibration | bool | None = True,
         sampler: SamplerConfig | None = None,
+        channels=(),
     ):
-        kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical)
+        kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical,
+                  channels=tuple(channels))  # fmt: skip
         if prior is not None:
             kw["prior"] = prior
         if calibration is True:
@@ -204,7 +229,7 @@ class Forecaster:
                 hz = {**horizon, **ctx_h}
             else:
                 hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
-        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior)
+        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior, channels=cfg.channels)
         if kind.degeneracy:
             lagged = [i.run_id for i in infos if i.refresh_interval > 1]
             if lagged:
@@ -225,15 +250,20 @@ class Forecaster:
             # the graph is built with the population's default momentum centre: a compiled model (and
             # the support point its chains start from) never depends on the run it was first built for
             template = dataclasses.replace(sub, mu_mean=np.full(len(sub.run_ids), cfg.prior.mu_default))
+            # a run that logs no spread channel is fitted by the reward-only graph: exactly as without channels
+            spread = bool(cfg.channels) and sub.has_channels
             compiled = sampling.compile_model(
-                kind.graph_key(sub, cfg.prior, hierarchical),
-                functools.partial(kind.build, template, prior=cfg.prior, hierarchical=hierarchical),
+                kind.graph_key(sub, cfg.prior, hierarchical, spread=spread),
+                functools.partial(kind.build, template, prior=cfg.prior, hierarchical=hierarchical, spread=spread),
                 backend=self.sampler.backend,
             )
             prior_b = run_priors.get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
-            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=kind.required_data,
+            need = kind.required_data + (("channels",) if spread else ())
+            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=need,
                                   seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
             post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
+            if cfg.channels and not spread:  # the same variables for every run of the fit (NaN: fitted without)
+                post = post.assign({v: post["r_star"] * np.nan for v in SPREAD_PARAMS})
             if "family" in post.dims:
                 post = post.assign_coords(family=list(sub.families))
             h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
@@ -342,6 +372,12 @@ class RunArrays:
         return self._index[run_id]
 
     def __getattr__(self, name):
+        if name == "channels":  # (C, T, R), padded like y
+            T = max(p.y.shape[0] for p in self.parts)
+            out = np.zeros(self.parts[0].channels.shape[:1] + (T, len(self.parts)))
+            for j, p in enumerate(self.parts):
+                out[:, : p.y.shape[0], j] = p.channels[:, :, 0]
+            return out
         if name in DATA_VARS and name not in ("y", "mask"):
             if name == "family_idx":
                 pos = {f: k for k, f in enumerate(self.families)}
@@ -451,7 +487,8 @@ class FittedForecast:
 
     # ------------------------------------------------------------ per-run predictive draws
     def _params(self, run_id: str) -> dict:
-        return {k: _draws(self.posterior, run_id, k) for k in get_kind(self.config.model).param_names}
+        names = get_kind(self.config.model).param_names + (SPREAD_PARAMS if self.config.channels else ())
+        return {k: _draws(self.posterior, run_id, k) for k in names}
 
     def paths(self, run_id: str) -> PathDraws:
         """Posterior predictive draws of the run's future logged steps (its own units).
@@ -482,7 +519,10 @@ class FittedForecast:
         win = info.final_steps(self.config.final_window)
         in_win = np.zeros(n_future, dtype=bool)
         in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
-        m, P = kind.filter_last(y, mask, p, K)
+        chan = None  # the spread channels, where the run was fitted with them
+        if self.config.channels and np.all(np.isfinite(p["nu"])):
+            chan = {"ch": arr.channels[:, :T, 0], "G": int(arr.group_size[0])}
+        m, P = kind.filter_last(y, mask, p, K, channels=chan)
         x, win_sum = kind.propagate(m, P, n_future, p, K=K, n_last=T - 1, rng=rng,
                                     store=fut[keep] - info.last_step - 1, accumulate=in_win)  # fmt: skip
         fut = fut[keep]
@@ -667,6 +707,8 @@ class FittedForecast:
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
                 "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known), "fraction": ("run", arr.fraction),
+                "channels": (("channel_row", "step_grid", "run"), arr.channels), "group_size": ("run", arr.group_size),
+                "width": ("run", arr.width), "width_known": ("run", arr.width_known),
             },
             coords={"run": list(arr.run_ids)},
         )  # fmt: skip
@@ -748,7 +790,8 @@ class FittedForecast:
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction") if n in c},
+            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction", "channels", "group_size",
+                                            "width", "width_known") if n in c},
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()

@@ -39,8 +39,9 @@ Conventions (one place for all of them):
   the logged within-group spread (normalised by the run's ``scale``) and zero-std share, binned to at most
   :data:`~bayesgrpo.models.spread.CHANNEL_POINTS` points per run. ``G`` is metadata ``group_size`` (TRL's
   default 8 when missing; a run with G < 2 has no channel); the groups behind one logged point are
-  ``batch_size / G`` (``batch_size``: completions per optimizer step; 1 when unknown -- the fewest, so the
-  widest noise) times the logging interval (TRL averages what it logs over the steps since the last log).
+  metadata ``prompts_per_step``, else ``batch_size / G`` (``batch_size``: completions per optimizer step),
+  else 1 (the fewest: the widest noise), times the logging interval (TRL averages what it logs over the
+  steps since the last log).
   The reward's range ``U - L`` (normalised) is the channel's width where both bounds are known.
 """
 
@@ -335,8 +336,8 @@ def _channel_inputs(g, meta, channels, where: str, lo_b: float, hi_b: float, *, 
     n = len(g)
     G = _num(meta, "group_size")
     G = int(G) if math.isfinite(G) else DEFAULT_GROUP_SIZE
-    B = _num(meta, "batch_size")
-    per_step = max(1.0, B / G) if math.isfinite(B) and G >= 1 else 1.0
+    B, ppp = _num(meta, "batch_size"), _num(meta, "prompts_per_step")
+    per_step = ppp if math.isfinite(ppp) and ppp >= 1 else max(1.0, B / G) if math.isfinite(B) and G >= 1 else 1.0
     out = {"steps": g[STEP].to_numpy(dtype=np.int64), "reward": g[REWARD].to_numpy(dtype=float), "G": max(G, 2),
            "groups": per_step * interval, "width": hi_b - lo_b, "spread": np.full(n, np.nan),
            "zero_std": np.full(n, np.nan)}  # fmt: skip

@@ -21,9 +21,10 @@ exact, a finite sum (no special functions), differentiable in ``m`` and ``nu``: 
 them with their first and second derivatives. **Noise.** A logged value is the mean over the ``N``
 groups behind it (``batch_size / group_size`` per step, times the logging interval: TRL averages what it
 logs over the steps since the last log), independent given the state, so its variance is
-``Var(s_k) / N`` resp. ``E(1 - E) / N`` (plus the logging resolution :data:`SPREAD_FLOOR`): from G and
-N, not a free constant. The reward, the spread and the zero-std share of a step are computed from the
-SAME groups, so their noises are correlated -- strongly: near the floor a success makes ``k = 1``,
+``Var(s_k) / N`` resp. ``E(1 - E) / N`` (plus the logging resolution :data:`SPREAD_FLOOR` and the
+model's own error :data:`MODEL_SD_SPREAD`, :data:`MODEL_SD_ZERO`, measured on the testbed): from G and N
+and a measured constant, not a free parameter. The reward, the spread and the zero-std share of a step
+are computed from the SAME groups, so their noises are correlated -- strongly: near the floor a success makes ``k = 1``,
 raising the reward and the spread and lowering the zero-std share together (Beta-binomial correlations
 0.5-0.9 between reward and spread at ``m < 0.1``, -0.9 to -1 between spread and zero-std share). The
 joint measurement of a step therefore uses the Beta-binomial correlation matrix (shrunk by
@@ -77,7 +78,8 @@ from bayesgrpo.models.kalman_op import update2
 
 __all__ = ["bb_moments", "bb_constants", "bb_moments_numpy", "spread_expectations", "spread_update", "group_sds",
            "joint_measurement_numpy", "EPS_M", "SHRINK", "SPREAD_FLOOR", "DEFAULT_GROUP_SIZE", "N_MOM", "N_SCRATCH",
-           "I_NU", "I_W", "CH_ROWS", "CHANNEL_POINTS", "N_CH", "channel_array"]  # fmt: skip
+           "I_NU", "I_W", "MODEL_SD_SPREAD", "MODEL_SD_ZERO", "CH_ROWS", "CHANNEL_POINTS", "N_CH",
+           "channel_array"]  # fmt: skip
 
 #: the mean pass rate is clipped to [EPS_M, 1 - EPS_M] (the channel's mean is extended linearly beyond)
 EPS_M = 1e-4
@@ -86,6 +88,13 @@ EPS_M = 1e-4
 SHRINK = 0.05
 #: resolution of a logged spread (share of the reward's range) and of a logged zero-std share
 SPREAD_FLOOR = 0.01
+#: the channels' model error: the one-nu Beta-binomial's RMS error against the exact expectation on the
+#: testbed, where every prompt's pass rate is known (bench/results/spread_validation.md: median over 20 runs
+#: 0.041 of the range for reward_std, 0.078 for the zero-std share; the nu of a step's pass rates is not
+#: constant over a run). Added to the sampling noise, independent of the reward's noise: a binned channel's
+#: sampling noise falls like 1 / sqrt(b), the model's error does not.
+MODEL_SD_SPREAD = 0.04
+MODEL_SD_ZERO = 0.08
 #: G when the metadata do not give it: TRL's default ``num_generations``
 DEFAULT_GROUP_SIZE = 8
 #: parameter indices of the extended filter with channels: ... L = 6, lam = 7, nu = 8, W = 9
@@ -263,8 +272,8 @@ def spread_expectations(m, nu, G: int) -> dict:
 _PM, _PN, _PW, _PS, _PV = 0, 1, 2, 3, 4
 # scratch rows (each a 5-vector of partials)
 (_HS, _HS_, _HZ, _HZ_, _VK, _VS, _VZ, _CRS, _CRZ, _CSZ, _RS, _RZ, _SS, _SZ, _RHO_RS, _RHO_RZ, _RHO_SZ, _B1, _B2,
- _WV, _HT, _RT, _AR, _AZ) = range(24)  # fmt: skip
-N_SCRATCH = 24
+ _WV, _HT, _RT, _AR, _AZ, _QS, _QZ) = range(26)  # fmt: skip
+N_SCRATCH = 26
 
 
 @numba.njit(cache=True, fastmath=False, inline="always")
@@ -348,14 +357,19 @@ def spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts, work,
     sc[_CSZ, _PM], sc[_CSZ, _PN] = -(Msm * Mz + Ms * Mzm), -(Msn * Mz + Ms * Mzn)
     fl = SPREAD_FLOOR * SPREAD_FLOOR
     iNs, iNz = 1.0 / max(Ns, 1.0), 1.0 / max(Nz, 1.0)
-    Rs = W * W * (vs * iNs + fl)
-    Rz = vz * iNz + fl
+    es, ez = fl + MODEL_SD_SPREAD * MODEL_SD_SPREAD, fl + MODEL_SD_ZERO * MODEL_SD_ZERO  # not from the groups
+    Rs = W * W * (vs * iNs + es)
+    Rz = vz * iNz + ez
     ss, sz = math.sqrt(Rs), math.sqrt(Rz)
     iss, isz = 0.5 / ss, 0.5 / sz
+    # the sampling share of each channel's variance: only it is correlated with the other measurements
+    qs, qz = math.sqrt(vs * iNs / (vs * iNs + es)), math.sqrt(vz * iNz / (vz * iNz + ez))
     for i in range(5):
         sc[_RS, i] = W * W * sc[_VS, i] * iNs
         sc[_RZ, i] = sc[_VZ, i] * iNz
-    sc[_RS, _PW] += 2.0 * W * (vs * iNs + fl)
+        sc[_QS, i] = 0.5 * qs * (es / (vs * iNs + es)) * sc[_VS, i] * iNs / max(vs * iNs, 1e-300)
+        sc[_QZ, i] = 0.5 * qz * (ez / (vz * iNz + ez)) * sc[_VZ, i] * iNz / max(vz * iNz, 1e-300)
+    sc[_RS, _PW] += 2.0 * W * (vs * iNs + es)
     for i in range(5):
         sc[_SS, i] = sc[_RS, i] * iss
         sc[_SZ, i] = sc[_RZ, i] * isz
@@ -366,6 +380,11 @@ def spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts, work,
         if not on:  # an unobserved pair: no correlation
             for i in range(5):
                 sc[row, i] = 0.0
+    for i in range(5):  # the correlations of the measurements' whole noise: the sampling shares qs, qz of them
+        sc[_RHO_RS, i] = qs * sc[_RHO_RS, i] + rrs * sc[_QS, i]
+        sc[_RHO_RZ, i] = qz * sc[_RHO_RZ, i] + rrz * sc[_QZ, i]
+        sc[_RHO_SZ, i] = qs * qz * sc[_RHO_SZ, i] + rsz * (qz * sc[_QS, i] + qs * sc[_QZ, i])
+    rrs, rrz, rsz = qs * rrs, qz * rrz, qs * qz * rsz
     ll = 0.0
     vs0 = ys - hs
     if obs_s:
@@ -440,9 +459,13 @@ def joint_measurement_numpy(m, P, *, m_pred, chn, r_star, L, W, nu, r, G: int):
     var = {0: b["K2"] - mc**2, 1: b["Q"] - b["Ms"] ** 2, 2: b["Mz"] * (1.0 - b["Mz"])}
     cov = {(0, 1): b["KS"] - mc * b["Ms"], (0, 2): b["PG"] - mc * b["Mz"], (1, 2): -b["Ms"] * b["Mz"]}
     share = {(0, 1): chn[CH_CRS], (0, 2): chn[CH_CRZ], (1, 2): chn[CH_CSZ]}
-    sd = {0: np.sqrt(r / max(chn[CH_BR], 1.0)) * np.ones_like(x),
-          1: W * np.sqrt(var[1] / max(chn[CH_NS], 1.0) + SPREAD_FLOOR**2),
-          2: np.sqrt(var[2] / max(chn[CH_NZ], 1.0) + SPREAD_FLOOR**2)}  # fmt: skip
+    samp = {
+        0: np.sqrt(r / max(chn[CH_BR], 1.0)) * np.ones_like(x),
+        1: W * np.sqrt(var[1] / max(chn[CH_NS], 1.0)),
+        2: np.sqrt(var[2] / max(chn[CH_NZ], 1.0)),
+    }  # the sampling sds (correlated); the rest independent
+    sd = {0: samp[0], 1: np.sqrt(samp[1] ** 2 + W**2 * (SPREAD_FLOOR**2 + MODEL_SD_SPREAD**2)),
+          2: np.sqrt(samp[2] ** 2 + SPREAD_FLOOR**2 + MODEL_SD_ZERO**2)}  # fmt: skip
     pred = {1: W * (b["Ms"] + b["Ms_m"] * dlt), 2: b["Mz"] + b["Mz_m"] * dlt}
     slope = {1: b["Ms_m"] * np.ones_like(x), 2: b["Mz_m"] / W}
     obsv = {1: chn[CH_YS], 2: chn[CH_YZ]}
@@ -454,7 +477,7 @@ def joint_measurement_numpy(m, P, *, m_pred, chn, r_star, L, W, nu, r, G: int):
         if i == j:
             return sd[i] ** 2
         key = (min(i, j), max(i, j))
-        return share[key] * (1.0 - SHRINK) * cov[key] / np.sqrt(var[i] * var[j]) * sd[i] * sd[j]
+        return share[key] * (1.0 - SHRINK) * cov[key] / np.sqrt(var[i] * var[j]) * samp[i] * samp[j]
 
     n = len(chans)
     batch = x.shape

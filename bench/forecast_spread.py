@@ -1,0 +1,259 @@
+"""The spread channel measured leave-one-source-out: the degeneracy and logistic kinds with and without it.
+
+    .venv/bin/python bench/fit_population_prior.py --spread                 # the nu / headroom fits (once)
+    .venv/bin/python bench/forecast_spread.py                                 # every configuration (resumable)
+    .venv/bin/python bench/forecast_spread.py --config degeneracy_spread --source S   # a pilot
+    .venv/bin/python bench/forecast_spread.py --report-only                   # bench/results/forecast_spread.md
+
+Protocol: that of ``bench/forecast_benchmark.py`` (its LOSO priors, cutoffs, truth, sampler and ledgers
+``bench/results/forecast_runs/dev/<config>/<source>/cases.csv``) on grpo-public + grpo-extra + grpo-more
+(``bench/devdata.py``). A spread configuration's prior for source S is the reward-only kind's LOSO prior
+with the spread channel's population (``log nu``, ``log headroom``) refitted without S
+(:func:`bayesgrpo.models.prior.with_spread_population` on ``bench/results/population_prior_spread_runs.csv``).
+A case whose prefix logs none of the configuration's channels is fitted by the reward-only graph (the
+forecaster's routing; ``tests/test_spread.py`` checks it forecasts bit for bit as without channels), so its
+row is the reward-only configuration's, copied, not recomputed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import forecast_benchmark as FB  # noqa: E402
+from devdata import FOLDERS, SELECTION, load_dev  # noqa: E402
+
+from bayesgrpo.evaluation.backtest import backtest  # noqa: E402
+from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
+from bayesgrpo.evaluation.scoring import summarize, summarize_weighted  # noqa: E402
+from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
+
+RES = ROOT / "bench" / "results"
+SPREAD_TABLE = RES / "population_prior_spread_runs.csv"
+BOTH = ("reward_std", "frac_reward_zero_std")
+CMD = ".venv/bin/python bench/forecast_spread.py"
+#: configuration -> (kind, channels, the reward-only configuration it is compared with)
+CONFIGS = {
+    "degeneracy": ("degeneracy", (), None),
+    "degeneracy_spread": ("degeneracy", BOTH, "degeneracy"),
+    "degeneracy_std": ("degeneracy", ("reward_std",), "degeneracy"),
+    "degeneracy_fz": ("degeneracy", ("frac_reward_zero_std",), "degeneracy"),
+    "logistic": ("logistic", (), None),
+    "logistic_spread": ("logistic", BOTH, "logistic"),
+}
+DOC = {
+    "degeneracy": "the degeneracy kind, reward only",
+    "degeneracy_spread": "degeneracy with reward_std and frac_reward_zero_std where logged",
+    "degeneracy_std": "degeneracy with reward_std only",
+    "degeneracy_fz": "degeneracy with frac_reward_zero_std only",
+    "logistic": "the logistic kind, reward only",
+    "logistic_spread": "logistic with both channels",
+}
+
+
+def prior_for(kind: str, channels, source: str, table: pd.DataFrame, spread_rows: pd.DataFrame | None):
+    from bayesgrpo.models.prior import with_spread_population
+
+    prior = FB.loso_prior(table, kind, source)
+    if channels:
+        prior = with_spread_population(prior, spread_rows, exclude_source=source, name=f"{prior.name}+spread")
+    return prior
+
+
+def has_channel(runs, rid: str, cutoff: float, channels) -> bool:
+    """Does the prefix the backtest forecasts at ``cutoff`` log one of ``channels`` (the forecaster's routing)?"""
+    from bayesgrpo.models.arrays import prepare_arrays
+
+    df = runs.run(rid)
+    s0, H = int(df["step"].iloc[0]), int(df["step"].iloc[-1])
+    pre = runs.select([rid]).truncate(until_step=int(np.floor(s0 + cutoff * (H - s0))))
+    if len(pre.data) < 5:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arr, _ = prepare_arrays(pre, horizon=H, channels=channels)
+    return arr.has_channels
+
+
+def seed_from_base(name: str, source: str, runs, ids) -> int:
+    """Copy the base configuration's rows (and draws) of the cases without a channel into this ledger."""
+    kind, channels, base = CONFIGS[name]
+    src_dir, dst_dir = FB.WORK / base / FB.slug(source), FB.WORK / name / FB.slug(source)
+    if not (src_dir / "cases.csv").exists():
+        raise SystemExit(f"{base} has no ledger for {source}: run --config {base} --source '{source}' first")
+    base_rows = pd.read_csv(src_dir / "cases.csv")
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    have = pd.read_csv(dst_dir / "cases.csv") if (dst_dir / "cases.csv").exists() else base_rows.iloc[:0]
+    done = set(zip(have["run_id"], have["cutoff"].round(6), strict=True))
+    copy = [i for i, r in base_rows.iterrows() if (r.run_id, round(r.cutoff, 6)) not in done
+            and not has_channel(runs, r.run_id, r.cutoff, channels)]  # fmt: skip
+    if not copy:
+        return 0
+    out = pd.concat([have, base_rows.loc[copy]], ignore_index=True)
+    tmp = dst_dir / "cases.csv.tmp"
+    out.to_csv(tmp, index=False)
+    tmp.replace(dst_dir / "cases.csv")
+    if (src_dir / "draws.npz").exists():
+        keys = {f"{base_rows.loc[i, 'run_id']}|{base_rows.loc[i, 'cutoff']:g}|bayesgrpo" for i in copy}
+        kept = dict(np.load(dst_dir / "draws.npz")) if (dst_dir / "draws.npz").exists() else {}
+        with np.load(src_dir / "draws.npz") as z:
+            kept.update({k: z[k] for k in z.files if k in keys})
+        np.savez_compressed(dst_dir / "draws.tmp.npz", **kept)
+        (dst_dir / "draws.tmp.npz").replace(dst_dir / "draws.npz")
+    return len(copy)
+
+
+def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> None:
+    from bayesgrpo.evaluation.methods import BayesGRPOMethod
+    from bayesgrpo.forecast import Forecaster
+
+    kind, channels, base = CONFIGS[name]
+    table = pd.read_csv(FB.PRIOR_TABLE)
+    spread_rows = pd.read_csv(SPREAD_TABLE) if channels else None
+    src = runs.meta["source_repo"].astype(str)
+    t0 = time.time()
+    for s in sorted(src.unique()):
+        if only_sources and s not in only_sources:
+            continue
+        ids = [r for r in runs.run_ids if src[r] == s]
+        n_copied = seed_from_base(name, s, runs, ids) if base else 0
+        prior = prior_for(kind, channels, s, table, spread_rows)
+
+        def factory(hierarchical, prior=prior):
+            return Forecaster(kind, final_window=0.1, hierarchical=hierarchical, sampler=sampler, prior=prior,
+                              calibration=False, channels=channels)  # fmt: skip
+
+        method = BayesGRPOMethod(forecaster=factory, chunk=1)
+        backtest(runs.select(ids), cutoffs=FB.CUTOFFS, peers=(), methods={"bayesgrpo": method},
+                 out_dir=FB.WORK / name / FB.slug(s), make_figures=False, save_draws=400, sampler=sampler, prior=prior,
+                 calibration=False)  # fmt: skip
+        print(
+            f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs; {n_copied} cases copied from {base})", flush=True
+        )
+
+
+# ----------------------------------------------------------------------------- report
+def s_curve_runs(runs) -> list[str]:
+    """0-1 runs flat near their floor for the first 20% of their span, then rising (rule on the complete run):
+    every reward in [0, 1], the mean of the first 20% of the steps within 0.1 of the run's minimum, and the
+    final 10% at least 0.2 above that start."""
+    out = []
+    for r in runs.run_ids:
+        d = runs.run(r)
+        y, st = d["reward"].to_numpy(float), d["step"].to_numpy(float)
+        if y.min() < 0 or y.max() > 1:
+            continue
+        f = (st - st[0]) / max(1.0, st[-1] - st[0])
+        start, end = y[f <= 0.2].mean(), y[f >= 0.9].mean()
+        if start - y.min() <= 0.1 and end - start >= 0.2:
+            out.append(r)
+    return out
+
+
+def load(name: str) -> pd.DataFrame:
+    df = FB.load_cases(name)
+    return df[df["cutoff"].round(6).isin(FB.CUTOFFS)]
+
+
+def health(df: pd.DataFrame) -> str:
+    ok = df[df["ok"].astype(bool)]
+    return (f"{len(ok)} forecasts: r_hat > 1.01 in {(ok['r_hat_max'] > 1.01).mean():.1%}, any divergence in "
+            f"{(ok['divergences'] > 0).mean():.1%}; {ok['seconds'].mean():.1f} s per forecast (mean; median "
+            f"{ok['seconds'].median():.1f})")  # fmt: skip
+
+
+def worst_sources(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    ok = df[df["ok"].astype(bool)]
+    g = ok.groupby("source").agg(cases=("run_id", "size"), cov80=("cover80", "mean"), ncrps=("ncrps", "mean"))
+    return g.sort_values(["cov80", "ncrps"], ascending=[True, False]).head(n)
+
+
+def pair_section(name: str, runs) -> list[str]:
+    kind, channels, base = CONFIGS[name]
+    a, b = load(base), load(name)
+    if a.empty or b.empty:
+        return []
+    both = pd.concat([a, b], ignore_index=True)
+    key = both.groupby(["run_id", "cutoff"])["method"].nunique()
+    keep = key[key == 2].index
+    both = both.set_index(["run_id", "cutoff"]).loc[keep].reset_index()
+    chan = {(r, c) for r, c in keep if has_channel(runs, r, c, channels)}
+    sub = both[[(r, c) in chan for r, c in zip(both["run_id"], both["cutoff"], strict=True)]]
+    scurve = set(s_curve_runs(runs))
+    sc = both[both["run_id"].isin(scurve)]
+    md = [f"## `{name}` vs `{base}`", "", f"{DOC[name]}. {len(keep)} run x cutoff cases scored by both, "
+          f"{len(chan)} of them with the channel in the prefix ({sub['run_id'].nunique()} runs, "
+          f"{sub['source'].nunique()} sources); the others are identical by construction.", "",
+          "Source-weighted (each source counts the same), all cases:", "", markdown_table(summarize_weighted(both),
+          extra_cols=("n_sources",)), "", "Per case, all cases:", "", markdown_table(summarize(both)), "",
+          "Per case, only the cases whose prefix logs the channel:", "", markdown_table(summarize(sub)), "",
+          "Source-weighted, only those cases:", "", markdown_table(summarize_weighted(sub), extra_cols=("n_sources",)),
+          ""]  # fmt: skip
+    if len(sc):
+        md += [f"0-1 S-curve runs ({sc['run_id'].nunique()} runs, rule in `s_curve_runs`), per case:", "",
+               markdown_table(summarize(sc)), ""]  # fmt: skip
+    for m, d in (("without", a), ("with", b)):
+        w = worst_sources(d[d.set_index(["run_id", "cutoff"]).index.isin(keep)])
+        md += [f"Five worst sources by mean cov80 ({m} the channel; mean of their cov80 {w['cov80'].mean():.2f}):", "",
+               "| source | cases | cov80 | mean nCRPS |", "|---|---|---|---|",
+               *[f"| {s} | {int(r.cases)} | {r.cov80:.0%} | {r.ncrps:.3f} |" for s, r in w.iterrows()], ""]  # fmt: skip
+    ch_a = a.set_index(["run_id", "cutoff"]).loc[sorted(chan)].reset_index() if chan else a.iloc[:0]
+    ch_b = b.set_index(["run_id", "cutoff"]).loc[sorted(chan)].reset_index() if chan else b.iloc[:0]
+    md += [f"Sampler health, the cases with the channel: without {health(ch_a)}; with {health(ch_b)}.", "",
+           "Seconds are as logged by each ledger: the reward-only ledgers of grpo-public/extra were computed in "
+           "an earlier session, the channel ones during this one, on a 2-core machine shared by ~6 engineers "
+           "(load 5-12): compare the time ratio measured side by side in `bench/results/spread_validation.md`.",
+           ""]  # fmt: skip
+    return md
+
+
+def report(configs) -> None:
+    runs = load_dev()
+    md = ["# The spread channel, leave-one-source-out", "",
+          f"Regenerate: `.venv/bin/python bench/fit_population_prior.py --spread && {CMD}` (resumable; `--report-only` "
+          f"rebuilds this page). Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
+          f"**Runs.** {SELECTION} ({', '.join(FOLDERS)}): {len(runs.run_ids)} runs from "
+          f"{runs.meta['source_repo'].nunique()} sources, cutoffs {', '.join(map(str, FB.CUTOFFS))}.", "",
+          "**Protocol.** " + __doc__.split("Protocol: ")[1].replace("\n", " ").strip(), ""]  # fmt: skip
+    js = {}
+    for name in configs:
+        if CONFIGS[name][2] is None:
+            continue
+        sec = pair_section(name, runs)
+        md += sec
+        b = load(name)
+        if len(b):
+            js[name] = {"summary_weighted": summarize_weighted(b).to_dict("records"),
+                        "summary": summarize(b).to_dict("records")}  # fmt: skip
+    (RES / "forecast_spread.md").write_text("\n".join(md) + "\n")
+    (RES / "forecast_spread.json").write_text(json.dumps(js, indent=1, default=str))
+    print("\n".join(md)[:5000])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", action="append", choices=list(CONFIGS), help="configuration(s) (default: all)")
+    ap.add_argument("--source", action="append", help="only these sources")
+    ap.add_argument("--report-only", action="store_true")
+    args = ap.parse_args()
+    configs = args.config or list(CONFIGS)
+    if not args.report_only:
+        runs = load_dev()
+        for n in configs:
+            run_config(n, runs, SamplerConfig(seed=0), only_sources=args.source)
+    report(configs)
+
+
+if __name__ == "__main__":
+    main()

@@ -102,8 +102,9 @@ def check_testbed() -> tuple[list[dict], dict]:
             z = lambda e: float(np.sqrt(np.nanmean(((e - ex[ch]) / sd)[live] ** 2)))  # noqa: E731
             tag = "fz" if ch == "frac_reward_zero_std" else "std"
             rel = float(np.sqrt(np.mean(((one[ch] - ex[ch]) / np.maximum(ex[ch], 0.02))[live] ** 2)))
+            absr = float(np.sqrt(np.mean((one[ch] - ex[ch])[live] ** 2)))  # 0-1 rewards: in units of the range
             row.update({f"nu_{tag}": nu1, f"err_one_{tag}": z(one[ch]), f"err_step_{tag}": z(per[ch]),
-                        f"noise_{tag}": z(y), f"relerr_one_{tag}": rel})  # fmt: skip
+                        f"noise_{tag}": z(y), f"relerr_one_{tag}": rel, f"abserr_one_{tag}": absr})  # fmt: skip
         expected = df["reward_expected"].to_numpy(float)
         st = df["step"].to_numpy(float)
         proxies = {"1-fz": 1 - df["frac_reward_zero_std"].to_numpy(float),
@@ -241,6 +242,7 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     res["nu_range"] = float((tb["nu_q90"] / tb["nu_q10"]).median())
     res["sigma_range"] = float(tb["sigma_range"].median())
     res["relerr_one"] = {k: float(tb[f"relerr_one_{k}"].median()) for k in ("fz", "std")}
+    res["abserr_one"] = {k: float(tb[f"abserr_one_{k}"].median()) for k in ("fz", "std")}
     res["nu_fz_vs_std"] = float(np.median(np.abs(np.log(tb["nu_fz"] / tb["nu_std"]))))
     law = {}
     for adv in ("grpo", "drgrpo"):
@@ -270,8 +272,12 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
                              ratio_s2=float(bn["ratio_s2"].median()) if len(bn) else np.nan)  # fmt: skip
     v = lambda ok: "**holds**" if ok else "**does not hold**"  # noqa: E731
     o = res["one_nu"]
+    import bayesgrpo.models.spread as SP
+
+    derivation = SP.__doc__.split("Where the channel enters")[0].strip()
     md = ["# The spread channel's physics, checked", "",
           f"Regenerate: `{CMD}`. Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
+          "## The derivation (from `bayesgrpo/models/spread.py`)", "", derivation, "", "## The checks", "",
           __doc__.split("Claims and how each is checked (:mod:`bayesgrpo.models.spread_checks`):")[1].split('"""')[0].strip(), "",
           "## (i) One nu per run", "",
           f"{len(tb)} testbed runs ({len(b)} bandit, {len(tb) - len(b)} contextual MLP; std GRPO and Dr.GRPO, Adam and "
@@ -281,15 +287,20 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
           "|---|---|---|---|",
           f"| frac_reward_zero_std | {o['err_one_fz']:.2f} | {o['err_step_fz']:.2f} | {o['noise_fz']:.2f} |",
           f"| reward_std | {o['err_one_std']:.2f} | {o['err_step_std']:.2f} | {o['noise_std']:.2f} |", "",
-          f"Verdict: E[frac_zero_std | u, nu] with one nu per run {v(o['err_one_fz'] < 0.5)} "
-          f"(error {o['err_one_fz']:.2f} sd against noise 1); E[reward_std | u, nu] {v(o['err_one_std'] < 0.5)} "
-          f"({o['err_one_std']:.2f}). The nu of a step's pass rates is not constant: its 10-90% range spans a factor "
-          f"{res['nu_range']:.1f} over a run (median), yet one nu per run reproduces the channels (the Beta-binomial "
-          f"expectation is flat in nu where nu moves most). The nu fitted to the zero-std share and to reward_std "
-          f"differ by a factor {np.exp(res['nu_fz_vs_std']):.2f} (median |log ratio|). In the channel's own units the "
-          f"one-nu error is {res['relerr_one']['fz']:.0%} of the expected zero-std share and {res['relerr_one']['std']:.0%} "
-          f"of the expected reward_std (median relative RMS); the logit spread of the prompts (a logit-normal family) "
-          f"varies by a factor {res['sigma_range']:.1f} (10-90%) against nu's {res['nu_range']:.1f}.", "",
+          f"Verdict: E[frac_zero_std | u, nu] with one nu per run {v(o['err_one_fz'] < 0.5)}: its error is "
+          f"{o['err_one_fz']:.2f} sampling sds of one logged value against {o['err_step_fz']:.2f} for a Beta fitted to "
+          f"each step's rates (the Beta-binomial algebra is right; one nu per run is not). E[reward_std | u, nu] with one "
+          f"nu per run {v(o['err_one_std'] < 0.5)} ({o['err_one_std']:.2f} against {o['err_step_std']:.2f}). The nu of a "
+          f"step's pass rates moves by a factor {res['nu_range']:.1f} over a run (10-90% range, median run), while the "
+          f"prompts' logit spread moves by a factor {res['sigma_range']:.1f}: a logit-normal family with one spread per "
+          f"run would be the better channel (not implemented: it needs quadrature and a root-find per step); a Beta "
+          f"whose nu follows a constant logit spread to first order (nu ~ 1 / (m (1 - m))) fits worse than a constant nu "
+          f"(1.01 vs 0.81 sds). The nu fitted to the zero-std share and to reward_std agree within a factor "
+          f"{np.exp(res['nu_fz_vs_std']):.2f} (median |log ratio|). In the channels' units the one-nu error is "
+          f"{res['abserr_one']['fz']:.3f} (zero-std share) and {res['abserr_one']['std']:.3f} (reward_std, share of the "
+          f"range): these are the channels' model-error sds (`MODEL_SD_ZERO`, `MODEL_SD_SPREAD` in "
+          f"`bayesgrpo/models/spread.py`), added to the sampling noise, so a binned channel (noise / sqrt(b)) does not "
+          f"over-trust the one-nu law.", "",
           "Per run:", "", _table(tb), "",
           "## (ii) The growth-rate law", "",
           "Testbed (growth of the exact expected reward), median over runs of (Spearman rho, share explained by the "
@@ -319,10 +330,14 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
         md += [f"With (1 - frac_zero_std) (the {d['runs']} runs that log it): median rho {d['rho_median']:+.2f}, explained "
                f"{d['r2_median']:+.2f}."]  # fmt: skip
     for s_, d in res["law_real_long"].items():
-        md.append(f"Long runs only (>= 200 points): {s_} rising spans, median rho {d['rho_median']:+.2f} ({d['runs']} runs).")
+        md.append(
+            f"Long runs only (>= 200 points): {s_} rising spans, median rho {d['rho_median']:+.2f} ({d['runs']} runs)."
+        )
     for s_, d in res["law_real_gap"].items():
-        md.append(f"As a relative rate (growth against {s_} x (final level - level), spans at least 10% of the range "
-                  f"from the end): median rho {d['rho_median']:+.2f}, positive in {d['share_pos']:.0%} of {d['runs']} runs.")
+        md.append(
+            f"As a relative rate (growth against {s_} x (final level - level), spans at least 10% of the range "
+            f"from the end): median rho {d['rho_median']:+.2f}, positive in {d['share_pos']:.0%} of {d['runs']} runs."
+        )
     n = res["noise_real"]
     md += ["", "## (iii) The noise model on real 0/1 runs", "",
            f"{n['runs']} 0/1 runs with reward_std, G and batch size from the metadata: the logged reward_std's RMS "

@@ -138,8 +138,9 @@ def test_kernel_equals_the_joint_gaussian_reference(kw):
     c = _case(**kw)
     ll, _ = _kernel(c, c["p"])
     r0, rs, a, mu, q, r, L, lam, nu, W = c["p"]
+    chan = dict(ch=c["ch"], G=c["G"], nu=nu, W=W)
     ref, _, _ = ekf_filter_numpy(c["y"], c["mask"].astype(bool), r0=r0, r_star=rs, a=a, mu=mu, sigma_p=np.sqrt(q),
-                                 sigma_m=np.sqrt(r), L=L, lam=lam, channels=dict(ch=c["ch"], G=c["G"], nu=nu, W=W))  # fmt: skip
+                                 sigma_m=np.sqrt(r), L=L, lam=lam, channels=chan)  # fmt: skip
     assert ll == pytest.approx(float(np.ravel(ref)[0]), rel=1e-9)
     assert c["ch"][CH_MS].any() or c["ch"][CH_MZ].any()
 
@@ -282,3 +283,70 @@ def test_run_with_a_channel_is_fitted_and_forecast_with_it(mock_sampler, tmp_pat
     fit.save(tmp_path / "f.nc")
     back = FittedForecast.load(tmp_path / "f.nc")
     np.testing.assert_array_equal(back.final_draws("a"), fit.final_draws("a"))
+
+
+def test_channel_arrays_from_the_logged_columns_and_metadata():
+    """G from group_size, the groups from prompts_per_step or batch_size / G (1 when unknown) times the logging
+    interval, the width from the bounds; invalid values are dropped with a warning naming the run."""
+    from bayesgrpo.errors import DataWarning
+    from bayesgrpo.models.arrays import prepare_arrays
+    from bayesgrpo.schema import RunSet
+
+    steps = np.arange(2, 202, 2)  # logged every 2 steps
+    r = np.clip(np.linspace(0.05, 0.6, 100), 0, 1)
+    rows = []
+    for rid in ("meta", "none", "bad"):
+        sd = np.sqrt(r * (1 - r) * 0.5)
+        if rid == "bad":
+            sd = sd.copy()
+            sd[:3] = -1.0
+        rows.append(pd.DataFrame({"run_id": rid, "step": steps, "reward": r, "reward_std": sd,
+                                  "frac_reward_zero_std": 0.5}))  # fmt: skip
+    meta = pd.DataFrame({"run_id": ["meta", "none", "bad"], "group_size": [4, np.nan, 4],
+                         "batch_size": [32, np.nan, 32], "max_steps": [300, 300, 300]})  # fmt: skip
+    runs = RunSet.from_frames(pd.concat(rows), meta)
+    with pytest.warns(DataWarning, match="'bad'.*3 logged reward_std"):
+        arr, infos = prepare_arrays(runs, channels=("reward_std", "frac_reward_zero_std"))
+    from bayesgrpo.models.spread import DEFAULT_GROUP_SIZE
+
+    assert list(arr.group_size) == [4, DEFAULT_GROUP_SIZE, 4]
+    per_bin = arr.channels[CH_NS].max(axis=0)  # 100 points in 24 bins of 5 (the last of 0..5)
+    assert per_bin[0] == pytest.approx(32 / 4 * 2 * 5)  # 8 groups a step, 2 steps a logged point, 5 points a bin
+    assert per_bin[1] == pytest.approx(1 * 2 * 5)  # unknown batch: one group a step
+    assert np.all(arr.width_known == 1) and arr.width[0] == pytest.approx(1.0 / infos[0].scale)
+    assert arr.channels[CH_MS, :, 2].sum() == arr.channels[CH_MS, :, 0].sum()  # the bad values only drop points
+    only_std, _ = prepare_arrays(runs.select(["meta"]), channels=("reward_std",))
+    assert not only_std.channels[CH_MZ].any() and only_std.channels[CH_MS].any()
+    off, _ = prepare_arrays(runs.select(["meta"]))
+    assert not off.has_channels
+
+
+def test_spread_population_leaves_the_other_fields_alone():
+    from bayesgrpo.models.prior import SPREAD_FIELDS, PopulationPrior, with_spread_population
+
+    base = PopulationPrior.default("degeneracy")
+    rows = pd.DataFrame({"run_id": list("abcd"), "source": ["s1", "s1", "s2", "s3"], "cutoff": 0.5,
+                         "log_nu": [0.0, 0.2, 1.0, -1.0], "log_headroom": [np.nan, np.nan, 0.5, 0.7],
+                         "r0_dev": 0.0, "log_noise_dev": 0.0, "gain": 0.5, "log_tau": 3.0,
+                         "log_wander": -1.0})  # fmt: skip
+    p = with_spread_population(base, rows)
+    # each source weighs the same: s1's mean 0.1, s2 1.0, s3 -1.0
+    assert p.log_nu_mu == pytest.approx((0.1 + 1.0 - 1.0) / 3, abs=1e-4)
+    assert p.log_headroom_mu == pytest.approx(0.6, abs=1e-4)
+    same = {k: v for k, v in base.model_dump().items() if k not in (*SPREAD_FIELDS, "name", "provenance")}
+    assert {k: p.model_dump()[k] for k in same} == same
+    q = with_spread_population(base, rows, exclude_source="s3")
+    assert q.log_nu_mu == pytest.approx((0.1 + 1.0) / 2, abs=1e-4)
+
+
+def test_cli_channels_option_is_checked_before_reading():
+    from typer.testing import CliRunner
+
+    from bayesgrpo.cli.app import app
+
+    res = CliRunner().invoke(app, ["forecast", "no-such-file.json", "--channels", "spread"])
+    assert res.exit_code == 2 and "degeneracy state" in res.output and "no-such-file" not in res.output
+    res = CliRunner().invoke(
+        app, ["forecast", "no-such-file.json", "--model", "logistic", "--channels", "kl,reward_std"]
+    )
+    assert res.exit_code == 2 and "kl is not a spread channel" in res.output

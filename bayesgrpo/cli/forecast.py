@@ -16,6 +16,7 @@ from bayesgrpo.cli.options import (
     DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
     ChainsOpt,
+    ChannelsOpt,
     ContextMetaOpt,
     ContextOpt,
     DrawsOpt,
@@ -70,7 +71,7 @@ def run_forecast(
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None,
+    scheduler=None, channels=None,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
@@ -83,6 +84,7 @@ def run_forecast(
 
     # ---- every option before any reading or sampling
     C.validate_model(model)
+    spread = C.parse_channels(channels, model)
     C.validate_window(final_window=final_window, stop_fraction=stop_fraction)
     C.validate_until(until_step=until_step, until_fraction=until_fraction, horizon=horizon)
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
@@ -94,12 +96,13 @@ def run_forecast(
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
-        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler, channels=spread)
     where = (
         f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     )
     C.status(
         f"{title}: {len(runs)} run(s), model {model}"
+        + (f" observing {', '.join(spread)}" if spread else "")
         + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
         + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
         "later runs load it from the disk cache), then about 1 s per run"
@@ -154,6 +157,7 @@ def forecast_cmd(
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
+    channels: ChannelsOpt = None,
     reward_range: RewardRangeOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -177,6 +181,7 @@ def forecast_cmd(
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
         chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
+        channels=channels,
     )  # fmt: skip
 
 

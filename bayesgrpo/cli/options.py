@@ -84,6 +84,14 @@ RewardRangeOpt = Annotated[
         help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate) for runs without reward_min/reward_max metadata",
     ),
 ]
+ChannelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--channels",
+        help="observe the spread with the reward (--model degeneracy or logistic): 'reward_std', "
+        "'frac_reward_zero_std', both comma-separated, or 'spread' for both; runs that log none forecast as without",
+    ),
+]
 FinalWindowOpt = Annotated[
     float,
     typer.Option(

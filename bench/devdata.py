@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from bayesgrpo.io import read_runs
@@ -26,6 +27,25 @@ SELECTION = (
     f"all runs of {', '.join(FOLDERS)} except the 78-run repository {BIG_SOURCE}, of which every "
     f"{BIG_EVERY}th run in file order is kept (20 runs) for CPU time"
 )
+
+
+#: runs whose ``reward_std`` column holds a batch std, not the within-group one (README "Channels": the
+#: Sunshine535 exp1a console logs, TRL >= 0.26, measured against the raw log; exp2 comes from the same commit
+#: and install). :func:`batch_std_as_such` renames their column for the benchmarks of the spread channel.
+BATCH_STD_COMMIT = "__cbe351c"
+
+
+def batch_std_as_such(runs: RunSet) -> RunSet:
+    """``runs`` with the ``reward_std`` of the :data:`BATCH_STD_COMMIT` runs of :data:`BIG_SOURCE` moved to
+    ``reward_std_batch`` (what they are), so that no within-group spread channel reads them."""
+    ids = [r for r in runs.run_ids if r.endswith(BATCH_STD_COMMIT) and runs.meta.loc[r, "source_repo"] == BIG_SOURCE]
+    if not ids or "reward_std" not in runs.data.columns:
+        return runs
+    data = runs.data.copy()
+    sel = data["run_id"].isin(ids)
+    data["reward_std_batch"] = np.where(sel, data["reward_std"], data.get("reward_std_batch", np.nan))
+    data.loc[sel, "reward_std"] = np.nan
+    return RunSet.from_frames(data, runs.meta.reset_index(), source=runs.source)
 
 
 def load_dev(*, every: int = BIG_EVERY, folders=FOLDERS) -> RunSet:

@@ -18,7 +18,7 @@ same; by fraction); ``bench/forecast_benchmark.py`` calls it with ``exclude_sour
 leave-one-source-out priors.
 
 The spread channel (``--spread``, :mod:`bayesgrpo.models.spread`): every run that logs ``reward_std`` or
-``frac_reward_zero_std`` (at most 8 per source, spread evenly, grpo-more included; the 16 testbed runs) is
+``frac_reward_zero_std`` (at most 4 per source, spread evenly, grpo-more included; 8 of the testbed runs) is
 fitted once with the channels (the degeneracy kind, the run's first 300 logged points, in the units of
 fraction 0.5: ``nu`` and the headroom are unitless per-run constants) and the posterior medians of ``log nu`` and ``log headroom`` (bounds unknown) go to
 ``bench/results/population_prior_spread_runs.csv``; their population (each source the same weight) is
@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import FOLDERS_BEFORE_MORE, SELECTION, load_dev  # noqa: E402
+from devdata import FOLDERS_BEFORE_MORE, SELECTION, batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
@@ -99,22 +99,23 @@ SPREAD_TABLE = ROOT / "bench" / "results" / "population_prior_spread_runs.csv"
 SPREAD_CHANNELS = ("reward_std", "frac_reward_zero_std")
 SPREAD_FRACTION = 0.5
 SPREAD_MAX_POINTS = 300  # a run's first 300 logged points: nu and the headroom are per-run constants (CPU time)
+SPREAD_PER_SOURCE = 4  # sources weigh the same; 4 runs give a source's mean (CPU time on 2 shared cores)
 
 
 def load_spread_sets() -> tuple[RunSet, pd.Series]:
-    """The runs that log a spread channel (at most 8 per source, every development set) and the testbed's 16
+    """The runs that log a spread channel (at most 4 per source, every development set) and 8 of the testbed's
     (its ``batch_size`` is prompts per step: ``prompts_per_step``), with the channel columns and metadata."""
-    dev = load_dev()
+    dev = batch_std_as_such(load_dev())
     chans = [c for c in SPREAD_CHANNELS if c in dev.data.columns]
     logged = dev.data.groupby("run_id")[chans].count().sum(axis=1)
     src = dev.meta["source_repo"].astype(str)
     keep = [r for s_ in src.unique() for r in _spread([x for x in src.index[src == s_] if logged.get(x, 0) > 0],
-                                                     MAX_PER_SOURCE)]  # fmt: skip
+                                                     SPREAD_PER_SOURCE)]  # fmt: skip
     dev = dev.select(keep)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tb = read_runs(ROOT / "data" / "testbed" / "runs.csv.gz", meta=ROOT / "data" / "testbed" / "meta.csv.gz")
-    tb_ids = testbed_ids(tb)
+    tb_ids = _spread(testbed_ids(tb), 2 * SPREAD_PER_SOURCE)
     tb = tb.select(tb_ids)
     cols = ["run_id", "step", "reward", *SPREAD_CHANNELS]
     data = pd.concat([d.reindex(columns=cols) for d in (dev.data, tb.data)], ignore_index=True)

@@ -10,6 +10,7 @@ Protocol: that of ``bench/forecast_benchmark.py`` (its LOSO priors, cutoffs, tru
 (``bench/devdata.py``). A spread configuration's prior for source S is the reward-only kind's LOSO prior
 with the spread channel's population (``log nu``, ``log headroom``) refitted without S
 (:func:`bayesgrpo.models.prior.with_spread_population` on ``bench/results/population_prior_spread_runs.csv``).
+The Sunshine535 runs whose ``reward_std`` is a batch std (``devdata.batch_std_as_such``) have no channel.
 A case whose prefix logs none of the configuration's channels is fitted by the reward-only graph (the
 forecaster's routing; ``tests/test_spread.py`` checks it forecasts bit for bit as without channels), so its
 row is the reward-only configuration's, copied, not recomputed.
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import forecast_benchmark as FB  # noqa: E402
-from devdata import FOLDERS, SELECTION, load_dev  # noqa: E402
+from devdata import FOLDERS, SELECTION, batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.evaluation.backtest import backtest  # noqa: E402
 from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
@@ -219,7 +220,7 @@ def pair_section(name: str, runs) -> list[str]:
 
 
 def report(configs) -> None:
-    runs = load_dev()
+    runs = batch_std_as_such(load_dev())
     md = ["# The spread channel, leave-one-source-out", "",
           f"Regenerate: `.venv/bin/python bench/fit_population_prior.py --spread && {CMD}` (resumable; `--report-only` "
           f"rebuilds this page). Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
@@ -249,7 +250,7 @@ def main():
     args = ap.parse_args()
     configs = args.config or list(CONFIGS)
     if not args.report_only:
-        runs = load_dev()
+        runs = batch_std_as_such(load_dev())
         for n in configs:
             run_config(n, runs, SamplerConfig(seed=0), only_sources=args.source)
     report(configs)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import load_dev  # noqa: E402
+from devdata import batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.models.spread import spread_expectations  # noqa: E402
 from bayesgrpo.models.spread_checks import beta_nu, exact_channels, fit_nu, growth_law  # noqa: E402
@@ -128,7 +128,7 @@ def check_testbed() -> tuple[list[dict], dict]:
 
 
 def check_real() -> list[dict]:
-    runs = load_dev()
+    runs = batch_std_as_such(load_dev())  # the runs whose reward_std is a batch std are left out
     rows = []
     for rid in runs.run_ids:
         d = runs.run(rid)

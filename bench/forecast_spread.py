@@ -4,6 +4,7 @@
     .venv/bin/python bench/forecast_spread.py                                 # every configuration (resumable)
     .venv/bin/python bench/forecast_spread.py --config degeneracy_spread --source S   # a pilot
     .venv/bin/python bench/forecast_spread.py --report-only                   # bench/results/forecast_spread.md
+    .venv/bin/python bench/forecast_spread.py --timing 8                      # seconds, side by side (8 cases)
 
 Protocol: that of ``bench/forecast_benchmark.py`` (its LOSO priors, cutoffs, truth, sampler and ledgers
 ``bench/results/forecast_runs/dev/<config>/<source>/cases.csv``) on grpo-public + grpo-extra + grpo-more
@@ -227,6 +228,15 @@ def report(configs) -> None:
           f"**Runs.** {SELECTION} ({', '.join(FOLDERS)}): {len(runs.run_ids)} runs from "
           f"{runs.meta['source_repo'].nunique()} sources, cutoffs {', '.join(map(str, FB.CUTOFFS))}.", "",
           "**Protocol.** " + __doc__.split("Protocol: ")[1].replace("\n", " ").strip(), ""]  # fmt: skip
+    if TIMING.exists():
+        t = pd.read_csv(TIMING).pivot_table(index=["run_id", "cutoff"], columns="channels", values="seconds")
+        ratio = t[BOTH[0] + "+" + BOTH[1]] / t["none"]
+        md += ["## Time per forecast, side by side", "",
+               f"`{CMD} --timing N`: {len(t)} cases (runs that log a channel, one per source), each fitted without and "
+               "with the channels back to back (compiled models warm): seconds with / without, median "
+               f"{ratio.median():.2f}x, mean {ratio.mean():.2f}x, range {ratio.min():.2f}-{ratio.max():.2f}x; total "
+               f"{t.iloc[:, 1].sum() if t.shape[1] > 1 else float('nan'):.0f} s vs {t['none'].sum():.0f} s "
+               f"(ratio of totals {t[BOTH[0] + '+' + BOTH[1]].sum() / t['none'].sum():.2f}x).", ""]  # fmt: skip
     js = {}
     for name in configs:
         if CONFIGS[name][2] is None:
@@ -242,12 +252,61 @@ def report(configs) -> None:
     print("\n".join(md)[:5000])
 
 
+TIMING = RES / "forecast_spread_timing.csv"
+
+
+def timing(n: int, runs) -> pd.DataFrame:
+    """Seconds per forecast with and without the channels, side by side: ``n`` cases (runs that log a channel,
+    distinct sources, cutoffs 0.3 and 0.5 alternately), each fitted reward-only then with both channels, the
+    compiled models warm (one throw-away fit each first). Same LOSO priors as the benchmark."""
+    from bayesgrpo.forecast import Forecaster
+
+    table, spread_rows = pd.read_csv(FB.PRIOR_TABLE), pd.read_csv(SPREAD_TABLE)
+    src = runs.meta["source_repo"].astype(str)
+    picks = []
+    for s in sorted(src.unique()):
+        ids = [r for r in runs.run_ids if src[r] == s and has_channel(runs, r, 0.5, BOTH)]
+        if ids:
+            picks.append((ids[0], s, (0.3, 0.5)[len(picks) % 2]))
+    rows = []
+    for k, (rid, s, c) in enumerate(picks[: n + 1]):
+        df = runs.run(rid)
+        s0, H = int(df["step"].iloc[0]), int(df["step"].iloc[-1])
+        pre = runs.select([rid]).truncate(until_step=int(np.floor(s0 + c * (H - s0))))
+        for channels in ((), BOTH):
+            prior = prior_for("degeneracy", channels, s, table, spread_rows)
+            fc = Forecaster(
+                "degeneracy", sampler=SamplerConfig(seed=0), prior=prior, calibration=False, channels=channels
+            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                fit = fc.fit(pre, horizon=H)
+                dt = time.perf_counter() - t0
+            if k == 0:
+                continue  # warm-up: the compiles
+            h = fit.health[rid]
+            rows.append(dict(run_id=rid, source=s, cutoff=c, channels="+".join(channels) or "none", seconds=dt,
+                             r_hat_max=h["r_hat_max"], divergences=h["divergences"]))  # fmt: skip
+            print(rows[-1], flush=True)
+    out = pd.DataFrame(rows)
+    out.to_csv(TIMING, index=False)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", action="append", choices=list(CONFIGS), help="configuration(s) (default: all)")
     ap.add_argument("--source", action="append", help="only these sources")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--timing", type=int, default=0, help="only time N cases with and without the channels")
+    ap.add_argument("--work", type=Path, help="ledger root for a pilot (default: the benchmark's)")
     args = ap.parse_args()
+    if args.work:
+        FB.WORK = args.work
+    if args.timing:
+        timing(args.timing, batch_std_as_such(load_dev()))
+        return
     configs = args.config or list(CONFIGS)
     if not args.report_only:
         runs = batch_std_as_such(load_dev())

@@ -120,7 +120,8 @@ def check_testbed() -> tuple[list[dict], dict]:
                                one_fz=spread_expectations(m, row["nu_fz"], G)["frac_reward_zero_std"],
                                std=df["reward_std"].to_numpy(float), exact_std=ex["reward_std"],
                                one_std=spread_expectations(m, row["nu_std"], G)["reward_std"], nu_t=nu_t,
-                               title=f"{cfg.task} {cfg.advantage}/{cfg.optimizer} spread {cfg.init_spread} G={G}")  # fmt: skip
+                               title=(f"bandit {cfg.advantage}/{cfg.optimizer} spread {cfg.init_spread}" if cfg.task ==
+                                      "bandit" else f"MLP {cfg.advantage}/{cfg.optimizer}") + f" G={G}")  # fmt: skip
         print(
             f"testbed {i}: nu {row['nu_fz']:.2f}/{row['nu_std']:.2f}, err one-nu fz {row['err_one_fz']:.2f}", flush=True
         )

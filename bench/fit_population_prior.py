@@ -18,7 +18,7 @@ same; by fraction); ``bench/forecast_benchmark.py`` calls it with ``exclude_sour
 leave-one-source-out priors.
 
 The spread channel (``--spread``, :mod:`bayesgrpo.models.spread`): every run that logs ``reward_std`` or
-``frac_reward_zero_std`` (at most 4 per source, spread evenly, grpo-more included; 8 of the testbed runs) is
+``frac_reward_zero_std`` (at most 3 per source, spread evenly, grpo-more included; 6 of the testbed runs; 2 x 200 draws) is
 fitted once with the channels (the degeneracy kind, the run's first 300 logged points, in the units of
 fraction 0.5: ``nu`` and the headroom are unitless per-run constants) and the posterior medians of ``log nu`` and ``log headroom`` (bounds unknown) go to
 ``bench/results/population_prior_spread_runs.csv``; their population (each source the same weight) is
@@ -99,11 +99,12 @@ SPREAD_TABLE = ROOT / "bench" / "results" / "population_prior_spread_runs.csv"
 SPREAD_CHANNELS = ("reward_std", "frac_reward_zero_std")
 SPREAD_FRACTION = 0.5
 SPREAD_MAX_POINTS = 300  # a run's first 300 logged points: nu and the headroom are per-run constants (CPU time)
-SPREAD_PER_SOURCE = 4  # sources weigh the same; 4 runs give a source's mean (CPU time on 2 shared cores)
+SPREAD_PER_SOURCE = 3  # sources weigh the same; 3 runs give a source's mean (CPU time on 2 shared cores)
+SPREAD_SAMPLER = SamplerConfig(draws=200, tune=200, seed=0)  # posterior medians of two per-run constants
 
 
 def load_spread_sets() -> tuple[RunSet, pd.Series]:
-    """The runs that log a spread channel (at most 4 per source, every development set) and 8 of the testbed's
+    """The runs that log a spread channel (at most 3 per source, every development set) and 6 of the testbed's
     (its ``batch_size`` is prompts per step: ``prompts_per_step``), with the channel columns and metadata."""
     dev = batch_std_as_such(load_dev())
     chans = [c for c in SPREAD_CHANNELS if c in dev.data.columns]
@@ -127,7 +128,7 @@ def load_spread_sets() -> tuple[RunSet, pd.Series]:
     return runs, pd.concat([src.loc[keep], pd.Series("testbed", index=tb_ids)])
 
 
-def fit_spread(sampler=SAMPLER) -> pd.DataFrame:
+def fit_spread(sampler=SPREAD_SAMPLER) -> pd.DataFrame:
     """Per-run fits with the spread channels (resumable ledger :data:`SPREAD_TABLE`)."""
     from bayesgrpo.models.prior import fit_run_effects
 

@@ -350,3 +350,17 @@ def test_cli_channels_option_is_checked_before_reading():
         app, ["forecast", "no-such-file.json", "--model", "logistic", "--channels", "kl,reward_std"]
     )
     assert res.exit_code == 2 and "kl is not a spread channel" in res.output
+
+
+@pytest.mark.slow
+def test_run_without_a_channel_forecasts_exactly_as_before_with_real_sampling():
+    """The same compiled reward-only model, the same seed: the same draws, bit for bit (real NUTS)."""
+    from bayesgrpo import Forecaster
+    from bayesgrpo.inference.sampling import SamplerConfig
+
+    runs = _runs(False, n=40)
+    smp = SamplerConfig(draws=100, tune=100, seed=3)
+    a = Forecaster("degeneracy", calibration=False, sampler=smp).fit(runs)
+    b = Forecaster("degeneracy", channels=("reward_std",), calibration=False, sampler=smp).fit(runs)
+    np.testing.assert_array_equal(a.posterior["r_star"].to_numpy(), b.posterior["r_star"].to_numpy())
+    np.testing.assert_array_equal(a.final_draws("a"), b.final_draws("a"))

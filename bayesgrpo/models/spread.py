@@ -18,9 +18,15 @@ Beta-binomial(G, m nu, (1 - m) nu)::
     E[frac_zero_std | m, nu, G]   = P(0) + P(G)
 
 exact, a finite sum (no special functions), differentiable in ``m`` and ``nu``: :func:`bb_moments` gives
-them with their first and second derivatives. **Noise.** A logged value is the mean over the ``N``
-groups behind it (``batch_size / group_size`` per step, times the logging interval: TRL averages what it
-logs over the steps since the last log), independent given the state, so its variance is
+them with their first and second derivatives. Checked on the testbed, which knows every prompt's rate
+(``bench/results/spread_validation.md``): the Beta-binomial algebra is right (a Beta fitted to a step's
+rates gives the logged channels to 0.1-0.2 of their sampling sd), but the nu of a run's prompts is not
+constant -- it moves by a factor ~10 over a run while the prompts' logit spread moves by ~1.4 (a
+logit-normal family would be the better one-constant model) -- so one nu per run errs by ~0.8 sampling sd
+of one logged step; that error is part of the channel's noise below. **Noise.** A logged value is the
+mean over the ``N`` groups behind it (metadata ``prompts_per_step``, else ``batch_size / group_size``, per
+step, times the logging interval: TRL averages what it logs over the steps since the last log),
+independent given the state, so its variance is
 ``Var(s_k) / N`` resp. ``E(1 - E) / N`` (plus the logging resolution :data:`SPREAD_FLOOR` and the
 model's own error :data:`MODEL_SD_SPREAD`, :data:`MODEL_SD_ZERO`, measured on the testbed): from G and N
 and a measured constant, not a free parameter. The reward, the spread and the zero-std share of a step
@@ -39,8 +45,9 @@ over prompts, ``E[s^2] = phi (U - L)^2 m (1 - m)`` with ``0 <= phi <= 1`` the sh
 run realises. For 0/1 rewards ``phi = nu / (nu + 1)`` (the prompts' spread of difficulty); a sum of
 terms realises less of it (a completion rarely gets all terms or none), which the same per-run constant
 absorbs. What survives is what the forecast needs: the spread vanishes where every group is degenerate,
-at the floor (and at the ceiling), and grows like ``sqrt(R - L)`` just above the floor -- so it locates
-the floor, i.e. the degeneracy state ``u = (R - L) / (R* - L)`` that sets the slow start. The channel
+at the floor (and at the ceiling), linearly in ``R - L`` just above the floor (``E[s]`` and ``E[s^2]``
+both) -- so its level against the reward's locates the floor, i.e. the degeneracy state
+``u = (R - L) / (R* - L)`` that sets the slow start. The channel
 keeps the Beta-binomial form with the *effective* ``nu = phi / (1 - phi)`` per run (its mean and noise
 are those of a 0/1 reward with the same mean and the same realised share; for a sum of terms the
 Beta-binomial noise is an upper bound), and:
@@ -54,7 +61,9 @@ Beta-binomial noise is an upper bound), and:
   floor a run is.
 
 The zero-std share of a sum of terms is not Beta-binomial (more ways to differ); it keeps the same
-form with the run's effective ``nu`` (measured in ``bench/results/spread_validation.md``).
+form with the run's effective ``nu`` -- unchecked: the development runs that log it (4 sources of
+grpo-more) have summed rewards of unknown bounds, so their pass rate is not observed; the benchmark
+measures what it adds (``bench/results/forecast_spread.md``, the ``degeneracy_fz`` ablation).
 
 Where the channel enters
 ------------------------
@@ -65,6 +74,13 @@ measurements, with the exact gradient w.r.t. every parameter (``nu`` and the wid
 included). :func:`spread_update` is that kernel, :func:`joint_measurement_numpy` its numpy reference
 (the joint update with the full covariance, no sequential conditioning). Absent or sparse channels
 are masked: one compiled model serves every run.
+
+**Binning.** A channel update costs about three reward steps, so :func:`channel_array` averages the
+logged channels over consecutive logged points to at most :data:`CHANNEL_POINTS` bins per run (the groups
+behind a bin add up; its mean is also closer to Gaussian than one step's, which for G = 2 and two groups
+is one of three values). A bin shares its groups with the rewards of all its points, so it is conditioned
+on their mean (``ybar``, noise ``sigma_m / sqrt(b)``), with the bin's states taken equal to its middle
+step's: innovation ``(s - h(x)) - B (ybar - R* - x)``, slope ``H - B``, ``B = rho sd_s / sd_ybar``.
 """
 
 from __future__ import annotations

@@ -146,19 +146,19 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
 
 
 # ----------------------------------------------------------------------------- report
-def s_curve_runs(runs) -> list[str]:
-    """0-1 runs flat near their floor for the first 20% of their span, then rising (rule on the complete run):
-    every reward in [0, 1], the mean of the first 20% of the steps within 0.1 of the run's minimum, and the
-    final 10% at least 0.2 above that start."""
+def s_curve_runs(runs, *, binary: bool) -> list[str]:
+    """Runs flat near their floor for the first 20% of their span, then rising (a rule on the complete run):
+    the mean of the first 20% of the steps within 20% of the reward's range from its minimum, the final 10% at
+    least 30% of the range above that start; ``binary``: only 0-1 rewards (every reward in [0, 1])."""
     out = []
     for r in runs.run_ids:
         d = runs.run(r)
         y, st = d["reward"].to_numpy(float), d["step"].to_numpy(float)
-        if y.min() < 0 or y.max() > 1:
+        if binary and (y.min() < 0 or y.max() > 1):
             continue
         f = (st - st[0]) / max(1.0, st[-1] - st[0])
-        start, end = y[f <= 0.2].mean(), y[f >= 0.9].mean()
-        if start - y.min() <= 0.1 and end - start >= 0.2:
+        start, end, rng = y[f <= 0.2].mean(), y[f >= 0.9].mean(), max(np.ptp(y), 1e-12)
+        if start - y.min() <= 0.2 * rng and end - start >= 0.3 * rng:
             out.append(r)
     return out
 
@@ -192,8 +192,8 @@ def pair_section(name: str, runs) -> list[str]:
     both = both.set_index(["run_id", "cutoff"]).loc[keep].reset_index()
     chan = {(r, c) for r, c in keep if has_channel(runs, r, c, channels)}
     sub = both[[(r, c) in chan for r, c in zip(both["run_id"], both["cutoff"], strict=True)]]
-    scurve = set(s_curve_runs(runs))
-    sc = both[both["run_id"].isin(scurve)]
+    classes = {"0-1 S-curve runs": set(s_curve_runs(runs, binary=True)),
+               "S-curve runs of any reward": set(s_curve_runs(runs, binary=False))}  # fmt: skip
     md = [f"## `{name}` vs `{base}`", "", f"{DOC[name]}. {len(keep)} run x cutoff cases scored by both, "
           f"{len(chan)} of them with the channel in the prefix ({sub['run_id'].nunique()} runs, "
           f"{sub['source'].nunique()} sources); the others are identical by construction.", "",
@@ -202,9 +202,12 @@ def pair_section(name: str, runs) -> list[str]:
           "Per case, only the cases whose prefix logs the channel:", "", markdown_table(summarize(sub)), "",
           "Source-weighted, only those cases:", "", markdown_table(summarize_weighted(sub), extra_cols=("n_sources",)),
           ""]  # fmt: skip
-    if len(sc):
-        md += [f"0-1 S-curve runs ({sc['run_id'].nunique()} runs, rule in `s_curve_runs`), per case:", "",
-               markdown_table(summarize(sc)), ""]  # fmt: skip
+    for label, ids in classes.items():
+        sc = both[both["run_id"].isin(ids)]
+        n_ch = len({r for r, c in chan if r in ids})
+        if len(sc):
+            md += [f"{label} ({sc['run_id'].nunique()} runs, {n_ch} of them with the channel; rule in `s_curve_runs`), "
+                   "per case:", "", markdown_table(summarize(sc)), ""]  # fmt: skip
     for m, d in (("without", a), ("with", b)):
         w = worst_sources(d[d.set_index(["run_id", "cutoff"]).index.isin(keep)])
         md += [f"Five worst sources by mean cov80 ({m} the channel; mean of their cov80 {w['cov80'].mean():.2f}):", "",

@@ -1,7 +1,7 @@
 """Does the spread channel's physics (physics.md section 10) hold? Checked on the testbed, which knows every
 prompt's pass rate, and on the real development runs that log the spread.
 
-    .venv/bin/python bench/spread_validation.py      # ~5-10 min; writes bench/results/spread_validation.md (+ .json, figures)
+    .venv/bin/python bench/spread_validation.py   # ~5-10 min: bench/results/spread_validation.md (+ .json, figures)
 
 Claims and how each is checked (:mod:`bayesgrpo.models.spread_checks`):
 
@@ -99,7 +99,7 @@ def check_testbed() -> tuple[list[dict], dict]:
             sd_key = "reward_std_sd" if ch == "reward_std" else None
             var = one[sd_key] ** 2 if sd_key else one[ch] * (1 - one[ch])
             sd = np.sqrt(np.maximum(var, 1e-12) / B)
-            z = lambda e: float(np.sqrt(np.nanmean(((e - ex[ch]) / sd)[live] ** 2)))  # noqa: E731
+            z = lambda e, x=ex[ch], sd=sd, live=live: float(np.sqrt(np.nanmean(((e - x) / sd)[live] ** 2)))  # noqa: E731
             tag = "fz" if ch == "frac_reward_zero_std" else "std"
             rel = float(np.sqrt(np.mean(((one[ch] - ex[ch]) / np.maximum(ex[ch], 0.02))[live] ** 2)))
             absr = float(np.sqrt(np.mean((one[ch] - ex[ch])[live] ** 2)))  # 0-1 rewards: in units of the range
@@ -116,7 +116,8 @@ def check_testbed() -> tuple[list[dict], dict]:
                 row[f"r2_{name}{'_rise' if rising else ''}"] = g["r2"]
         rows.append(row)
         if i in EXAMPLES:
-            examples[i] = dict(step=st, m=m, fz=df["frac_reward_zero_std"].to_numpy(float), exact_fz=ex["frac_reward_zero_std"],
+            examples[i] = dict(step=st, m=m, fz=df["frac_reward_zero_std"].to_numpy(float),
+                               exact_fz=ex["frac_reward_zero_std"],
                                one_fz=spread_expectations(m, row["nu_fz"], G)["frac_reward_zero_std"],
                                std=df["reward_std"].to_numpy(float), exact_std=ex["reward_std"],
                                one_std=spread_expectations(m, row["nu_std"], G)["reward_std"], nu_t=nu_t,
@@ -253,11 +254,14 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     res["law_testbed"] = law
     rl = {}
     long = real[real["n"] >= 200]
-    res["law_real_long"] = {s: dict(runs=int(long[f"rho_{s}_rise"].notna().sum()), rho_median=float(long[f"rho_{s}_rise"].median()))
+    res["law_real_long"] = {s: dict(runs=int(long[f"rho_{s}_rise"].notna().sum()),
+                                    rho_median=float(long[f"rho_{s}_rise"].median()))
                             for s in ("std^2", "std") if f"rho_{s}_rise" in long}  # fmt: skip
-    res["law_real_gap"] = {s: dict(runs=int(real[f"rho_{s}_gap"].notna().sum()), rho_median=float(real[f"rho_{s}_gap"].median()),
+    res["law_real_gap"] = {s: dict(runs=int(real[f"rho_{s}_gap"].notna().sum()),
+                                   rho_median=float(real[f"rho_{s}_gap"].median()),
                                    share_pos=float((real[f"rho_{s}_gap"] > 0).mean()))
-                           for s in ("std^2", "std", "1-fz") if f"rho_{s}_gap" in real and real[f"rho_{s}_gap"].notna().any()}  # fmt: skip
+                           for s in ("std^2", "std", "1-fz")
+                           if f"rho_{s}_gap" in real and real[f"rho_{s}_gap"].notna().any()}  # fmt: skip
     for s in ("1-fz", "std^2", "std"):
         for r in ("", "_rise"):
             col = f"rho_{s}{r}"
@@ -279,7 +283,7 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     md = ["# The spread channel's physics, checked", "",
           f"Regenerate: `{CMD}`. Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
           "## The derivation (from `bayesgrpo/models/spread.py`)", "", derivation, "", "## The checks", "",
-          __doc__.split("Claims and how each is checked (:mod:`bayesgrpo.models.spread_checks`):")[1].split('"""')[0].strip(), "",
+          __doc__.split("checked (:mod:`bayesgrpo.models.spread_checks`):")[1].strip(), "",
           "## (i) One nu per run", "",
           f"{len(tb)} testbed runs ({len(b)} bandit, {len(tb) - len(b)} contextual MLP; std GRPO and Dr.GRPO, Adam and "
           "heavy-ball SGD, two heterogeneities and two G). Median over runs of the RMS error against the exact "
@@ -290,28 +294,34 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
           f"| reward_std | {o['err_one_std']:.2f} | {o['err_step_std']:.2f} | {o['noise_std']:.2f} |", "",
           f"Verdict: E[frac_zero_std | u, nu] with one nu per run {v(o['err_one_fz'] < 0.5)}: its error is "
           f"{o['err_one_fz']:.2f} sampling sds of one logged value against {o['err_step_fz']:.2f} for a Beta fitted to "
-          f"each step's rates (the Beta-binomial algebra is right; one nu per run is not). E[reward_std | u, nu] with one "
-          f"nu per run {v(o['err_one_std'] < 0.5)} ({o['err_one_std']:.2f} against {o['err_step_std']:.2f}). The nu of a "
+          f"each step's rates (the Beta-binomial algebra is right; one nu per run is not). E[reward_std | u, nu] "
+          f"with one nu per run {v(o['err_one_std'] < 0.5)} ({o['err_one_std']:.2f} against "
+          f"{o['err_step_std']:.2f}). The nu of a "
           f"step's pass rates moves by a factor {res['nu_range']:.1f} over a run (10-90% range, median run), while the "
-          f"prompts' logit spread moves by a factor {res['sigma_range']:.1f}: a logit-normal family with one spread per "
+          f"prompts' logit spread moves by a factor {res['sigma_range']:.1f}: a logit-normal family with one spread "
+          "per "
           f"run would be the better channel (not implemented: it needs quadrature and a root-find per step); a Beta "
-          f"whose nu follows a constant logit spread to first order (nu ~ 1 / (m (1 - m))) fits worse than a constant nu "
+          "whose nu follows a constant logit spread to first order (nu ~ 1 / (m (1 - m))) fits worse than a "
+          "constant nu "
           f"(1.01 vs 0.81 sds). The nu fitted to the zero-std share and to reward_std agree within a factor "
           f"{np.exp(res['nu_fz_vs_std']):.2f} (median |log ratio|). In the channels' units the one-nu error is "
-          f"{res['abserr_one']['fz']:.3f} (zero-std share) and {res['abserr_one']['std']:.3f} (reward_std, share of the "
+          f"{res['abserr_one']['fz']:.3f} (zero-std share) and {res['abserr_one']['std']:.3f} (reward_std, share "
+          "of the "
           f"range): these are the channels' model-error sds (`MODEL_SD_ZERO`, `MODEL_SD_SPREAD` in "
           f"`bayesgrpo/models/spread.py`), added to the sampling noise, so a binned channel (noise / sqrt(b)) does not "
           f"over-trust the one-nu law.", "",
           "Per run:", "", _table(tb), "",
           "## (ii) The growth-rate law", "",
           "Testbed (growth of the exact expected reward), median over runs of (Spearman rho, share explained by the "
-          "proportional law):", "", "| advantage | proxy | all spans | rising spans |", "|---|---|---|---|"]  # fmt: skip
+          "proportional law):", "", "| advantage | proxy | all spans | rising spans |",
+          "|---|---|---|---|"]  # fmt: skip
     for adv, d in law.items():
         for s in ("1-fz", "std^2", "std"):
             a, r_ = d[s], d[s + "_rise"]
             md.append(f"| {adv} | {s} | {a[0]:+.2f}, {a[1]:+.2f} | {r_[0]:+.2f}, {r_[1]:+.2f} |")
     md += ["", "Real runs (growth of the logged reward):", "",
-           "| proxy | spans | runs (sources) | median rho | source-weighted rho | share rho > 0 | median share explained |",
+           "| proxy | spans | runs (sources) | median rho | source-weighted rho | share rho > 0 "
+           "| median share explained |",
            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for k, d in rl.items():
         s, r_ = (k[:-5], "rising") if k.endswith("_rise") else (k, "all")
@@ -320,15 +330,18 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     g1, g2 = law["grpo"]["1-fz_rise"], law["drgrpo"]["std^2_rise"]
     md += ["", f"Verdicts: on the testbed, growth proportional to (1 - frac_zero_std) with std GRPO "
            f"{v(g1[0] > 0.5 and g1[1] > 0.3)} in the rise (rho {g1[0]:+.2f}, explained {g1[1]:+.2f}); proportional to "
-           f"reward_std^2 with Dr.GRPO {v(g2[0] > 0.5 and g2[1] > 0.3)} (rho {g2[0]:+.2f}, explained {g2[1]:+.2f})."]  # fmt: skip
+           f"reward_std^2 with Dr.GRPO {v(g2[0] > 0.5 and g2[1] > 0.3)} (rho {g2[0]:+.2f}, explained "
+           f"{g2[1]:+.2f})."]  # fmt: skip
     if "std^2_rise" in rl:
         d = rl["std^2_rise"]
-        md += [f"On the real runs the rising spans' growth and reward_std^2 correlate with median rho {d['rho_median']:+.2f} "
-               f"({d['share_pos']:.0%} of {d['runs']} runs positive) and a proportional law explains {d['r2_median']:+.2f} "
-               f"of the growth: {v(d['rho_median'] > 0.3)} as a sign, {v(d['r2_median'] > 0.3)} as a proportionality."]  # fmt: skip
+        md += [f"On the real runs the rising spans' growth and reward_std^2 correlate with median rho "
+               f"{d['rho_median']:+.2f} ({d['share_pos']:.0%} of {d['runs']} runs positive) and a proportional law "
+               f"explains {d['r2_median']:+.2f} of the growth: {v(d['rho_median'] > 0.3)} as a sign, "
+               f"{v(d['r2_median'] > 0.3)} as a proportionality."]  # fmt: skip
     if "1-fz_rise" in rl:
         d = rl["1-fz_rise"]
-        md += [f"With (1 - frac_zero_std) (the {d['runs']} runs that log it): median rho {d['rho_median']:+.2f}, explained "
+        md += [f"With (1 - frac_zero_std) (the {d['runs']} runs that log it): median rho {d['rho_median']:+.2f}, "
+               "explained "
                f"{d['r2_median']:+.2f}."]  # fmt: skip
     for s_, d in res["law_real_long"].items():
         md.append(
@@ -342,8 +355,9 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     n = res["noise_real"]
     md += ["", "## (iii) The noise model on real 0/1 runs", "",
            f"{n['runs']} 0/1 runs with reward_std, G and batch size from the metadata: the logged reward_std's RMS "
-           f"deviation from its one-nu Beta-binomial expectation is {n['noise_ratio_median']:.2f} sampling sds (median; "
-           f"1 = the noise model from G and N is right). Their nu: median {n['nu_median']:.2f}; reward_std^2 / (u (1 - u)) "
+           f"deviation from its one-nu Beta-binomial expectation is {n['noise_ratio_median']:.2f} sampling sds "
+           f"(median; 1 = the noise model from G and N is right). Their nu: median {n['nu_median']:.2f}; "
+           "reward_std^2 / (u (1 - u)) "
            f"median {n['ratio_s2']:.2f} (physics.md section 10 quotes 0.25-0.56 for G = 4).", "",
            "Real runs:", "", _table(real), "",
            "## Figures", "", *[f"![{f}](figures/{f})" for f in figs], ""]  # fmt: skip

@@ -19,7 +19,8 @@ leave-one-source-out priors.
 
 The spread channel (``--spread``, :mod:`bayesgrpo.models.spread`): every run that logs ``reward_std`` or
 ``frac_reward_zero_std`` (at most 3 per source, spread evenly, grpo-more included; 6 of the testbed runs;
-2 x 200 draws) is fitted once with the channels (the degeneracy kind, the run's first 300 logged points, in
+2 x 200 draws) is fitted once with the channels (the degeneracy kind with the shipped degeneracy population as the prior of
+the reward's parameters and broad priors on nu and the headroom, the run's first 300 logged points, in
 the units of fraction 0.5: ``nu`` and the headroom are unitless per-run constants) and the posterior
 medians of ``log nu`` and ``log headroom`` (bounds unknown) go to
 ``bench/results/population_prior_spread_runs.csv``; their population (each source the same weight) is
@@ -129,6 +130,18 @@ def load_spread_sets() -> tuple[RunSet, pd.Series]:
     return runs, pd.concat([src.loc[keep], pd.Series("testbed", index=tb_ids)])
 
 
+def spread_fit_prior():
+    """The hyperparameters of the spread fits: the shipped degeneracy population for the reward's parameters
+    (with broad priors on every parameter the spread adds a ridge -- near the floor E[reward_std] ~ D c(nu) u,
+    the headroom cancels and nu trades against the floor distance D: r_hat > 1.5 in 7 of 19 such fits, 2% of
+    the reward-only ones), broad priors on log nu and log headroom (N(0, 2))."""
+    from bayesgrpo.models.prior import PopulationPrior
+
+    base = PopulationPrior.default("degeneracy")
+    wide = dict(log_nu_mu=0.0, log_nu_sd=2.0, log_headroom_mu=0.0, log_headroom_sd=2.0)
+    return PopulationPrior(**{**base.model_dump(), **wide, "name": "spread-fits"})
+
+
 def fit_spread(sampler=SPREAD_SAMPLER) -> pd.DataFrame:
     """Per-run fits with the spread channels (resumable ledger :data:`SPREAD_TABLE`)."""
     from bayesgrpo.models.prior import fit_run_effects
@@ -141,7 +154,7 @@ def fit_spread(sampler=SPREAD_SAMPLER) -> pd.DataFrame:
         if rid in done:
             continue
         rows = fit_run_effects(runs.select([rid]), fraction=SPREAD_FRACTION, kind="degeneracy", sampler=sampler,
-                               source=source, channels=SPREAD_CHANNELS)  # fmt: skip
+                               source=source, channels=SPREAD_CHANNELS, prior=spread_fit_prior())  # fmt: skip
         for r in rows:
             r["kind"] = "degeneracy+spread"
         df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)

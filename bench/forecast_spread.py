@@ -14,7 +14,8 @@ with the spread channel's population (``log nu``, ``log headroom``) refitted wit
 The Sunshine535 runs whose ``reward_std`` is a batch std (``devdata.batch_std_as_such``) have no channel.
 A case whose prefix logs none of the configuration's channels is fitted by the reward-only graph (the
 forecaster's routing; ``tests/test_spread.py`` checks it forecasts bit for bit as without channels), so its
-row is the reward-only configuration's, copied, not recomputed.
+row is the reward-only configuration's, copied, not recomputed; likewise a one-channel ablation's case
+whose prefix does not log the other channel is the both-channels configuration's.
 """
 
 from __future__ import annotations
@@ -88,18 +89,19 @@ def has_channel(runs, rid: str, cutoff: float, channels) -> bool:
     return arr.has_channels
 
 
-def seed_from_base(name: str, source: str, runs, ids) -> int:
-    """Copy the base configuration's rows (and draws) of the cases without a channel into this ledger."""
-    kind, channels, base = CONFIGS[name]
-    src_dir, dst_dir = FB.WORK / base / FB.slug(source), FB.WORK / name / FB.slug(source)
+def seed_from(name: str, other: str, source: str, runs, same) -> int:
+    """Copy ``other``'s rows (and draws) of the cases where ``same(run_id, cutoff)`` into ``name``'s ledger:
+    cases whose forecast is the same computation in both configurations."""
+    src_dir, dst_dir = FB.WORK / other / FB.slug(source), FB.WORK / name / FB.slug(source)
     if not (src_dir / "cases.csv").exists():
-        raise SystemExit(f"{base} has no ledger for {source}: run --config {base} --source '{source}' first")
+        raise SystemExit(f"{other} has no ledger for {source}: run --config {other} --source '{source}' first")
     base_rows = pd.read_csv(src_dir / "cases.csv")
     dst_dir.mkdir(parents=True, exist_ok=True)
     have = pd.read_csv(dst_dir / "cases.csv") if (dst_dir / "cases.csv").exists() else base_rows.iloc[:0]
     done = set(zip(have["run_id"], have["cutoff"].round(6), strict=True))
-    copy = [i for i, r in base_rows.iterrows() if (r.run_id, round(r.cutoff, 6)) not in done
-            and not has_channel(runs, r.run_id, r.cutoff, channels)]  # fmt: skip
+    copy = [
+        i for i, r in base_rows.iterrows() if (r.run_id, round(r.cutoff, 6)) not in done and same(r.run_id, r.cutoff)
+    ]
     if not copy:
         return 0
     out = pd.concat([have, base_rows.loc[copy]], ignore_index=True)
@@ -116,6 +118,19 @@ def seed_from_base(name: str, source: str, runs, ids) -> int:
     return len(copy)
 
 
+def seed_from_equivalents(name: str, source: str, runs) -> int:
+    """A case forecasts the same in two configurations of one kind when its prefix logs none of the channels
+    only one of them observes (the same channel array, graph and seed): copy such rows from the reward-only
+    configuration and, for a one-channel ablation, from the both-channels one."""
+    kind, channels, base = CONFIGS[name]
+    n = seed_from(name, base, source, runs, lambda r, c: not has_channel(runs, r, c, channels))
+    full = f"{kind}_spread"
+    if set(channels) < set(BOTH) and (FB.WORK / full / FB.slug(source) / "cases.csv").exists():
+        extra = tuple(set(BOTH) - set(channels))
+        n += seed_from(name, full, source, runs, lambda r, c: not has_channel(runs, r, c, extra))
+    return n
+
+
 def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> None:
     from bayesgrpo.evaluation.methods import BayesGRPOMethod
     from bayesgrpo.forecast import Forecaster
@@ -129,7 +144,7 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
         if only_sources and s not in only_sources:
             continue
         ids = [r for r in runs.run_ids if src[r] == s]
-        n_copied = seed_from_base(name, s, runs, ids) if base else 0
+        n_copied = seed_from_equivalents(name, s, runs) if base else 0
         prior = prior_for(kind, channels, s, table, spread_rows)
 
         def factory(hierarchical, prior=prior):

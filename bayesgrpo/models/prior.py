@@ -306,7 +306,7 @@ def _logit(p):
 
 
 def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0,
-                    channels=()):  # fmt: skip
+                    channels=(), prior: PopulationPrior | None = None):  # fmt: skip
     """Fit each complete run of ``runs`` (broad priors) in the units a forecast at ``fraction`` uses.
 
     The normalisation of each run comes from its prefix at ``fraction`` (``normalize_with``), the fit
@@ -314,7 +314,8 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     :func:`fit_population` aggregates (``gain, log_tau, log_wander, log_delta, r0_dev, log_noise_dev``;
     with ``channels`` (spread channels, :mod:`bayesgrpo.models.spread`; only runs that log one are fitted)
     also ``log_nu`` and, bounds unknown, ``log_headroom``) and the sampler health. Runs with fewer than 5
-    points before ``fraction`` are skipped.
+    points before ``fraction`` are skipped. ``prior``: the hyperparameters of the fits (default
+    :data:`BROAD_PRIOR`; the spread fits use the fitted population for the reward's parameters).
     """
     import functools
     import warnings
@@ -326,6 +327,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     from bayesgrpo.models.kinds import get_kind
 
     sampler = sampler or SamplerConfig(draws=300, tune=300, seed=seed)
+    prior = prior or BROAD_PRIOR
     spec = get_kind(kind)
     prefix = runs.truncate(fraction=fraction)
     ok = [r for r in runs.run_ids if len(prefix.run(r)) >= 5]
@@ -335,18 +337,18 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant or repaired curves: the fit of one complete run only
-        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=BROAD_PRIOR,
+        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=prior,
                                     normalize_with=prefix.select(ok), channels=channels)  # fmt: skip
     for j, info in enumerate(infos):
         sub = arr.subset([j])
         spread = bool(channels) and sub.has_channels
         if channels and not spread:
             continue
-        build = functools.partial(spec.build, sub, prior=BROAD_PRIOR, spread=spread)
-        compiled = sampling.compile_model(spec.graph_key(sub, BROAD_PRIOR, False, spread=spread), build,
+        build = functools.partial(spec.build, sub, prior=prior, spread=spread)
+        compiled = sampling.compile_model(spec.graph_key(sub, prior, False, spread=spread), build,
                                           backend=sampler.backend)  # fmt: skip
         need = spec.required_data + (("channels",) if spread else ())
-        idata = sampling.nuts(compiled, data=sub.data(BROAD_PRIOR), sampler=sampler, required=need,
+        idata = sampling.nuts(compiled, data=sub.data(prior), sampler=sampler, required=need,
                               seed=sampling.batch_seed(sampler.seed, sub.run_ids))  # fmt: skip
         post = sampling.posterior_dataset(idata).assign_coords(run=[info.run_id])
         h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))

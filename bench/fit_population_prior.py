@@ -19,9 +19,10 @@ leave-one-source-out priors.
 
 The spread channel (``--spread``, :mod:`bayesgrpo.models.spread`): every run that logs ``reward_std`` or
 ``frac_reward_zero_std`` (at most 3 per source, spread evenly, grpo-more included; 6 of the testbed runs;
-2 x 200 draws) is fitted once with the channels (the degeneracy kind with the shipped degeneracy population as the prior of
-the reward's parameters and broad priors on nu and the headroom, the run's first 300 logged points, in
-the units of fraction 0.5: ``nu`` and the headroom are unitless per-run constants) and the posterior
+2 x 200 draws) is fitted once with the channels (the degeneracy kind with the shipped degeneracy
+population as the prior of the reward's parameters and broad priors on nu and the headroom, the run's
+first 300 logged points, in the units of fraction 0.5: ``nu`` and the headroom are unitless per-run
+constants) and the posterior
 medians of ``log nu`` and ``log headroom`` (bounds unknown) go to
 ``bench/results/population_prior_spread_runs.csv``; their population (each source the same weight) is
 added to ``population_prior_degeneracy.json`` (:func:`bayesgrpo.models.prior.with_spread_population`; its

@@ -238,6 +238,40 @@ def pair_section(name: str, runs) -> list[str]:
     return md
 
 
+def ablation_table(configs, runs) -> list[str]:
+    """One row per channel configuration: its cases whose prefix logs its channels, with vs without."""
+    lines = ["## Ablation: which channel does what", "",
+             "Per configuration, the cases whose prefix logs (one of) its channels, scored with and without them "
+             "(mean over cases; source-weighted = each source the same weight):", "",
+             "| configuration | cases (runs, sources) | nCRPS without -> with | source-weighted nCRPS "
+             "| cov80 without -> with | source-weighted cov80 | cases better / worse |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for name in configs:
+        kind, channels, base = CONFIGS[name]
+        if base is None:
+            continue
+        a, b = load(base), load(name)
+        if a.empty or b.empty:
+            continue
+        key = ["run_id", "cutoff"]
+        m = a.merge(b, on=key, suffixes=("_a", "_b"))
+        m = m[[has_channel(runs, r, c, channels) for r, c in zip(m["run_id"], m["cutoff"], strict=True)]]
+        m = m[m["ok_a"].astype(bool) & m["ok_b"].astype(bool)]
+        if m.empty:
+            continue
+        sw = lambda col, m=m: m.groupby("source_a")[col].mean().mean()  # noqa: E731
+        better, worse = (
+            int((m["ncrps_b"] < m["ncrps_a"] - 1e-12).sum()),
+            int((m["ncrps_b"] > m["ncrps_a"] + 1e-12).sum()),
+        )
+        lines.append(f"| `{name}` | {len(m)} ({m['run_id'].nunique()}, {m['source_a'].nunique()}) | "
+                     f"{m['ncrps_a'].mean():.3f} -> {m['ncrps_b'].mean():.3f} | {sw('ncrps_a'):.3f} -> "
+                     f"{sw('ncrps_b'):.3f} | "
+                     f"{m['cover80_a'].mean():.0%} -> {m['cover80_b'].mean():.0%} | {sw('cover80_a'):.0%} -> "
+                     f"{sw('cover80_b'):.0%} | {better} / {worse} |")  # fmt: skip
+    return lines + [""]
+
+
 def report(configs) -> None:
     runs = batch_std_as_such(load_dev())
     md = ["# The spread channel, leave-one-source-out", "",
@@ -255,6 +289,7 @@ def report(configs) -> None:
                f"{ratio.median():.2f}x, mean {ratio.mean():.2f}x, range {ratio.min():.2f}-{ratio.max():.2f}x; total "
                f"{t.iloc[:, 1].sum() if t.shape[1] > 1 else float('nan'):.0f} s vs {t['none'].sum():.0f} s "
                f"(ratio of totals {t[BOTH[0] + '+' + BOTH[1]].sum() / t['none'].sum():.2f}x).", ""]  # fmt: skip
+    md += ablation_table(configs, runs)
     js = {}
     for name in configs:
         if CONFIGS[name][2] is None:

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import SELECTION, load_dev  # noqa: E402
+from devdata import SELECTION, load_all, load_dev  # noqa: E402
 
 from bayesgrpo.evaluation.backtest import backtest  # noqa: E402
 from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
@@ -324,16 +324,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", action="append", help="configuration(s) to run (default: all)")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--no-report", action="store_true", help="only run the forecasts (fill the ledgers)")
     ap.add_argument("--source", action="append", help="only these sources (development)")
     ap.add_argument("--draws", type=int, default=DEFAULT_SAMPLER.draws)
     ap.add_argument("--tune", type=int, default=DEFAULT_SAMPLER.tune)
     args = ap.parse_args()
     configs = args.config or list(CONFIGS)
     if not args.report_only:
-        runs = load_dev()
+        runs = load_all()
         for n in configs:
             run_config(n, runs, SamplerConfig(draws=args.draws, tune=args.tune, seed=0), only_sources=args.source)
-    report(configs)
+    if not args.no_report:
+        report(configs)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class Hazard(BaseModel):
     centre: tuple[float, ...] = ()
     spread: tuple[float, ...] = ()
     coef: tuple[float, ...] = ()
-    intercept: float = -math.inf  # -inf: nothing ever leaves
+    intercept: float | None = None  # None: no hazard, nothing ever leaves
     outcome: tuple[float, float] = (1.0, 1.0)  # Beta(a, b) of where a leaving run ends, floor -> level
     name: str = "none"
     provenance: dict = Field(default_factory=dict)
@@ -73,9 +73,14 @@ class Hazard(BaseModel):
         d = self.model_dump(exclude={"provenance"})
         return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
 
+    @property
+    def active(self) -> bool:
+        """False for the identity (no hazard): nothing leaves, the draws are not read."""
+        return self.intercept is not None
+
     def rate(self, feats: dict) -> float:
         """The hazard's rate per unit of the run still to go for the features ``feats``."""
-        if not math.isfinite(self.intercept):
+        if self.intercept is None:
             return 0.0
         z = [(float(feats.get(f, 0.0)) - c) / s
              for f, c, s in zip(self.features, self.centre, self.spread, strict=True)]  # fmt: skip

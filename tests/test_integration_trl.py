@@ -82,7 +82,7 @@ def _forecast_entries(state):
 
 
 def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
-    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30)
+    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30, report=True)
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=40, callbacks=[cb])
     tr.train()
     st = tr.state
@@ -109,6 +109,9 @@ def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
     assert len(hist) == cb._n_fits >= len(ents) and all(r["ok"] == "True" for r in hist)
     latest = json.loads((tmp_path / "out" / "bayesgrpo" / "latest.json").read_text())
     assert latest["observed_until"] == 40 and latest["final_q50"] == pytest.approx(ents[-1]["bayesgrpo/final_q50"])
+    # the live HTML report of the latest forecast, reloading itself
+    page = (tmp_path / "out" / "bayesgrpo" / "report.html").read_text(encoding="utf-8")
+    assert '<meta http-equiv="refresh"' in page and "P(final" in page and page.count("<tr data-search=") == 1
     # the callback moved itself in front of the reporting callbacks
     assert tr.callback_handler.callbacks[0] is cb
 
@@ -183,6 +186,23 @@ def test_stop_rule_sets_should_training_stop_when_its_condition_holds(tmp_path, 
     assert fake.requests[-1]["improve"] == {"delta": 0.0, "window": 5}
     msg = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
     assert msg and "P(final reward >= best so far 0.55 + 0) = 0.001 < 0.05 for 2 consecutive" in msg[0]
+
+
+def test_report_true_asks_the_worker_for_the_live_page_in_the_history_folder(tmp_path):
+    fake = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=fake, warmup=False, report=True)
+    tiny_grpo.make_trainer(tmp_path / "out", max_steps=12, callbacks=[cb]).train()
+    fc = [r for r in fake.requests if r.get("kind") == "forecast"]
+    assert fc and {r["report"] for r in fc} == {str(tmp_path / "out" / "bayesgrpo" / "report.html")}
+    assert cb.state()["args"]["report"] is True
+    other = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=other, warmup=False, report=str(tmp_path / "elsewhere.html"))
+    tiny_grpo.make_trainer(tmp_path / "out2", max_steps=8, callbacks=[cb]).train()
+    assert {r["report"] for r in other.requests if r.get("kind") == "forecast"} == {str(tmp_path / "elsewhere.html")}
+    plain = FakeWorker(_answer(0.5))
+    tiny_grpo.make_trainer(tmp_path / "out3", max_steps=8, callbacks=[BayesGRPOCallback(every=2, worker=plain,
+                                                                                        warmup=False)]).train()  # fmt: skip
+    assert all(r["report"] is None for r in plain.requests if r.get("kind") == "forecast")  # off by default
 
 
 def test_stop_rule_does_not_fire_when_improvement_is_likely(tmp_path):

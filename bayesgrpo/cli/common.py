@@ -246,6 +246,14 @@ def validate_until(*, until_step: int | None, until_fraction: float | None, hori
         fail(f"--horizon must be a positive step, got {horizon}")
 
 
+def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:
+    """Every name in ``columns`` is a metadata column with a value for at least one run (else a one-line error)."""
+    missing = [c for c in columns if c not in runs.meta.columns or runs.meta[c].isna().all()]
+    if missing:
+        cols = [c for c in runs.meta.columns if runs.meta[c].notna().any()]
+        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+
+
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:
     from bayesgrpo.io.output import check_output_dir, check_output_file
 

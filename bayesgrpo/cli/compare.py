@@ -81,10 +81,7 @@ def compare_cmd(
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
     rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
-    missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
-    if missing:
-        cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
-        C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+    C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
     C.status(

@@ -70,9 +70,13 @@ def run_forecast(
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None,
+    scheduler=None, check_runs=None, exit_if_none=True,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
+
+    ``check_runs(runs)``, when given, is called after reading and before any sampling (a verb's own
+    checks of the runs, e.g. metadata columns it needs). With ``exit_if_none`` (default) a batch in
+    which no run could be forecast exits with code 1; otherwise its result (error rows only) is returned.
 
     Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
     """
@@ -92,6 +96,8 @@ def run_forecast(
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
+    if check_runs is not None:
+        check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
         fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
@@ -137,7 +143,7 @@ def run_forecast(
                     fig.savefig(tmp, dpi=110, format="png")
             C.status(f"wrote {path}")
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
-    if res.fit is None:
+    if res.fit is None and exit_if_none:
         raise typer.Exit(C.EXIT_FAILED)
     return res
 

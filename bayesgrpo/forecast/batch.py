@@ -100,6 +100,9 @@ class BatchResult:
     full : RunSet
         The runs as read (before truncation), e.g. to draw the truth in fan charts.
     truncated : bool
+    observed : RunSet
+        What the forecast saw: every requested run after truncation (error rows included), e.g. for
+        their diagnostics.
     """
 
     fit: object
@@ -107,6 +110,7 @@ class BatchResult:
     errors: dict = field(default_factory=dict)
     full: RunSet | None = None
     truncated: bool = False
+    observed: RunSet | None = None
 
 
 def _check_run(observed: RunSet, rid: str, horizon, *, min_points: int, n_draws: int) -> str | None:
@@ -218,7 +222,7 @@ def forecast_batch(
         else:
             rows.append(ok.loc[rid].to_dict() | {"run_id": rid})
     table = pd.DataFrame(rows).reindex(columns=[*TABLE_COLUMNS, "status", "error"])
-    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated)
+    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated, observed=observed)
 
 
 @dataclass

@@ -51,6 +51,9 @@ __all__ = [
 
 log = logging.getLogger("bayesgrpo")
 
+#: seconds after which a live HTML report reloads itself
+REPORT_REFRESH = 10
+
 #: severity of a diagnose finding -> the number logged as ``bayesgrpo/flag/<mode>``
 SEVERITY_RANK = {"none": 0.0, "watch": 1.0, "warning": 2.0, "critical": 3.0}
 
@@ -70,7 +73,7 @@ def _lib():
     """
     import types
 
-    from bayesgrpo import Forecaster, SamplerConfig
+    from bayesgrpo import Forecaster, SamplerConfig, write_report
     from bayesgrpo.decisions import recommend_stop
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
@@ -78,7 +81,7 @@ def _lib():
     return types.SimpleNamespace(
         **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, recommend_stop=recommend_stop,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
-        LogFormatError=LogFormatError,
+        LogFormatError=LogFormatError, write_report=write_report,
     )  # fmt: skip
 
 
@@ -208,6 +211,8 @@ def forecast_request(
     ceiling: float | None = None,
     plot: str | None = None,
     diagnose: bool = True,
+    report: str | None = None,
+    report_refresh: int = REPORT_REFRESH,
 ) -> dict:
     """Build one forecast request for :meth:`ForecastWorker.submit`.
 
@@ -239,13 +244,16 @@ def forecast_request(
         Write the fan chart (PNG) to this path.
     diagnose : bool
         Add the failure-mode flags (``flags``: mode -> severity).
+    report : str, optional
+        Rewrite this HTML report (``bayesgrpo.write_report``) after the fit, atomically; the page
+        reloads itself every ``report_refresh`` seconds.
     """
     if rows is None and frame is None:
         raise ValueError("forecast_request needs rows or frame")
     return dict(
         kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
         model=model, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
-        ceiling=ceiling, plot=plot, diagnose=diagnose,
+        ceiling=ceiling, plot=plot, diagnose=diagnose, report=report, report_refresh=int(report_refresh),
     )  # fmt: skip
 
 
@@ -382,11 +390,25 @@ def _handle(req: dict) -> dict:
         if req.get("plot"):
             _plot(fit, fid, req["plot"])
             out["plot"] = str(req["plot"])
+        if req.get("report"):
+            out["report"] = _report(fit, req, title=f"bayesgrpo live: {rid}")
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
     out["horizon_extended"] = extended
     return out
+
+
+def _report(fit, req: dict, *, title: str) -> str:
+    """Rewrite the live HTML report of ``fit`` (atomically; the page reloads itself)."""
+    u = req.get("utility") or {}
+    cost = u.get("cost_per_step")
+    if cost is None and u.get("cost_per_hour") is not None and u.get("steps_per_hour"):
+        cost = float(u["cost_per_hour"]) / float(u["steps_per_hour"])
+    p = _lib().write_report(fit, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
+                            cost_per_step=cost, value_per_reward=u.get("value_per_reward"), title=title,
+                            refresh=req.get("report_refresh", REPORT_REFRESH))  # fmt: skip
+    return str(p)
 
 
 def _horizon(runs, run_id: str, horizon):

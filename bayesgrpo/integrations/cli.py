@@ -60,6 +60,9 @@ def watch_cmd(
     ] = None,
     value_per_reward: Annotated[float, typer.Option(help="budget: value of one unit of final reward")] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="keep an updated fan chart PNG here")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="keep an updated HTML report here (.html; the page reloads itself)")
+    ] = None,
     history: Annotated[
         Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")
     ] = None,
@@ -81,6 +84,17 @@ def watch_cmd(
     from bayesgrpo.integrations._worker import _light
     from bayesgrpo.integrations.watch import format_line, watch
 
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    if report is not None:  # checked before anything is followed or compiled
+        from bayesgrpo.errors import OutputError
+        from bayesgrpo.io.output import check_output_file
+        from bayesgrpo.report import REPORT_SUFFIXES
+
+        try:
+            check_output_file(report, option="--report", suffixes=REPORT_SUFFIXES)
+        except OutputError as e:
+            err.print(f"[bold red]error:[/] {escape(str(e))}")
+            raise typer.Exit(2) from None
     con = Console(highlight=False, soft_wrap=True)
     tty = sys.stdout.isatty() and not plain
     utility = (
@@ -110,8 +124,9 @@ def watch_cmd(
     try:
         watch(
             path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
-            ceiling=ceiling, plot=plot, history=history, sampler={"draws": draws, "tune": tune, "seed": seed},
-            on_update=update, on_status=status, max_updates=max_updates, idle_timeout=idle_timeout,
+            ceiling=ceiling, plot=plot, report=report, history=history,
+            sampler={"draws": draws, "tune": tune, "seed": seed}, on_update=update, on_status=status,
+            max_updates=max_updates, idle_timeout=idle_timeout,
         )  # fmt: skip
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
@@ -123,6 +138,8 @@ def watch_cmd(
             live.stop()
     if plot is not None and results:
         typer.echo(f"# fan chart: {plot}", err=True)
+    if report is not None and results:
+        typer.echo(f"# report: {report}", err=True)
     typer.echo(f"# {len(results)} forecast(s)", err=True)
 
 

@@ -64,15 +64,33 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
     return p
 
 
+def _umask() -> int:
+    """The process umask (read from /proc where it can be, without changing it; else set and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it."""
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it.
+
+    The file gets the permissions a plain ``open(path, "w")`` would give (``mkstemp`` makes it private).
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        if os.path.exists(tmp):
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

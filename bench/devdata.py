@@ -55,6 +55,9 @@ SELECTION_TESTBED = (
 )
 
 
+SELECTION_ALL = f"{SELECTION_MORE}, plus {SELECTION_TESTBED}"
+
+
 def load_testbed(n: int = TESTBED_RUNS) -> RunSet:
     """A fixed sample of the numpy testbed as one more development source (``source_repo`` = ``testbed``):
     seed ``s1`` of the cells of every non-refresh sweep, ``n`` of them spread evenly in file order (the

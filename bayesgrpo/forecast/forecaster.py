@@ -113,7 +113,7 @@ class ForecastConfig(BaseModel):
         if isinstance(data, dict):
             kind = data.get("model", "oscillator")
             if kind == AUTO:
-                shape = data.get("shape") or ShapeConfig()
+                shape = data.get("shape") or ShapeConfig.default()
                 shape = shape if isinstance(shape, ShapeConfig) else ShapeConfig.model_validate(shape)
                 priors = dict(data.get("priors") or {})
                 priors = {k: priors.get(k) or PopulationPrior.default(k) for k in shape.kinds}

@@ -90,6 +90,7 @@ class ShapeConfig(BaseModel):
     evidence: bool = True
     split: float = Field(0.5, gt=0.0, lt=1.0)
     min_weight: float = Field(0.1, ge=0.0, lt=1.0)
+    provenance: dict = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _kinds(self):
@@ -102,6 +103,32 @@ class ShapeConfig(BaseModel):
         if len(self.prior.at_floor) != len(self.kinds):
             raise ValueError(f"shape: the prior has {len(self.prior.at_floor)} weights for {len(self.kinds)} kinds")
         return self
+
+
+    def save(self, path) -> None:
+        from pathlib import Path
+
+        from bayesgrpo.io.output import atomic_path
+
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text(self.model_dump_json(indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path) -> ShapeConfig:
+        import json
+        from pathlib import Path
+
+        p = path if hasattr(path, "read_text") else Path(path)
+        return cls.model_validate(json.loads(p.read_text()))
+
+    @classmethod
+    def default(cls) -> ShapeConfig:
+        """The packaged shape configuration (``resources/shape.json``, chosen by ``bench/quality_study.py``),
+        else the class defaults."""
+        from importlib.resources import files
+
+        res = files("bayesgrpo.resources").joinpath("shape.json")
+        return cls.load(res) if res.is_file() else cls()
 
 
 def kind_weights(feats: dict, evidence: dict, config: ShapeConfig, *, allowed=None) -> dict[str, float]:

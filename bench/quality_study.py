@@ -204,13 +204,14 @@ def attach_evidence(B: pd.DataFrame) -> pd.DataFrame:
 SHAPES = {
     "oscillator": ShapeConfig(kinds=("oscillator",), prior=ShapePrior(at_floor=(1.0,), elsewhere=(1.0,))),
     "osc+deg": ShapeConfig(kinds=("oscillator", "degeneracy"),
-                           prior=ShapePrior(at_floor=(0.5, 0.5), elsewhere=(0.8, 0.2)), min_weight=0.15),
+                           prior=ShapePrior(at_floor=(0.5, 0.5), elsewhere=(0.9, 0.1)), min_weight=0.2),
     "osc+deg|prior": ShapeConfig(kinds=("oscillator", "degeneracy"),
-                                 prior=ShapePrior(at_floor=(0.5, 0.5), elsewhere=(0.8, 0.2)), min_weight=0.15,
+                                 prior=ShapePrior(at_floor=(0.5, 0.5), elsewhere=(0.9, 0.1)), min_weight=0.2,
                                  evidence=False),
-    "all": ShapeConfig(min_weight=0.15),
-    "all|prior": ShapeConfig(min_weight=0.15, evidence=False),
-    "all|uniform": ShapeConfig(prior=ShapePrior(at_floor=(1, 1, 1), elsewhere=(1, 1, 1)), min_weight=0.15),
+    "osc+deg|wide": ShapeConfig(kinds=("oscillator", "degeneracy"),
+                                prior=ShapePrior(at_floor=(0.5, 0.5), elsewhere=(0.7, 0.3)), min_weight=0.2),
+    "all": ShapeConfig(prior=ShapePrior(at_floor=(0.34, 0.33, 0.33), elsewhere=(0.8, 0.1, 0.1)), min_weight=0.2),
+    "all|uniform": ShapeConfig(prior=ShapePrior(at_floor=(1, 1, 1), elsewhere=(1, 1, 1)), min_weight=0.2),
 }  # fmt: skip
 
 
@@ -369,7 +370,7 @@ def variants(B: pd.DataFrame, D: dict) -> tuple[pd.DataFrame, dict]:
         cost = shape_cost(B, weights[name], evidence=cfg.evidence and len(cfg.kinds) > 1)
         hl = health(B, weights[name])
         for hname, hz in (("none", None), ("reward", HAZARD_REWARD), ("all", HAZARD_ALL)):
-            for rule in RULES if name in ("oscillator", "osc+deg", "all") else ("none", "recent"):
+            for rule in RULES if name in ("oscillator", "osc+deg", "all") else ("none", "recent", "recent+noise"):
                 if hname == "none" and rule is None:
                     continue
                 x = compose(B, mixes[name], hazard=hz, rule=rule)

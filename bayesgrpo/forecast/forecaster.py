@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
+from bayesgrpo.conventions import AUTO_KIND, DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
 from bayesgrpo.forecast.hazard import Hazard
@@ -66,8 +66,7 @@ log = logging.getLogger("bayesgrpo")
 #: version of the saved-forecast format (:meth:`FittedForecast.save`); checked on load
 ARTEFACT_SCHEMA = "bayesgrpo.forecast/3"  # 3: the shape per run (kind_code draws), hazard and interval layer
 _READABLE_SCHEMAS = ("bayesgrpo.forecast/1", "bayesgrpo.forecast/2", ARTEFACT_SCHEMA)
-#: the model "kind" whose shape is chosen per run among several kinds (:mod:`bayesgrpo.forecast.shape`)
-AUTO = "auto"
+AUTO = AUTO_KIND  # the shape chosen per run among the kinds (forecast.shape)
 
 _FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
 TABLE_COLUMNS = [

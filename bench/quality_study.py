@@ -253,25 +253,48 @@ def _hazard_fit(B: pd.DataFrame, tr: np.ndarray, names, *, l2: float):
 
 def apply_hazard(hz, B: pd.DataFrame, draws: list, idx) -> list:
     out = list(draws)
-    recs = B.to_dict("records")
+    recs = _records(B)
     for i in idx:
         r = recs[i]
-        out[i] = np.sort(hz.apply(draws[i], r, level=r["level"], floor=r["floor"]))
+        if int(round(hz.p_leave(r) * draws[i].size)):
+            out[i] = np.sort(hz.apply(draws[i], r, level=r["level"], floor=r["floor"]))
     return out
 
 
-def layer_cases(B: pd.DataFrame, draws: list, idx) -> pd.DataFrame:
-    levels = (*LEVELS, 0.5)
-    q = np.array([np.quantile(draws[i], levels) for i in idx])
+_RECORDS: dict = {}
+
+
+def _records(B: pd.DataFrame) -> list[dict]:
+    """The rows of ``B`` as dicts (cached per table: the features the hazard and the layer read)."""
+    key = id(B)
+    if key not in _RECORDS or len(_RECORDS[key][1]) != len(B):
+        _RECORDS[key] = (B, B.to_dict("records"))
+    return _RECORDS[key][1]
+
+
+_QLEVELS = (*LEVELS, 0.5)
+_QCOLS = [f"q{round(lv * 100):02d}" for lv in _QLEVELS]
+
+
+def _quantiles(x: np.ndarray) -> np.ndarray:
+    """``np.quantile(x, _QLEVELS)`` of sorted draws (linear interpolation, as numpy's default), without the sort."""
+    pos = np.asarray(_QLEVELS) * (x.size - 1)
+    lo = np.floor(pos).astype(int)
+    hi = np.minimum(lo + 1, x.size - 1)
+    return x[lo] + (x[hi] - x[lo]) * (pos - lo)
+
+
+def layer_cases(B: pd.DataFrame, draws: list, idx, quantiles: np.ndarray | None = None) -> pd.DataFrame:
+    """The cases ``idx`` as the layer is fitted on them: their features and the quantiles of ``draws``."""
+    q = quantiles[idx] if quantiles is not None else np.array([_quantiles(np.sort(draws[i])) for i in idx])
     df = B.iloc[idx].copy()
-    for j, lv in enumerate(levels):
-        df[f"q{round(lv * 100):02d}"] = q[:, j]
+    df[_QCOLS] = q
     return df
 
 
 def apply_layer(lay, B: pd.DataFrame, draws: list, idx) -> list:
     out = list(draws)
-    recs = B.to_dict("records")
+    recs = _records(B)
     for i in idx:
         r = recs[i]
         out[i] = lay.apply(draws[i], r, fraction=r["fraction_model"], scale=r["scale"])
@@ -284,15 +307,20 @@ def compose(B: pd.DataFrame, mix: list, *, hazard, rule, l2: float = 1.0, loso: 
     src = B["source"].to_numpy()
     out = [None] * len(B)
     folds = sorted(set(src)) if loso else [None]
+    q0 = np.array([_quantiles(x) for x in mix]) if rule is not None else None  # mixtures are sorted
     for s in folds:
         te = np.flatnonzero(src == s) if s is not None else np.arange(len(B))
         tr = src != s if s is not None else np.ones(len(B), dtype=bool)
-        cur = mix
+        cur, q = mix, q0
         if hazard is not None:
             hz = _hazard_fit(B, tr, hazard, l2=l2)
             cur = apply_hazard(hz, B, mix, np.arange(len(B)))  # training cases too: the layer is fitted after it
+            if rule is not None:
+                q = q0.copy()
+                for i in (i for i in range(len(B)) if cur[i] is not mix[i]):
+                    q[i] = _quantiles(cur[i])
         if rule is not None:
-            lay = fit_layer(layer_cases(B, cur, np.flatnonzero(tr)), rule=rule, name="loso")
+            lay = fit_layer(layer_cases(B, cur, np.flatnonzero(tr), q), rule=rule, name="loso")
             cur = apply_layer(lay, B, cur, te)
         for i in te:
             out[i] = cur[i]
@@ -452,6 +480,7 @@ def hazard_check(B: pd.DataFrame, names) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stage", choices=("evidence", "study"), default="study")
+    ap.add_argument("--partial", action="store_true", help="study the cases with evidence only (a dry run: no report)")
     args = ap.parse_args()
     runs = load_all()
     B, D = load_ledgers()
@@ -460,6 +489,14 @@ def main():
         return
     B = attach_evidence(describe_cases(B, runs))
     missing = int(B[[f"ev_{k}" for k in KINDS]].isna().any(axis=1).sum())
+    if args.partial:
+        keep = ~B[[f"ev_{k}" for k in KINDS]].isna().any(axis=1).to_numpy()
+        B, D = B[keep].reset_index(drop=True), {k: [x for x, m in zip(v, keep, strict=True) if m] for k, v in D.items()}
+        cases, _ = variants(B, D)
+        pick, table = choose(cases)
+        print(table.head(30).to_string())
+        print("chosen", pick)
+        return
     if missing:
         sys.exit(f"{missing} case(s) have no evidence yet: run `{CMD} --stage evidence` first")
     t0 = time.time()

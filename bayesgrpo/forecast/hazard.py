@@ -25,6 +25,7 @@ widens the forecast only where one does.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -95,15 +96,11 @@ class Hazard(BaseModel):
     def leaving(self, n: int, p: float, *, level: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
         """``(indices, end values)`` of the draws that leave: a fixed subset of ``round(p n)`` of ``n``
         draws, ending at evenly spaced quantiles of the outcome's Beta between ``floor`` and ``level``."""
-        from scipy import stats
-
         k = int(round(p * n))
         if k == 0 or not (np.isfinite(level) and np.isfinite(floor)):
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        rng = np.random.default_rng(HAZARD_SEED)
-        idx = np.sort(rng.choice(n, size=k, replace=False))
+        idx, v = _leaving_draws(n, k, *self.outcome)
         lo = min(float(floor), float(level))
-        v = stats.beta.ppf((rng.permutation(k) + 0.5) / k, *self.outcome)
         return idx, lo + (float(level) - lo) * v
 
     def apply(self, draws, feats: dict, *, level: float, floor: float) -> np.ndarray:
@@ -131,6 +128,19 @@ class Hazard(BaseModel):
 
         res = files("bayesgrpo.resources").joinpath("hazard.json")
         return cls.load(res) if res.is_file() else cls()
+
+
+@functools.lru_cache(maxsize=256)
+def _leaving_draws(n: int, k: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed subset of ``k`` of ``n`` draws that leave, and their Beta(a, b) shares of the way up (read-only)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(HAZARD_SEED)
+    idx = np.sort(rng.choice(n, size=k, replace=False))
+    v = stats.beta.ppf((rng.permutation(k) + 0.5) / k, a, b)
+    idx.flags.writeable = False
+    v.flags.writeable = False
+    return idx, v
 
 
 def left_regime(level, truth, value_range, *, fall: float = FALL) -> np.ndarray:
@@ -185,14 +195,19 @@ def fit_hazard(
     cs = [_robust_centre_spread(X[:, j]) for j in range(X.shape[1])]
     Z = (X - np.array([c for c, _ in cs])) / np.array([s for _, s in cs]) if X.shape[1] else X
 
-    def nll(b):
-        eta = np.clip(b[0] + Z @ b[1:] + np.log(go), -30.0, 5.0)
+    A = np.column_stack([np.ones(len(y)), Z])
+    pen = np.r_[0.0, np.full(Z.shape[1], l2)]
+
+    def nll(b):  # and its exact gradient: d ll / d eta = y lam e^-lam / (1 - e^-lam) - (1 - y) lam
+        eta = np.clip(A @ b + np.log(go), -30.0, 5.0)
         lam = np.exp(eta)
-        ll = y * np.log(-np.expm1(-lam) + 1e-300) - (1.0 - y) * lam
-        return -(w * ll).sum() + 0.5 * l2 * float(np.sum(b[1:] ** 2))
+        one_m = -np.expm1(-lam)
+        ll = y * np.log(one_m + 1e-300) - (1.0 - y) * lam
+        dll = y * lam * np.exp(-lam) / np.maximum(one_m, 1e-300) - (1.0 - y) * lam
+        return -(w * ll).sum() + 0.5 * float(pen @ b**2), -(A.T @ (w * dll)) + pen * b
 
     b0 = math.log(max(float((w * y).sum() / (w * go).sum()), 1e-4))
-    res = optimize.minimize(nll, np.r_[b0, np.zeros(Z.shape[1])], method="L-BFGS-B")
+    res = optimize.minimize(nll, np.r_[b0, np.zeros(Z.shape[1])], jac=True, method="L-BFGS-B")
     a_b = (1.0, 1.0)
     if outcome is not None and len(outcome) >= 3:
         v = np.clip(np.asarray(outcome, dtype=float), 0.01, 0.99)

@@ -60,6 +60,11 @@ RULES: dict = {
 }  # fmt: skip
 
 
+#: the features the rules read (a case table's other columns are not looked at)
+_RULE_INPUTS = ("recent", "noise", "bounded", "at_floor", "has_kl", "has_entropy", "has_length", "has_zero_std",
+                "w_oscillator")  # fmt: skip
+
+
 def case_weights(source) -> np.ndarray:
     """Half per case, half per source (each source the same), normalised to sum 1."""
     import pandas as pd
@@ -191,8 +196,7 @@ def fit_layer(
 
     df = pd.DataFrame(cases).reset_index(drop=True)
     fn = RULES[rule][1]
-    feats = df.to_dict("records")
-    grp = np.array([fn(f) for f in feats])
+    grp = np.array([fn(f) for f in df[[c for c in df.columns if c in _RULE_INPUTS]].to_dict("records")])
     w = case_weights(df["source"])
     cut = df["cutoff"].to_numpy(float)
     y, sc = df["truth"].to_numpy(float), df["scale"].to_numpy(float)

@@ -3,7 +3,10 @@
 * :func:`robust_range` -- the reward scale of a run: 95% minus 5% quantile (with fallbacks);
 * :func:`noise_sd` -- white measurement-noise sd from first differences (MAD, with a floor for
   quantised series);
-* :func:`start_level` -- mean of the first ``max(3, 10%)`` points.
+* :func:`start_level` -- mean of the first ``max(3, 10%)`` points;
+* :func:`current_level` -- mean of the last ``max(3, 10%)`` points: where a run is *now* (the level a
+  stop decision compares the forecast with, the anchor of the calibration layer's leaving draws, the
+  ``last_value`` peer's forecast).
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import math
 
 import numpy as np
 
-__all__ = ["robust_range", "noise_sd", "start_level", "START_SHARE", "MIN_START_POINTS"]
+__all__ = ["robust_range", "noise_sd", "start_level", "current_level", "START_SHARE", "MIN_START_POINTS", "LEVEL_SHARE"]
 
 START_SHARE = 0.1
+LEVEL_SHARE = 0.1  # the current level: the mean of the last 10% of the logged points (at least 3)
 MIN_START_POINTS = 3
 
 
@@ -62,3 +66,18 @@ def start_level(values) -> float:
         return float("nan")
     k = max(MIN_START_POINTS, int(math.ceil(START_SHARE * r.size)))
     return float(np.mean(r[:k]))
+
+
+def current_level(values) -> float:
+    """Where a run is now: the mean of the last ``max(3, ceil(10%))`` finite values (all of them when
+    fewer than 3). NaN for no finite value.
+
+    The one definition of "current level": the stop advice compares the forecast final reward with it
+    (``p_gain`` = P(final >= current level + delta x scale)), the calibration layer's leaving draws start
+    from it, and the stop backtests measure the reward a stop gives up from it.
+    """
+    r = _finite(values)
+    if r.size == 0:
+        return float("nan")
+    k = max(MIN_START_POINTS, int(math.ceil(LEVEL_SHARE * r.size)))
+    return float(np.mean(r[-k:]))

@@ -12,7 +12,8 @@ development run and each observed fraction c in {0.1, 0.2, 0.3, 0.5}, this scrip
 kind to the WHOLE run (broad priors) in the units a forecast at fraction c would use, and records
 the posterior medians of the per-run quantities the prior describes: ``gain = r_star - r0``,
 ``log(tau - 1)`` (steps), ``log(wander / sigma_m)``, ``log(r0 - L)`` (the floor distance, degeneracy
-kinds, floor unknown), ``logit(lam / LAM_MAX)`` (the heterogeneity, logistic kind), and the deviations of ``r0`` and ``log sigma_m`` from their data estimates.
+kinds, floor unknown), ``logit(lam / LAM_MAX)`` (the heterogeneity, logistic kind), and the deviations of
+``r0`` and ``log sigma_m`` from their data estimates.
 :func:`bayesgrpo.models.prior.fit_population` turns the table into a prior (every source weighs the
 same; by fraction); ``bench/forecast_benchmark.py`` calls it with ``exclude_source=`` for honest
 leave-one-source-out priors.
@@ -50,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import FOLDERS_BEFORE_MORE, SELECTION, batch_std_as_such, load_dev  # noqa: E402
+from devdata import SELECTION, batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
@@ -74,7 +75,7 @@ def _spread(ids, k):
 
 
 def load_sets() -> tuple[RunSet, pd.Series]:
-    dev = load_dev(folders=FOLDERS_BEFORE_MORE)  # the sets these priors were fitted on
+    dev = load_dev()  # the sets these priors were fitted on (grpo-public, grpo-extra)
     src = dev.meta["source_repo"].astype(str)
     keep = [r for s_ in src.unique() for r in _spread(list(src.index[src == s_]), MAX_PER_SOURCE)]
     dev = dev.select(keep)
@@ -109,7 +110,7 @@ SPREAD_SAMPLER = SamplerConfig(draws=200, tune=200, seed=0)  # posterior medians
 def load_spread_sets() -> tuple[RunSet, pd.Series]:
     """The runs that log a spread channel (at most 3 per source, every development set) and 6 of the testbed's
     (its ``batch_size`` is prompts per step: ``prompts_per_step``), with the channel columns and metadata."""
-    dev = batch_std_as_such(load_dev())
+    dev = batch_std_as_such(load_dev(more=True))
     chans = [c for c in SPREAD_CHANNELS if c in dev.data.columns]
     logged = dev.data.groupby("run_id")[chans].count().sum(axis=1)
     src = dev.meta["source_repo"].astype(str)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import forecast_benchmark as FB  # noqa: E402
-from devdata import FOLDERS, SELECTION, batch_std_as_such, load_dev  # noqa: E402
+from devdata import FOLDERS_WITH_MORE, SELECTION_MORE, batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.evaluation.backtest import backtest  # noqa: E402
 from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
@@ -273,11 +273,11 @@ def ablation_table(configs, runs) -> list[str]:
 
 
 def report(configs) -> None:
-    runs = batch_std_as_such(load_dev())
+    runs = batch_std_as_such(load_dev(more=True))
     md = ["# The spread channel, leave-one-source-out", "",
           f"Regenerate: `.venv/bin/python bench/fit_population_prior.py --spread && {CMD}` (resumable; `--report-only` "
           f"rebuilds this page). Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-          f"**Runs.** {SELECTION} ({', '.join(FOLDERS)}): {len(runs.run_ids)} runs from "
+          f"**Runs.** {SELECTION_MORE} ({', '.join(FOLDERS_WITH_MORE)}): {len(runs.run_ids)} runs from "
           f"{runs.meta['source_repo'].nunique()} sources, cutoffs {', '.join(map(str, FB.CUTOFFS))}.", "",
           "**Protocol.** " + __doc__.split("Protocol: ")[1].replace("\n", " ").strip(), ""]  # fmt: skip
     if TIMING.exists():
@@ -358,11 +358,11 @@ def main():
     if args.work:
         FB.WORK = args.work
     if args.timing:
-        timing(args.timing, batch_std_as_such(load_dev()))
+        timing(args.timing, batch_std_as_such(load_dev(more=True)))
         return
     configs = args.config or list(CONFIGS)
     if not args.report_only:
-        runs = batch_std_as_such(load_dev())
+        runs = batch_std_as_such(load_dev(more=True))
         for n in configs:
             run_config(n, runs, SamplerConfig(seed=0), only_sources=args.source)
     report(configs)

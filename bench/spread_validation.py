@@ -130,7 +130,7 @@ def check_testbed() -> tuple[list[dict], dict]:
 
 
 def check_real() -> list[dict]:
-    runs = batch_std_as_such(load_dev())  # the runs whose reward_std is a batch std are left out
+    runs = batch_std_as_such(load_dev(more=True))  # the runs whose reward_std is a batch std are left out
     rows = []
     for rid in runs.run_ids:
         d = runs.run(rid)

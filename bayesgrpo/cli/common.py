@@ -224,10 +224,11 @@ def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
 
 
 def validate_model(model: str) -> None:
+    from bayesgrpo.conventions import AUTO_KIND
     from bayesgrpo.models.kinds import MODEL_KINDS
 
-    if model not in MODEL_KINDS:
-        fail(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    if model not in MODEL_KINDS and model != AUTO_KIND:
+        fail(f"--model {model!r} is not a model kind; choose {AUTO_KIND} or one of {', '.join(MODEL_KINDS)}")
 
 
 def parse_channels(text: str | None, model: str) -> tuple[str, ...]:

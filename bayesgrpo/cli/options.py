@@ -63,14 +63,16 @@ WorkersOpt = Annotated[
     int | None,
     typer.Option(
         "--workers",
-        help="forecast on N local worker processes (an embedded Dask cluster; needs bayesgrpo[dask]); default: this process",
+        help="forecast on N local worker processes (an embedded Dask cluster; needs bayesgrpo[dask]); "
+        "default: this process",
     ),
 ]
 SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
-        help="forecast on an existing Dask cluster: its scheduler address, e.g. tcp://host:8786 (needs bayesgrpo[dask])",
+        help="forecast on an existing Dask cluster: its scheduler address, e.g. tcp://host:8786 "
+        "(needs bayesgrpo[dask])",
     ),
 ]
 ContextOpt = Annotated[
@@ -88,7 +90,7 @@ ChannelsOpt = Annotated[
     str | None,
     typer.Option(
         "--channels",
-        help="observe the spread with the reward (--model degeneracy or logistic): 'reward_std', "
+        help="observe the spread with the reward (--model degeneracy, logistic or auto): 'reward_std', "
         "'frac_reward_zero_std', both comma-separated, or 'spread' for both; runs that log none forecast as without",
     ),
 ]

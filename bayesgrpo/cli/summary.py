@@ -106,7 +106,13 @@ def formats_cmd():
 
 def models_cmd():
     """List the model kinds (``--model``)."""
+    from bayesgrpo.conventions import AUTO_KIND
     from bayesgrpo.models.kinds import MODEL_KINDS
 
+    from bayesgrpo.forecast.shape import ShapeConfig
+
+    kinds = ", ".join(ShapeConfig.default().kinds)
+    typer.echo(f"{AUTO_KIND}\tthe shape chosen per run among {kinds} by its evidence and a prior over kinds given "
+               "the prefix, with the hazard of leaving the regime and the conditioned interval layer")  # fmt: skip
     for k in MODEL_KINDS.values():
         typer.echo(f"{k.name}\t{k.summary}")

@@ -156,3 +156,34 @@ def test_hazard_in_the_forecast_moves_the_same_draws_in_paths_and_final(auto_sam
     assert np.all((fin[moved] >= floor - 1e-12) & (fin[moved] <= level + 1e-12))
     # the paths of those draws end where their final reward does
     np.testing.assert_allclose(fit.paths("r1").latent[moved, -1], fin[moved], atol=0.05)
+
+
+def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampler, monkeypatch):
+    """``--model auto --channels``: a run that logs a channel gets the spread graph for its degeneracy kind (whose
+    draws are filtered with the channel) and the reward-only graph for the oscillator (its spread parameters NaN,
+    its draws exactly as without channels); the block evidence is not computed on a spread graph."""
+    from bayesgrpo.inference import sampling
+
+    keys = []
+    monkeypatch.setattr(sampling, "compile_model", lambda key, build, **kw: keys.append(key))
+    auto_sampler["params"].update(nu=2.0, W=1.5)
+    base = _floor_run()
+    data = base.data.assign(reward_std=lambda d: np.sqrt(d["reward"] * (1 - d["reward"])) + 0.02)
+    runs = RunSet.from_frames(data, base.meta.assign(group_size=4, batch_size=16).reset_index())
+    prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
+    kw = dict(shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False)
+    fit = Forecaster(AUTO, channels=("reward_std",), **kw).fit(runs)
+    assert fit.shape_weights["r1"] == pytest.approx({"oscillator": 0.5, "degeneracy": 0.5})
+    assert [k[0] for k in keys] == ["oscillator", "degeneracy"]
+    assert "spread" not in keys[0] and "spread" in keys[1]
+    assert auto_sampler["calls"][-1]["channels"].any()
+    code = fit.posterior[KIND_CODE].sel(run="r1").to_numpy().ravel()
+    nu = fit.posterior["nu"].sel(run="r1").to_numpy().ravel()
+    assert np.all(np.isnan(nu[code == 0])) and np.all(nu[code == 1] == 2.0)
+    plain = Forecaster(AUTO, **kw).fit(runs)
+    a, b = fit.paths("r1").latent, plain.paths("r1").latent
+    np.testing.assert_array_equal(a[code == 0], b[code == 0])
+    assert not np.allclose(a[code == 1], b[code == 1])
+    with pytest.raises(ValueError, match="degeneracy state"):
+        Forecaster(AUTO, channels=("reward_std",), shape=ShapeConfig(kinds=("oscillator",), prior=ShapePrior(
+            at_floor=(1.0,), elsewhere=(1.0,))))  # fmt: skip

@@ -158,7 +158,7 @@ def test_hazard_in_the_forecast_moves_the_same_draws_in_paths_and_final(auto_sam
     np.testing.assert_allclose(fit.paths("r1").latent[moved, -1], fin[moved], atol=0.05)
 
 
-def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampler, monkeypatch):
+def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampler, monkeypatch, tmp_path):
     """``--model auto --channels``: a run that logs a channel gets the spread graph for its degeneracy kind (whose
     draws are filtered with the channel) and the reward-only graph for the oscillator (its spread parameters NaN,
     its draws exactly as without channels); the block evidence is not computed on a spread graph."""
@@ -184,6 +184,10 @@ def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampl
     a, b = fit.paths("r1").latent, plain.paths("r1").latent
     np.testing.assert_array_equal(a[code == 0], b[code == 0])
     assert not np.allclose(a[code == 1], b[code == 1])
+    fit.save(tmp_path / "f.nc")
+    back = FittedForecast.load(tmp_path / "f.nc")
+    assert back.config.channels == ("reward_std",) and back.shape_weights == fit.shape_weights
+    np.testing.assert_array_equal(back.final_draws("r1"), fit.final_draws("r1"))
     with pytest.raises(ValueError, match="degeneracy state"):
         Forecaster(AUTO, channels=("reward_std",), shape=ShapeConfig(kinds=("oscillator",), prior=ShapePrior(
             at_floor=(1.0,), elsewhere=(1.0,))))  # fmt: skip

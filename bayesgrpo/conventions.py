@@ -11,7 +11,7 @@ default (89% ETI) is never used: wherever ArviZ summarises, :data:`CI_PROB` is p
 from __future__ import annotations
 
 __all__ = [
-    "RUN_DIM", "STEP_DIM", "FAMILY_DIM", "CUTOFF_DIM", "REWARD_VAR", "FINAL_REWARD", "STOP_STEP",
+    "RUN_DIM", "STEP_DIM", "FAMILY_DIM", "CUTOFF_DIM", "REWARD_VAR", "FINAL_REWARD", "STOP_STEP", "AUTO_KIND",
     "INTERVALS", "QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
     "quantile_column", "interval_bounds", "interval_label",
 ]  # fmt: skip
@@ -23,6 +23,8 @@ CUTOFF_DIM = "cutoff"
 REWARD_VAR = "reward"
 FINAL_REWARD = "final_reward"
 STOP_STEP = "stop_step"
+#: the model "kind" whose shape is chosen per run among the kinds (:mod:`bayesgrpo.forecast.shape`)
+AUTO_KIND = "auto"
 
 #: central interval masses reported everywhere (tables, fan charts, backtests, comparisons)
 INTERVALS: tuple[float, ...] = (0.5, 0.8, 0.9)

@@ -5,7 +5,8 @@
   quantised series);
 * :func:`start_level` -- mean of the first ``max(3, 10%)`` points;
 * :func:`current_level` -- mean of the last ``max(3, 10%)`` points: where a run is *now* (the level a
-  stop decision compares the forecast with, the anchor of the calibration layer's leaving draws);
+  stop decision compares the forecast with, the anchor of the calibration layer's leaving draws, the
+  ``last_value`` peer's forecast);
 * :func:`best_window_mean` -- the best mean of ``w`` consecutive points ("best so far" of
   ``ImprovementStop``).
 """

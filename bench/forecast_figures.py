@@ -1,21 +1,20 @@
-"""Fan charts of development runs of the shapes real runs take, forecast as the benchmark scores them
-(leave-one-source-out population prior and calibration layer); writes
-bench/results/figures/forecast_dev_<shape>.png.
+"""Fan charts of the worst case of each class of run, forecast by the shipped default as the benchmark scores
+it (priors, hazard and interval layer fitted without the case's source); writes
+bench/results/figures/forecast_auto_<class>.png and forecast_auto_check.csv.
 
-    .venv/bin/python bench/forecast_figures.py     # after forecast_benchmark.py and calibration_study.py
+    .venv/bin/python bench/forecast_figures.py     # after bench/quality_study.py
 
-The runs are picked by rule from the benchmark's oscillator ledger, not by hand: for each shape the
-case whose outcome is most extreme in that direction, relative to the level of its prefix (the mean of
-the last tenth), in units of the run's range --
-
-* ``late_rise`` (an S-curve seen early): cutoff 0.2, the truth highest above the level;
-* ``decline`` (a rise that peaks and falls or collapses): cutoff 0.3, the truth lowest below it;
-* ``saturating`` (the common case): cutoff 0.3, the truth closest to the level plus the median
-  gain of all cases at that cutoff.
+For each class of :data:`quality_study.CLASS_RULE` the case with the highest nCRPS of the shipped variant
+(``bench/results/quality_study.json``) is forecast again by ``Forecaster("auto")`` itself -- a full fit of
+every kind its weights keep, the LOSO population prior of each kind, the hazard and the layer refitted on
+the other sources' cases exactly as the study does -- and drawn with the rest of the run for comparison.
+``forecast_auto_check.csv`` puts the forecaster's final-reward quantiles beside the study's composed ones
+(the same method, sampled again: they agree to Monte Carlo error).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -27,54 +26,68 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import calibration_study as CS  # noqa: E402
 import forecast_benchmark as FB  # noqa: E402
-from devdata import load_dev  # noqa: E402
+import quality_study as QS  # noqa: E402
+from devdata import load_all  # noqa: E402
 
-from bayesgrpo.forecast.forecaster import Forecaster  # noqa: E402
+from bayesgrpo.forecast.forecaster import AUTO, Forecaster  # noqa: E402
+from bayesgrpo.forecast.intervals import IntervalLayer, fit_layer  # noqa: E402
 
 OUT = FB.RES / "figures"
-CONFIG = "oscillator"
 
 
-def pick(b: pd.DataFrame) -> dict:
-    b = b.assign(rel=(b["truth"] - b["level"]) / b["range"])
-    c2, c3 = b[np.isclose(b["cutoff"], 0.2)], b[np.isclose(b["cutoff"], 0.3)]
-    sat = c3.iloc[(c3["rel"] - c3["rel"].median()).abs().argsort()[:1]]
-    return {"late_rise": c2.loc[c2["rel"].idxmax()], "decline": c3.loc[c3["rel"].idxmin()], "saturating": sat.iloc[0]}
+def loso_layers(B: pd.DataFrame, mix: list, source: str, hz_names, rule):
+    """The hazard and layer the study applies to ``source``: fitted on every other source's cases."""
+    tr = B["source"].to_numpy() != source
+    hz, cur = None, mix
+    if hz_names is not None:
+        hz = QS._hazard_fit(B, tr, hz_names, l2=1.0)
+        cur = QS.apply_hazard(hz, B, mix, np.arange(len(B)))
+    lay = fit_layer(QS.layer_cases(B, cur, np.flatnonzero(tr)), rule=rule, name="loso") if rule else IntervalLayer()
+    return hz, lay
 
 
 def main():
-    runs = load_dev()
-    b, draws = CS.ledger(CONFIG, runs)
+    runs = load_all()
+    chosen = json.loads((FB.RES / "quality_study.json").read_text())["chosen"]
+    shape, hz_names, rule = QS.parse(chosen)
+    B, D = QS.load_ledgers()
+    B = QS.attach_evidence(QS.describe_cases(B, runs))
+    weights = QS.shape_weights(B, QS.SHAPES[shape])
+    mix = [QS.mixture(D, i, w) for i, w in enumerate(weights)]
+    q = pd.read_csv(FB.RES / "quality_cases.csv.gz")
+    q = q[q["method"] == chosen]
     table = pd.read_csv(FB.PRIOR_TABLE)
-    import json
-
-    shipped = json.loads((FB.RES / "calibration_study.json").read_text())[CONFIG]["shipped"]
     OUT.mkdir(parents=True, exist_ok=True)
-    for shape, r in pick(b).items():
+    rows = []
+    for cl in QS.CLASSES:
+        g = q[q["cls"] == cl]
+        if g.empty:
+            continue
+        r = g.loc[g["ncrps"].idxmax()]
+        i = int(np.flatnonzero((B["run_id"] == r["run_id"]).to_numpy() & np.isclose(B["cutoff"], r["cutoff"]))[0])
         s = r["source"]
-        tr = np.flatnonzero(b["source"].to_numpy() != s)
-        cal = None
-        if shipped != "none":
-            cal = CS.fit_variant(b.iloc[tr], [draws[i] for i in tr], CS.VARIANTS[shipped], f"loso-{shipped}")
-        prior = FB.loso_prior(table, FB.CONFIGS[CONFIG]["model"], s)
+        hz, lay = loso_layers(B, mix, s, hz_names, rule)
+        priors = {k: FB.loso_prior(table, k, s) for k in QS.SHAPES[shape].kinds}
         full = runs.select([r["run_id"]])
+        fc = Forecaster(AUTO, shape=QS.SHAPES[shape], priors=priors, hazard=hz if hz is not None else False,
+                        intervals=lay, calibration=False)  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            fit = Forecaster(CONFIG, prior=prior, calibration=cal if cal is not None else False).fit(
-                full.truncate(until_step=int(r["observed_until"])), horizon=int(r["horizon"])
-            )
+            fit = fc.fit(full.truncate(until_step=int(B["observed_until"].iloc[i])), horizon=int(B["horizon"].iloc[i]))
         fig = fit.plot(r["run_id"], truth=full.run(r["run_id"]))
-        fig.suptitle(f"{shape}: {s} (cutoff {r['cutoff']:g}; prior and calibration without this source)", fontsize=9)
-        p = OUT / f"forecast_dev_{shape}.png"
+        fig.suptitle(f"{cl}: {s}, {r['run_id'][:40]} (cutoff {r['cutoff']:g}; priors, hazard and layer without "
+                     "this source)", fontsize=8)  # fmt: skip
+        name = cl.split("/")[0].lower().replace("-", "")
+        p = OUT / f"forecast_auto_{name}.png"
         fig.savefig(p, dpi=100)
         row = fit.table().iloc[0]
-        print(
-            f"{shape}: {r['run_id']} truth {r['truth']:.3f} final {row['final_q50']:.3f} "
-            f"[{row['final_q10']:.3f}, {row['final_q90']:.3f}] -> {p.relative_to(ROOT)}",
-            flush=True,
-        )
+        rows.append(dict(cls=cl, run_id=r["run_id"], source=s, cutoff=r["cutoff"], truth=r["truth"], ncrps=r["ncrps"],
+                         kinds=row["model"], study_q10=r["q10"], study_q50=r["q50"], study_q90=r["q90"],
+                         forecaster_q10=row["final_q10"], forecaster_q50=row["final_q50"],
+                         forecaster_q90=row["final_q90"], figure=str(p.relative_to(ROOT))))  # fmt: skip
+        print(rows[-1], flush=True)
+    pd.DataFrame(rows).to_csv(OUT / "forecast_auto_check.csv", index=False)
 
 
 if __name__ == "__main__":

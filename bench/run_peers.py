@@ -1,4 +1,5 @@
-"""Peers' backtest on the development runs (independent of bayesgrpo; run once, resumable).
+"""Peers' backtest on every development source (``bench/devdata.py::load_all``; independent of bayesgrpo; run
+once, resumable).
 
 .venv/bin/python bench/run_peers.py     # ledger: bench/results/forecast_runs/dev/peers/cases.csv
 """
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import load_dev  # noqa: E402
+from devdata import load_all  # noqa: E402
 
 from bayesgrpo.evaluation.backtest import backtest  # noqa: E402
 
@@ -22,7 +23,7 @@ PEER_KW = {p: {"n_boot": N_BOOT} for p in ("exponential", "scalerl", "pow3")}
 OUT = ROOT / "bench" / "results" / "forecast_runs" / "dev" / "peers"
 
 if __name__ == "__main__":
-    rs = load_dev()
+    rs = load_all()
     t0 = time.time()
 
     def progress(done, total, msg):

@@ -224,10 +224,30 @@ def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
 
 
 def validate_model(model: str) -> None:
+    from bayesgrpo.conventions import AUTO_KIND
     from bayesgrpo.models.kinds import MODEL_KINDS
 
-    if model not in MODEL_KINDS:
-        fail(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    if model not in MODEL_KINDS and model != AUTO_KIND:
+        fail(f"--model {model!r} is not a model kind; choose {AUTO_KIND} or one of {', '.join(MODEL_KINDS)}")
+
+
+def parse_channels(text: str | None, model: str) -> tuple[str, ...]:
+    """``--channels``: ``"reward_std,frac_reward_zero_std"`` (or ``spread`` for both) -> a tuple; checked against
+    the kind (the spread channels observe a degeneracy state). A bad value is a one-line error."""
+    from bayesgrpo.models.arrays import SPREAD_CHANNELS
+    from bayesgrpo.models.kinds import MODEL_KINDS
+
+    if not text:
+        return ()
+    names = SPREAD_CHANNELS if text.strip() == "spread" else tuple(t.strip() for t in text.split(",") if t.strip())
+    bad = [n for n in names if n not in SPREAD_CHANNELS]
+    if bad:
+        fail(f"--channels {text!r}: {', '.join(bad)} is not a spread channel; choose from {', '.join(SPREAD_CHANNELS)} "
+             "or 'spread' for both")  # fmt: skip
+    if model in MODEL_KINDS and not MODEL_KINDS[model].degeneracy:
+        kinds = ", ".join(k for k, v in MODEL_KINDS.items() if v.degeneracy)
+        fail(f"--channels needs a --model with a degeneracy state ({kinds}), not {model!r}")
+    return tuple(dict.fromkeys(names))
 
 
 def stop_policy(*, model: str, risk: float, delta: float):

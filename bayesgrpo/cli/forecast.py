@@ -18,6 +18,7 @@ from bayesgrpo.cli.options import (
     DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
     ChainsOpt,
+    ChannelsOpt,
     ContextMetaOpt,
     ContextOpt,
     DeltaOpt,
@@ -85,7 +86,7 @@ def run_forecast(
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None, check_runs=None, exit_if_none=True, delta=DEFAULT_DELTA, risk=DEFAULT_RISK,
+    scheduler=None, check_runs=None, exit_if_none=True, channels=None, delta=DEFAULT_DELTA, risk=DEFAULT_RISK,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
@@ -105,6 +106,7 @@ def run_forecast(
 
     # ---- every option before any reading or sampling
     C.validate_model(model)
+    spread = C.parse_channels(channels, model)
     C.validate_window(final_window=final_window, stop_fraction=stop_fraction)
     C.validate_until(until_step=until_step, until_fraction=until_fraction, horizon=horizon)
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
@@ -119,12 +121,14 @@ def run_forecast(
         check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
-        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler, delta=delta)
+        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler, channels=spread,
+                        delta=delta)  # fmt: skip
     where = (
         f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     )
     C.status(
         f"{title}: {len(runs)} run(s), model {model}"
+        + (f" observing {', '.join(spread)}" if spread else "")
         + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
         + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
         "later runs load it from the disk cache), then about 1 s per run"
@@ -186,6 +190,7 @@ def forecast_cmd(
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
+    channels: ChannelsOpt = None,
     reward_range: RewardRangeOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -212,8 +217,8 @@ def forecast_cmd(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
         until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
-        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler, delta=delta,
-        risk=risk,
+        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
+        channels=channels, delta=delta, risk=risk,
     )  # fmt: skip
 
 

@@ -63,14 +63,16 @@ WorkersOpt = Annotated[
     int | None,
     typer.Option(
         "--workers",
-        help="forecast on N local worker processes (an embedded Dask cluster; needs bayesgrpo[dask]); default: this process",
+        help="forecast on N local worker processes (an embedded Dask cluster; needs bayesgrpo[dask]); "
+        "default: this process",
     ),
 ]
 SchedulerOpt = Annotated[
     str | None,
     typer.Option(
         "--scheduler",
-        help="forecast on an existing Dask cluster: its scheduler address, e.g. tcp://host:8786 (needs bayesgrpo[dask])",
+        help="forecast on an existing Dask cluster: its scheduler address, e.g. tcp://host:8786 "
+        "(needs bayesgrpo[dask])",
     ),
 ]
 ContextOpt = Annotated[
@@ -82,6 +84,14 @@ RewardRangeOpt = Annotated[
     typer.Option(
         "--reward-range",
         help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate) for runs without reward_min/reward_max metadata",
+    ),
+]
+ChannelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--channels",
+        help="observe the spread with the reward (--model degeneracy, logistic or auto): 'reward_std', "
+        "'frac_reward_zero_std', both comma-separated, or 'spread' for both; runs that log none forecast as without",
     ),
 ]
 FinalWindowOpt = Annotated[

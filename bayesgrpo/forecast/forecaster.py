@@ -22,7 +22,6 @@ data are swapped in with ``with_data`` (numbers in ``bench/results/speed.md``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import time
@@ -35,28 +34,40 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
+from bayesgrpo.conventions import AUTO_KIND, DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
+from bayesgrpo.forecast.hazard import Hazard
+from bayesgrpo.forecast.intervals import IntervalLayer
 from bayesgrpo.forecast.paths import PathDraws
+from bayesgrpo.forecast.shape import (
+    KIND_CODE,
+    ShapeConfig,
+    compiled_kind,
+    kind_weights,
+    mix_posteriors,
+    run_evidence,
+    weights_label,  # fmt: skip
+)
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, ModelArrays, get_kind
+from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, SPREAD_PARAMS, ModelArrays, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
-           "ARTEFACT_SCHEMA", "RunArrays", "STORED_VARS"]  # fmt: skip
+           "ARTEFACT_SCHEMA", "RunArrays", "STORED_VARS", "AUTO"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
 #: version of the saved-forecast format (:meth:`FittedForecast.save`); checked on load
-ARTEFACT_SCHEMA = "bayesgrpo.forecast/2"
-_READABLE_SCHEMAS = ("bayesgrpo.forecast/1", ARTEFACT_SCHEMA)
+ARTEFACT_SCHEMA = "bayesgrpo.forecast/3"  # 3: the shape per run (kind_code draws), hazard and interval layer
+_READABLE_SCHEMAS = ("bayesgrpo.forecast/1", "bayesgrpo.forecast/2", ARTEFACT_SCHEMA)
+AUTO = AUTO_KIND  # the shape chosen per run among the kinds (forecast.shape)
 
 _FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
 TABLE_COLUMNS = [
@@ -70,7 +81,9 @@ HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
 #: per-run posterior variables a fit keeps (what forecasts and health need; the non-centred z_* of
 #: the sampler are dropped: 8 of 13 variables, a third less memory per run)
 #: (every kind's forecast parameters, from the registry, plus the health variables)
-STORED_VARS = tuple(dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(HEALTH_VARS)))
+STORED_VARS = tuple(
+    dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(SPREAD_PARAMS) + list(HEALTH_VARS))
+)
 #: paths of at most this many runs are kept in memory at once (recomputed exactly on demand)
 PATH_CACHE_RUNS = 16
 
@@ -80,7 +93,7 @@ class ForecastConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    model: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS")
+    model: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS, or 'auto'")
     final_window: float = Field(DEFAULT_FINAL_WINDOW, gt=0.0, le=1.0)
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
@@ -94,16 +107,39 @@ class ForecastConfig(BaseModel):
         default_factory=DecisionCalibration,
         description="recalibration map of p_gain (default: the packaged one of the kind)",
     )
+    shape: ShapeConfig | None = Field(None, description="model 'auto': the kinds a run's shape is chosen among")
+    priors: dict[str, PopulationPrior] = Field(
+        default_factory=dict, description="model 'auto': the population prior of each kind (default: the packaged ones)"
+    )
+    hazard: Hazard = Field(default_factory=Hazard, description="the hazard of leaving the regime (default: none)")
+    intervals: IntervalLayer = Field(default_factory=IntervalLayer, description="the conditioned interval layer")
+    channels: tuple[str, ...] = Field(
+        (),
+        description="spread channels observed with the reward (reward_std, frac_reward_zero_std; kinds with a "
+        "degeneracy state): runs that log one are fitted with them (bayesgrpo.models.spread), the others as without",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _default_prior(cls, data):
         if isinstance(data, dict):
             kind = data.get("model", "oscillator")
+            if kind == AUTO:
+                shape = data.get("shape") or ShapeConfig.default()
+                shape = shape if isinstance(shape, ShapeConfig) else ShapeConfig.model_validate(shape)
+                priors = dict(data.get("priors") or {})
+                priors = {k: priors.get(k) or PopulationPrior.default(k) for k in shape.kinds}
+                data = {**data, "shape": shape, "priors": priors}
+                kind = shape.kinds[0]
             if data.get("prior") is None:
-                data = {**data, "prior": PopulationPrior.default(kind)}
+                data = {**data, "prior": (data.get("priors") or {}).get(kind) or PopulationPrior.default(kind)}
             if data.get("calibration") is None and "calibration" in data:
-                data = {**data, "calibration": Calibration.default(kind)}
+                data = {**data, "calibration": Calibration.default(kind) if data.get("model") != AUTO
+                        else identity_calibration()}  # fmt: skip
+            if "hazard" in data and data["hazard"] is None:
+                data = {**data, "hazard": Hazard.default() if data.get("model") == AUTO else Hazard()}
+            if "intervals" in data and data["intervals"] is None:
+                data = {**data, "intervals": IntervalLayer.default(str(data.get("model")))}
             if data.get("decision") is None and "decision" in data:
                 data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
         return data
@@ -111,8 +147,29 @@ class ForecastConfig(BaseModel):
     @field_validator("model")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        get_kind(v)  # ValueError naming the choices
+        if v != AUTO:
+            get_kind(v)  # ValueError naming the choices
         return v
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds a forecast of this configuration can use."""
+        return self.shape.kinds if self.model == AUTO and self.shape is not None else (self.model,)
+
+    def kind_prior(self, kind: str) -> PopulationPrior:
+        return self.priors.get(kind, self.prior) if self.model == AUTO else self.prior
+
+    @model_validator(mode="after")
+    def _channels_need_a_degeneracy_state(self):
+        from bayesgrpo.models.arrays import SPREAD_CHANNELS
+
+        bad = [c for c in self.channels if c not in SPREAD_CHANNELS]
+        if bad:
+            raise ValueError(f"unknown spread channel(s) {bad}; choose from {', '.join(SPREAD_CHANNELS)}")
+        if self.channels and not any(get_kind(k).degeneracy for k in self.kinds):
+            kinds = ", ".join(k.name for k in MODEL_KINDS.values() if k.degeneracy)
+            raise ValueError(f"the spread channels need a kind with a degeneracy state ({kinds}), not {self.model!r}")
+        return self
 
 
 class Forecaster:
@@ -140,7 +197,22 @@ class Forecaster:
         The table's ``p_gain`` = P(final reward >= current level + delta x scale) (:mod:`bayesgrpo.forecast.decision`).
     decision : DecisionCalibration or bool
         The recalibration map of ``p_gain``: ``True`` (default) the packaged one of the kind, ``False`` none.
+    shape : ShapeConfig, optional
+        ``model="auto"``: the kinds each run's shape is chosen among by its evidence and the prior over
+        kinds (:mod:`bayesgrpo.forecast.shape`; default :class:`ShapeConfig`).
+    priors : dict, optional
+        ``model="auto"``: a population prior per kind (default: the packaged ones).
+    hazard : Hazard or bool
+        The hazard of leaving the regime (:mod:`bayesgrpo.forecast.hazard`): ``True`` (default) the
+        packaged one for ``model="auto"`` and none for a single kind, ``False`` none, or a hazard.
+    intervals : IntervalLayer or bool
+        The conditioned interval layer (:mod:`bayesgrpo.forecast.intervals`): ``True`` (default) the
+        packaged one of the configuration (``auto`` has one), ``False`` none, or a layer.
     sampler : SamplerConfig, optional
+    channels : sequence of str
+        Spread channels observed with the reward (``reward_std``, ``frac_reward_zero_std``), kinds with a
+        degeneracy state only (:mod:`bayesgrpo.models.spread`): a run that logs one is fitted with the joint
+        likelihood (one compiled model whatever it logs); a run that logs none forecasts exactly as without.
 
     Examples
     --------
@@ -162,10 +234,15 @@ class Forecaster:
         calibration: Calibration | bool | None = True,
         delta: float = DEFAULT_DELTA,
         decision: DecisionCalibration | bool = True,
+        shape: ShapeConfig | None = None,
+        priors: dict | None = None,
+        hazard: Hazard | bool = True,
+        intervals: IntervalLayer | bool = True,
         sampler: SamplerConfig | None = None,
+        channels=(),
     ):
         kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical,
-                  delta=delta)  # fmt: skip
+                  channels=tuple(channels), delta=delta)  # fmt: skip
         if decision is True:
             kw["decision"] = None  # -> the packaged map of the kind
         elif isinstance(decision, DecisionCalibration):
@@ -176,6 +253,15 @@ class Forecaster:
             kw["calibration"] = None  # -> the packaged layer of the kind
         elif isinstance(calibration, Calibration):
             kw["calibration"] = calibration
+        if shape is not None:
+            kw["shape"] = shape
+        if priors:
+            kw["priors"] = dict(priors)
+        for name, value in (("hazard", hazard), ("intervals", intervals)):
+            if value is True:
+                kw[name] = None  # -> the packaged one
+            elif value is not False:
+                kw[name] = value
         self.config = ForecastConfig(**kw)
         self.sampler = sampler or SamplerConfig()
 
@@ -206,8 +292,13 @@ class Forecaster:
             A run has too few points or no horizon (message names the run).
         """
         cfg = self.config
-        kind = get_kind(cfg.model)
+        auto = cfg.model == AUTO
+        kind = get_kind(cfg.kinds[0])
         hierarchical = cfg.hierarchical
+        if auto and hierarchical:
+            raise ForecastError(
+                "model 'auto' chooses each run's shape alone; a hierarchical (joint) fit needs one kind"
+            )
         all_runs = runs
         hz = horizon
         run_priors = {}
@@ -223,41 +314,32 @@ class Forecaster:
                 hz = {**horizon, **ctx_h}
             else:
                 hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
-        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior)
-        if kind.degeneracy:
+        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior, channels=cfg.channels)
+        if kind.degeneracy and not auto:
             lagged = [i.run_id for i in infos if i.refresh_interval > 1]
             if lagged:
-                raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
-                                    "runs only (use --model oscillator for it)")  # fmt: skip
+                raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models "
+                                    "lag-free runs only (use --model oscillator for it)")  # fmt: skip
         log.info(
             "population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model
         )
         if context is not None and not hierarchical:
-            run_priors = self._context_priors(arrays, context)
+            run_priors = {k: self._context_priors(arrays, context, k) for k in ((kind.name,) if not auto else ())}
         # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
-        # population prior), all through one compiled model whose data are swapped per run
+        # population prior), all through one compiled model per kind whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
-        posts, health, seconds = [], {}, {}
+        posts, health, seconds, weights = [], {}, {}, {}
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
             t0 = time.perf_counter()
-            # the graph is built with the population's default momentum centre: a compiled model (and
-            # the support point its chains start from) never depends on the run it was first built for
-            template = dataclasses.replace(sub, mu_mean=np.full(len(sub.run_ids), cfg.prior.mu_default))
-            compiled = sampling.compile_model(
-                kind.graph_key(sub, cfg.prior, hierarchical),
-                functools.partial(kind.build, template, prior=cfg.prior, hierarchical=hierarchical),
-                backend=self.sampler.backend,
-            )
-            prior_b = run_priors.get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
-            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=kind.required_data,
-                                  seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
-            post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
-            if "family" in post.dims:
-                post = post.assign_coords(family=list(sub.families))
-            h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
+            if auto:
+                ctx = (lambda k: self._context_priors(arrays, context, k)) if context is not None else None
+                post, h, weights[sub.run_ids[0]] = self._fit_shape(sub, infos[int(b[0])], all_runs, ctx, run_priors)
+            else:
+                prior_b = run_priors.get(kind.name, {}).get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
+                post, h = self._sample(kind, sub, cfg.prior, prior_b, hierarchical)
             dt = time.perf_counter() - t0
-            posts.append(post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]])
+            posts.append(post)
             for rid in sub.run_ids:
                 health[rid] = h[rid]
                 seconds[rid] = dt / len(b)
@@ -270,29 +352,86 @@ class Forecaster:
         )
         posterior = posterior.sel(run=list(arrays.run_ids))
         hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
+        ctx_ids = {r: p.identity for per_kind in run_priors.values() for r, p in per_kind.items()}
         return FittedForecast(
             config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
             arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
+            forecast_ids=list(runs.run_ids), context_priors=ctx_ids, shape_weights=weights,
         )  # fmt: skip
+
+    def _sample(self, kind, sub: ModelArrays, prior: PopulationPrior, prior_b: PopulationPrior, hierarchical: bool):
+        """NUTS of one batch with one kind: ``(posterior of the stored variables, health per run)``.
+
+        With spread channels configured, a degeneracy kind whose runs log one is fitted by the spread graph;
+        every other fit by the reward-only graph (exactly as without channels), its spread parameters NaN."""
+        spread = bool(self.config.channels) and kind.degeneracy and sub.has_channels
+        compiled = compiled_kind(kind, sub, prior, hierarchical=hierarchical, backend=self.sampler.backend,
+                                 spread=spread)  # fmt: skip
+        need = kind.required_data + (("channels",) if spread else ())
+        idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=need,
+                              seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
+        post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
+        if self.config.channels and not spread:  # the same variables for every run of the fit (NaN: fitted without)
+            post = post.assign({v: post["r_star"] * np.nan for v in SPREAD_PARAMS})
+        if "family" in post.dims:
+            post = post.assign_coords(family=list(sub.families))
+        h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
+        return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], h
+
+    def _fit_shape(self, sub: ModelArrays, info: RunInfo, runs: RunSet, context, run_priors: dict):
+        """Model 'auto', one run: the kinds' weights (prior over kinds x block evidence), NUTS of every kind
+        kept, their draws mixed (:mod:`bayesgrpo.forecast.shape`). Returns ``(posterior, health, weights)``."""
+        from bayesgrpo.forecast.features import prefix_features
+
+        cfg, shape, rid = self.config, self.config.shape, sub.run_ids[0]
+        feats = prefix_features(runs.run(rid), fraction=float(sub.fraction[0]), reward_min=info.reward_min,
+                                reward_max=info.reward_max)  # fmt: skip
+        allowed = [k for k in shape.kinds if not (get_kind(k).degeneracy and info.refresh_interval > 1)]
+        priors = {k: cfg.kind_prior(k) for k in allowed}
+        arrs = {k: self._arrays_for(sub, priors[k]) for k in allowed}
+        evidence = {}
+        if shape.evidence and len(allowed) > 1:
+            evidence = {k: run_evidence(get_kind(k), arrs[k], priors[k], split=shape.split, seed=self.sampler.seed,
+                                        backend=self.sampler.backend) for k in allowed}  # fmt: skip
+        weights = kind_weights(feats, evidence, shape, allowed=allowed)
+        posts, healths = {}, []
+        for k in weights:
+            if context is not None and k not in run_priors:
+                run_priors[k] = context(k)
+            prior_b = run_priors.get(k, {}).get(rid, priors[k])
+            posts[k], h = self._sample(get_kind(k), arrs[k], priors[k], prior_b, False)
+            healths.append(h[rid])
+        params = [v for v in STORED_VARS if any(v in p for p in posts.values())]
+        post = mix_posteriors(posts, weights, shape.kinds, params=params)
+        h = {"r_hat_max": max(x["r_hat_max"] for x in healths), "ess_min": min(x["ess_min"] for x in healths),
+             "divergences": int(sum(x["divergences"] for x in healths))}  # fmt: skip
+        log.info("run %s: shape weights %s (evidence %s)", rid, weights, {k: round(v, 2) for k, v in evidence.items()})
+        return post, {rid: h}, weights
+
+    @staticmethod
+    def _arrays_for(sub: ModelArrays, prior: PopulationPrior) -> ModelArrays:
+        """A run's arrays under another kind's prior (only the momentum centre of unknown beta1 depends on it)."""
+        if np.all(sub.mu_known > 0):
+            return sub
+        return dataclasses.replace(sub, mu_mean=np.where(sub.mu_known > 0, sub.mu_mean, prior.mu_default))
 
     #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
     CONTEXT_GRID = 0.05
 
-    def _context_priors(self, arrays: ModelArrays, context: RunSet) -> dict:
-        """Per forecast run, the population prior pooled with the complete ``context`` runs
+    def _context_priors(self, arrays: ModelArrays, context: RunSet, kind: str) -> dict:
+        """Per forecast run, the population prior of ``kind`` pooled with the complete ``context`` runs
         (:func:`bayesgrpo.models.prior.context_prior`): each context run is fitted once per observed
         fraction (rounded to :attr:`CONTEXT_GRID`) in the units a forecast at that fraction uses."""
         from bayesgrpo.models.prior import context_prior, fit_run_effects
 
         fits, out = {}, {}
-        for rid, f in zip(arrays.run_ids, arrays.fraction):
+        for rid, f in zip(arrays.run_ids, arrays.fraction, strict=True):
             fr = float(np.clip(round(float(f) / self.CONTEXT_GRID) * self.CONTEXT_GRID, self.CONTEXT_GRID, 0.9))
             if fr not in fits:
                 smp = SamplerConfig(draws=300, tune=300, chains=self.sampler.chains, seed=self.sampler.seed)
-                fits[fr] = fit_run_effects(context, fraction=fr, kind=self.config.model, sampler=smp)
+                fits[fr] = fit_run_effects(context, fraction=fr, kind=kind, sampler=smp)
             if fits[fr]:
-                out[rid] = context_prior(self.config.prior, fits[fr], fraction=float(f),
+                out[rid] = context_prior(self.config.kind_prior(kind), fits[fr], fraction=float(f),
                                          name=f"context-{len(fits[fr])}-runs")  # fmt: skip
         return out
 
@@ -361,6 +500,12 @@ class RunArrays:
         return self._index[run_id]
 
     def __getattr__(self, name):
+        if name == "channels":  # (C, T, R), padded like y
+            T = max(p.y.shape[0] for p in self.parts)
+            out = np.zeros(self.parts[0].channels.shape[:1] + (T, len(self.parts)))
+            for j, p in enumerate(self.parts):
+                out[:, : p.y.shape[0], j] = p.channels[:, :, 0]
+            return out
         if name in DATA_VARS and name not in ("y", "mask"):
             if name == "family_idx":
                 pos = {f: k for k, f in enumerate(self.families)}
@@ -412,7 +557,9 @@ class FittedForecast:
     seconds: dict
     forecast_ids: list
     context_priors: dict = field(default_factory=dict)
+    shape_weights: dict = field(default_factory=dict)  # model 'auto': run -> {kind: weight}
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _features: dict = field(default_factory=dict, repr=False)
     _window: dict = field(default_factory=dict, repr=False)
     _rows: dict = field(default_factory=dict, repr=False)
 
@@ -464,13 +611,54 @@ class FittedForecast:
             health={k: v for p in parts for k, v in p.health.items()},
             seconds={k: v for p in parts for k, v in p.seconds.items()}, forecast_ids=ids,
             context_priors={k: v for p in parts for k, v in p.context_priors.items()},
+            shape_weights={k: v for p in parts for k, v in p.shape_weights.items()},
         )  # fmt: skip
         out._rows.update({k: v for p in parts for k, v in p._rows.items()})
         return out
 
     # ------------------------------------------------------------ per-run predictive draws
     def _params(self, run_id: str) -> dict:
-        return {k: _draws(self.posterior, run_id, k) for k in get_kind(self.config.model).param_names}
+        names = dict.fromkeys(n for k in self.config.kinds for n in get_kind(k).param_names)
+        if self.config.channels:
+            names.update(dict.fromkeys(SPREAD_PARAMS))
+        return {k: _draws(self.posterior, run_id, k) for k in names if k in self.posterior}
+
+    def _channels(self, run_id: str, kind, p: dict) -> dict | None:
+        """The run's spread channels for ``kind``'s filter where its draws ``p`` came from the spread graph."""
+        if not (self.config.channels and kind.degeneracy and "nu" in p and np.all(np.isfinite(p["nu"]))):
+            return None
+        arr = self.arrays.run(run_id)
+        T = self.infos[run_id].last_step - self.infos[run_id].s0 + 1
+        return {"ch": arr.channels[:, :T, 0], "G": int(arr.group_size[0])}
+
+    def _kind_groups(self, run_id: str) -> list:
+        """``[(kind, draw indices or None for all)]``: the kinds of the run's draws (one for a single kind)."""
+        if KIND_CODE not in self.posterior:
+            return [(get_kind(self.config.kinds[0]), None)]
+        code = _draws(self.posterior, run_id, KIND_CODE).astype(int)
+        present = np.unique(code)
+        if present.size == 1:
+            return [(get_kind(self.config.kinds[int(present[0])]), None)]
+        return [(get_kind(self.config.kinds[int(c)]), np.flatnonzero(code == c)) for c in present]
+
+    def features(self, run_id: str) -> dict:
+        """What the run's prefix shows (:func:`bayesgrpo.forecast.features.prefix_features`) and its shape
+        weights (``w_<kind>``): the inputs of the hazard and the interval layer."""
+        if run_id not in self._features:
+            from bayesgrpo.forecast.features import prefix_features
+
+            info: RunInfo = self.infos[run_id]
+            f = prefix_features(self.runs.run(run_id), fraction=float(self.arrays.run(run_id).fraction[0]),
+                                reward_min=info.reward_min, reward_max=info.reward_max)  # fmt: skip
+            w = self.shape_weights.get(run_id, {self.config.kinds[0]: 1.0})
+            f.update({f"w_{k}": float(w.get(k, 0.0)) for k in MODEL_KINDS})
+            self._features[run_id] = f
+        return self._features[run_id]
+
+    def _anchor(self, run_id: str) -> tuple[float, float]:
+        """``(level, floor)`` a draw that leaves the regime goes from and toward (:func:`leave_anchor`)."""
+        info: RunInfo = self.infos[run_id]
+        return leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
 
     def paths(self, run_id: str) -> PathDraws:
         """Posterior predictive draws of the run's future logged steps (its own units).
@@ -491,7 +679,6 @@ class FittedForecast:
         T = info.last_step - info.s0 + 1
         y = arr.y[:T, 0]
         mask = arr.mask[:T, 0].astype(bool)
-        kind = get_kind(self.config.model)
         K = info.refresh_interval
         # seeded by the run id, not its position: the same numbers whichever runs share the fit
         rng = np.random.default_rng([self.sampler.seed, zlib.crc32(run_id.encode()), 7])
@@ -501,9 +688,23 @@ class FittedForecast:
         win = info.final_steps(self.config.final_window)
         in_win = np.zeros(n_future, dtype=bool)
         in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
-        m, P = kind.filter_last(y, mask, p, K)
-        x, win_sum = kind.propagate(m, P, n_future, p, K=K, n_last=T - 1, rng=rng,
-                                    store=fut[keep] - info.last_step - 1, accumulate=in_win)  # fmt: skip
+        groups = self._kind_groups(run_id)
+        store = fut[keep] - info.last_step - 1
+        if len(groups) == 1:
+            kind = groups[0][0]
+            m, P = kind.filter_last(y, mask, p, K, channels=self._channels(run_id, kind, p))
+            m0 = m[..., 0]
+            x, win_sum = kind.propagate(m, P, n_future, p, K=K, n_last=T - 1, rng=rng, store=store,
+                                        accumulate=in_win)  # fmt: skip
+        else:  # a mixture of kinds: each kind's draws through its own filter and dynamics
+            n_draws = p["r_star"].size
+            m0, x, win_sum = np.empty(n_draws), np.empty((keep.size, n_draws)), np.empty(n_draws)
+            for kd, idx in groups:
+                q = {k: v[idx] for k, v in p.items()}
+                m, P = kd.filter_last(y, mask, q, K, channels=self._channels(run_id, kd, q))
+                m0[idx] = m[..., 0]
+                x[:, idx], win_sum[idx] = kd.propagate(m, P, n_future, q, K=K, n_last=T - 1, rng=rng, store=store,
+                                                       accumulate=in_win)  # fmt: skip
         fut = fut[keep]
         latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
         obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
@@ -517,15 +718,21 @@ class FittedForecast:
         )
         sc, lo = info.scale, info.loc
         n_steps = info.horizon - info.s0
-        stop, reached = kind.stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
+        if len(groups) == 1:
+            stop, reached = groups[0][0].stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
+        else:
+            stop, reached = np.empty(n_draws, dtype=np.int64), np.empty(n_draws, dtype=bool)
+            for kd, idx in groups:
+                stop[idx], reached[idx] = kd.stop({k: v[idx] for k, v in p.items()}, n_steps=n_steps,
+                                                  fraction=self.config.stop_fraction, K=K)  # fmt: skip
         observed = obs_z * sc + lo
         latent_run = latent_z * sc + lo
         cal = self.config.calibration
-        latent_now = (m[..., 0] + p["r_star"]) * sc + lo
+        latent_now = (m0 + p["r_star"]) * sc + lo
+        # the layers' widening grows with the time to go: none at the last observation, all of it at the horizon
+        frac = float(arr.fraction[0])
+        tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
         if cal.name != "identity":
-            # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
-            frac = float(arr.fraction[0])
-            tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
             w_dn, w_up = cal.widths(frac)
             if (w_dn, w_up) != (1.0, 1.0):  # the width ratios (an additive layer has none)
                 for arr_ in (observed, latent_run):
@@ -541,6 +748,17 @@ class FittedForecast:
                 new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
                 observed[idx] += new - latent_run[idx]
                 latent_run[idx] = new
+        hz, lay = self.config.hazard, self.config.intervals
+        if hz.active:
+            level, floor = self._anchor(run_id)
+            idx, end = hz.leaving(latent_run.shape[0], hz.p_leave(self.features(run_id)), level=level, floor=floor)
+            if idx.size:  # the leaving draws go (linearly in time) from where they are now to where they end
+                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
+                observed[idx] += new - latent_run[idx]
+                latent_run[idx] = new
+        if lay.shifts:
+            observed = lay.apply(observed, self.features(run_id), fraction=frac, scale=sc, go=tau_go)
+            latent_run = lay.apply(latent_run, self.features(run_id), fraction=frac, scale=sc, go=tau_go)
         if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
             observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                                info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -585,12 +803,24 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale,
-                                            **self._leave_anchor(run_id))  # fmt: skip
+        frac = float(self.arrays.run(run_id).fraction[0])
+        out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, **self._leave_anchor(run_id))
+        out = self._layers(run_id, out, fraction=frac, scale=info.scale)
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
         return out
+
+    def _layers(self, run_id: str, draws: np.ndarray, *, fraction: float, scale: float) -> np.ndarray:
+        """Final-reward draws through the hazard of leaving (a share ends between floor and level) and the
+        conditioned interval layer, in that order (what the layer was fitted on)."""
+        hz, lay = self.config.hazard, self.config.intervals
+        if hz.active:
+            level, floor = self._anchor(run_id)
+            draws = hz.apply(draws, self.features(run_id), level=level, floor=floor)
+        if lay.shifts:
+            draws = lay.apply(draws, self.features(run_id), fraction=fraction, scale=scale)
+        return draws
 
     def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""
@@ -619,9 +849,10 @@ class FittedForecast:
         qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
         h = self.health[rid]
         row = dict(
-            run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
+            run_id=rid, model=weights_label(self.shape_weights.get(rid, {self.config.model: 1.0})),
+            observed_until=info.last_step, n_obs=info.n_obs,
             horizon=info.horizon, final_mean=float(fin.mean()),
-            **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
+            **{c: float(v) for c, v in zip(_FINAL_Q, qf, strict=True)},
             p_gain=decision_probabilities(self, rid, delta=self.config.delta)["p_gain"],
             stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
             p_stop_before_horizon=float(pd_.stop_reached.mean()),
@@ -656,7 +887,8 @@ class FittedForecast:
             if h["divergences"] > 0:
                 bad.append(f"{h['divergences']} divergent transitions in its batch")
             if bad:
-                msg = f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or rerun with more --draws/--tune"
+                msg = (f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or "
+                       "rerun with more --draws/--tune")  # fmt: skip
                 warnings.warn(msg, SamplerWarning, stacklevel=2)
                 msgs.append(msg)
         return msgs
@@ -688,6 +920,8 @@ class FittedForecast:
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
                 "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known), "fraction": ("run", arr.fraction),
+                "channels": (("channel_row", "step_grid", "run"), arr.channels), "group_size": ("run", arr.group_size),
+                "width": ("run", arr.width), "width_known": ("run", arr.width_known),
             },
             coords={"run": list(arr.run_ids)},
         )  # fmt: skip
@@ -708,6 +942,7 @@ class FittedForecast:
         dt.attrs["calibration"] = self.config.calibration.identity
         dt.attrs["families"] = json.dumps(list(arr.families))
         dt.attrs["forecast_ids"] = json.dumps(self.forecast_ids)
+        dt.attrs["shape_weights"] = json.dumps(self.shape_weights)
         from bayesgrpo import __version__
 
         dt.attrs["bayesgrpo_version"] = __version__
@@ -751,7 +986,8 @@ class FittedForecast:
         for rid, row in info_df.iterrows():
             infos[str(rid)] = RunInfo(
                 run_id=str(rid), s0=int(row.s0), last_step=int(row.last_step), horizon=int(row.horizon),
-                interval=int(row["interval"]), loc=float(row["loc"]), scale=float(row["scale"]), n_obs=int(row["n_obs"]),
+                interval=int(row["interval"]), loc=float(row["loc"]), scale=float(row["scale"]),
+                n_obs=int(row["n_obs"]),
                 refresh_interval=int(row.refresh_interval), model_name=str(row.model_name),
                 planned=int(row["planned"]) if "planned" in row.index else int(row.horizon),
                 reward_min=float(row["reward_min"]) if "reward_min" in row.index else float("nan"),
@@ -769,7 +1005,8 @@ class FittedForecast:
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction") if n in c},
+            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction", "channels", "group_size",
+                                            "width", "width_known") if n in c},
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()
@@ -783,6 +1020,7 @@ class FittedForecast:
             config=cfg, sampler=smp, runs=runs, infos=infos, arrays=arr,
             posterior=dt["posterior"].to_dataset(), hyper=hyper, health=health, seconds=seconds,
             forecast_ids=json.loads(dt.attrs["forecast_ids"]),
+            shape_weights=json.loads(dt.attrs.get("shape_weights", "{}")),
         )  # fmt: skip
 
 

@@ -5,6 +5,8 @@
   (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine (10-30 s with
   numba here) and reused by every later process; data enter as ``pm.Data`` and are swapped per call.
 * :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
+* :func:`log_density` -- the compiled model's log posterior density and gradient with data swapped in
+  (what the evidence of :mod:`bayesgrpo.inference.evidence` is computed on);
 * :func:`batch_seed` -- a seed that depends on the sampler seed and the run ids only.
 * :func:`health` -- r_hat, ESS and divergences per run (or over all variables).
 
@@ -34,6 +36,8 @@ __all__ = [
     "health",
     "clear_cache",
     "is_cached",
+    "log_density",
+    "LogDensity",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -242,19 +246,62 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
     """
     import nutpie
 
-    cm = compiled
-    if data:
-        known = {v.name for v in compiled.shared_var_keys} if hasattr(compiled, "shared_var_keys") else set(data)
-        missing = sorted(set(required) & set(data) - known)
-        if missing:
-            raise RuntimeError(f"compiled model has no data variable(s) {missing} (has {sorted(known)})")
-        cm = compiled.with_data(**{k: v for k, v in data.items() if k in known})
+    cm = _with_data(compiled, data, required)
     kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     kw.update(extra)
     return nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
         target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, **kw,
     )  # fmt: skip
+
+
+def _with_data(compiled, data: dict | None, required):
+    """The compiled model with ``data`` swapped in (by ``pm.Data`` name; names the graph pruned are skipped)."""
+    if not data:
+        return compiled
+    known = {v.name for v in compiled.shared_var_keys} if hasattr(compiled, "shared_var_keys") else set(data)
+    missing = sorted(set(required) & set(data) - known)
+    if missing:
+        raise RuntimeError(f"compiled model has no data variable(s) {missing} (has {sorted(known)})")
+    return compiled.with_data(**{k: v for k, v in data.items() if k in known})
+
+
+class LogDensity:
+    """The log posterior density (up to nothing: every normalising constant included) of a compiled
+    model with ``data`` swapped in, and its gradient, on the sampler's unconstrained space.
+
+    ``logp(x) -> (value, gradient)``; ``(-inf, zeros)`` where the density is not finite. Calls the
+    compiled C callback nutpie samples with (no PyMC), so it costs what one leapfrog step costs.
+    """
+
+    def __init__(self, compiled, data: dict | None = None, *, required=("y", "mask")):
+        import ctypes
+
+        self.compiled = _with_data(compiled, data, required)
+        self.n_dim = int(self.compiled.n_dim)
+        sig = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, *(ctypes.c_void_p,) * 4)
+        self._fn = sig(self.compiled.compiled_logp_func.address)
+        self._user = self.compiled.user_data
+        self.n_calls = 0
+
+    def __call__(self, x) -> tuple[float, np.ndarray]:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        grad = np.zeros(self.n_dim)
+        lp = np.zeros(())
+        rc = self._fn(self.n_dim, x.ctypes.data, grad.ctypes.data, lp.ctypes.data, self._user.ctypes.data)
+        self.n_calls += 1
+        if rc != 0 or not np.isfinite(lp) or not np.all(np.isfinite(grad)):
+            return -np.inf, np.zeros(self.n_dim)
+        return float(lp), grad
+
+    def initial_point(self, seed: int = 0) -> np.ndarray:
+        """Where the sampler's chains start (the support point plus its jitter for ``seed``)."""
+        return np.asarray(self.compiled.initial_point_func(seed), dtype=np.float64)
+
+
+def log_density(compiled, data: dict | None = None, *, required=("y", "mask")) -> LogDensity:
+    """:class:`LogDensity` of ``compiled`` with ``data`` swapped in (what :func:`nuts` would sample)."""
+    return LogDensity(compiled, data, required=required)
 
 
 def batch_seed(seed: int, run_ids: Sequence[str]) -> int:

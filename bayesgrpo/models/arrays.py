@@ -35,6 +35,14 @@ Conventions (one place for all of them):
   size spread added to its timescale prior -- never the reference size).
 * **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K (n = grid index
   from ``s0``; :func:`lag_sequence`); else d = 0. The model arrays carry K per run (``refresh``).
+* **Spread channels** (``channels=("reward_std", "frac_reward_zero_std")``, :mod:`bayesgrpo.models.spread`):
+  the logged within-group spread (normalised by the run's ``scale``) and zero-std share, binned to at most
+  :data:`~bayesgrpo.models.spread.CHANNEL_POINTS` points per run. ``G`` is metadata ``group_size`` (TRL's
+  default 8 when missing; a run with G < 2 has no channel); the groups behind one logged point are
+  metadata ``prompts_per_step``, else ``batch_size / G`` (``batch_size``: completions per optimizer step),
+  else 1 (the fewest: the widest noise), times the logging interval (TRL averages what it logs over the
+  steps since the last log).
+  The reward's range ``U - L`` (normalised) is the channel's width where both bounds are known.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError
 from bayesgrpo.models.kinds import ModelArrays
@@ -51,7 +60,8 @@ from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 from bayesgrpo.series import noise_sd, start_level
 
-__all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR"]
+__all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR",
+           "SPREAD_CHANNELS"]  # fmt: skip
 
 MIN_POINTS = 5
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
@@ -141,6 +151,7 @@ def prepare_arrays(
     prior: PopulationPrior | None = None,
     min_points: int = MIN_POINTS,
     normalize_with: RunSet | None = None,
+    channels=(),
 ) -> tuple[ModelArrays, list[RunInfo]]:
     """Build model arrays and per-run info for every run of ``runs``.
 
@@ -157,6 +168,9 @@ def prepare_arrays(
         Compute each run's normalisation (loc, scale, noise estimate) from these rows instead (used to
         fit complete runs in the units a forecast from their prefix would use; see
         ``bench/fit_population_prior.py``).
+    channels : sequence of str
+        Spread channels to read (``reward_std``, ``frac_reward_zero_std``; module docstring); the others
+        stay empty.
 
     Raises
     ------
@@ -164,8 +178,11 @@ def prepare_arrays(
         Too few points, no horizon, or a horizon not after the last observed step.
     """
     prior = prior or PopulationPrior.default()
+    unknown = sorted(set(channels) - set(SPREAD_CHANNELS))
+    if unknown:
+        raise ValueError(f"unknown spread channel(s) {unknown}; choose from {', '.join(SPREAD_CHANNELS)}")
     infos: list[RunInfo] = []
-    zs, masks_steps, noises, r0s, floors = [], [], [], [], []
+    zs, masks_steps, noises, r0s, floors, chans = [], [], [], [], [], []
     fam_names = []
     for rid in runs.run_ids:
         g = runs.data.loc[runs.data[RUN] == rid]
@@ -256,6 +273,7 @@ def prepare_arrays(
         zs.append(z)
         masks_steps.append(s - s[0])
         fam_names.append(_family(meta))
+        chans.append(_channel_inputs(g, meta, channels, where, lo_b, hi_b, interval=max(interval, 1), scale=scale))
     T = max(int(ms[-1]) + 1 for ms in masks_steps)
     R = len(infos)
     y = np.zeros((T, R))
@@ -272,6 +290,12 @@ def prepare_arrays(
     size_known = (np.isfinite(size) & (size > 0)).astype(float)
     log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
     floor = np.array(floors, dtype=float)
+    from bayesgrpo.models.spread import channel_array  # numba: imported when arrays are made, not with the module
+
+    ch = np.stack([channel_array(c["steps"], c["reward"], c["spread"], c["zero_std"], s0=i.s0, T=T,
+                                 groups=c["groups"], loc=i.loc, scale=i.scale)
+                   for c, i in zip(chans, infos, strict=True)], axis=-1)  # fmt: skip
+    width = np.array([c["width"] / i.scale for c, i in zip(chans, infos, strict=True)])
     arrays = ModelArrays(
         y=y,
         mask=mask,
@@ -287,10 +311,48 @@ def prepare_arrays(
         floor=np.where(np.isfinite(floor), floor, 0.0),
         floor_known=np.isfinite(floor).astype(float),
         fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
+        channels=ch,
+        group_size=np.array([c["G"] for c in chans], dtype=float),
+        width=np.array(
+            [c["width"] / i.scale if np.isfinite(c["width"]) else 1.0 for c, i in zip(chans, infos, strict=True)]
+        ),
+        width_known=np.array([float(np.isfinite(c["width"])) for c in chans]),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),
     )
     return arrays, infos
+
+
+#: the logged columns the spread channel reads (schema names, :mod:`bayesgrpo.schema`)
+SPREAD_CHANNELS = ("reward_std", "frac_reward_zero_std")
+
+
+def _channel_inputs(g, meta, channels, where: str, lo_b: float, hi_b: float, *, interval: int, scale: float) -> dict:
+    """One run's spread-channel inputs (module docstring): the logged values of the chosen channels (NaN where
+    not logged or not valid: a negative spread, a share outside [0, 1] -- a :class:`DataWarning` names the
+    run), G, the groups behind a logged point and the width ``U - L`` (NaN when a bound is unknown)."""
+    from bayesgrpo.models.spread import DEFAULT_GROUP_SIZE
+
+    n = len(g)
+    G = _num(meta, "group_size")
+    G = int(G) if math.isfinite(G) else DEFAULT_GROUP_SIZE
+    B, ppp = _num(meta, "batch_size"), _num(meta, "prompts_per_step")
+    per_step = ppp if math.isfinite(ppp) and ppp >= 1 else max(1.0, B / G) if math.isfinite(B) and G >= 1 else 1.0
+    out = {"steps": g[STEP].to_numpy(dtype=np.int64), "reward": g[REWARD].to_numpy(dtype=float), "G": max(G, 2),
+           "groups": per_step * interval, "width": hi_b - lo_b, "spread": np.full(n, np.nan),
+           "zero_std": np.full(n, np.nan)}  # fmt: skip
+    if G < 2:  # one completion per prompt: no group spread (e.g. PPO logs)
+        return out
+    for col, key, lo, hi in (("reward_std", "spread", 0.0, np.inf), ("frac_reward_zero_std", "zero_std", 0.0, 1.0)):
+        if col not in channels or col not in g.columns:
+            continue
+        v = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
+        bad = np.isfinite(v) & ((v < lo) | (v > hi))
+        if bad.any():
+            warnings.warn(f"{where}: {int(bad.sum())} logged {col} value(s) outside [{lo:g}, {hi:g}] are left out of "
+                          "the spread channel", DataWarning, stacklevel=3)  # fmt: skip
+        out[key] = np.where(bad, np.nan, v)
+    return out
 
 
 def lag_sequence(info: RunInfo, steps_from_s0: np.ndarray) -> np.ndarray:

@@ -8,13 +8,16 @@ per-run variables have ``dims="run"``; every per-run effect is non-centred (``me
 * :func:`momentum` -- ``mu``: Beta around the logged ``beta1`` (tight) or Adam's default (broad), or 0;
 * :func:`measurement_noise` -- ``sigma_m`` around the robust noise estimate;
 * :func:`process_noise` -- ``sigma_p`` from the latent's stationary sd (physics.md section 5);
-* :func:`reward_likelihood` -- the exact Kalman likelihood of recursion (1) as the ``reward`` term.
+* :func:`reward_likelihood` -- the exact Kalman likelihood of recursion (1) as the ``reward`` term;
+* :func:`spread_parameters` -- ``nu`` and the width ``W`` of the spread channel (:mod:`bayesgrpo.models.spread`);
+* :func:`degenerate_likelihood` -- the EKF likelihood of the degeneracy kinds (with the spread channels).
 """
 
 from __future__ import annotations
 
 __all__ = ["run_effect", "start_level", "momentum", "measurement_noise", "process_noise", "stiffness",
-           "reward_likelihood", "reward_floor", "heterogeneity", "degenerate_likelihood"]  # fmt: skip
+           "reward_likelihood", "reward_floor", "heterogeneity", "degenerate_likelihood",
+           "spread_parameters"]  # fmt: skip
 
 
 def run_effect(name: str, mean, sd, *, dims: str = "run"):
@@ -123,15 +126,33 @@ def heterogeneity(logit_mu, logit_sd, *, dims: str = "run"):
     return pm.Deterministic("lam", LAM_MAX * pt.sigmoid(run_effect("lam", logit_mu, logit_sd, dims=dims)), dims=dims)
 
 
-def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None):
-    """The EKF log-likelihood of the degeneracy-aware recursion as ``Potential("reward")``."""
+def spread_parameters(hp, *, r_star, L, width, width_known, dims: str = "run"):
+    """Per-run parameters of the spread channel: ``nu = exp(log_nu_mu + log_nu_sd z_nu)`` (effective Beta
+    concentration of pass rates) and the width ``W = U - L`` (normalised): the known bounds' where
+    ``width_known``, else ``(r_star - L)(1 + w)`` with the headroom ``w = exp(log_headroom_mu + sd z_headroom)``
+    above the plateau (:mod:`bayesgrpo.models.spread`). Returns ``(nu, W)``."""
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from bayesgrpo.models.degeneracy import D_MIN
+
+    nu = pm.Deterministic("nu", pt.exp(run_effect("nu", hp["log_nu_mu"], hp["log_nu_sd"], dims=dims)), dims=dims)
+    w = pm.Deterministic("headroom", pt.exp(run_effect("headroom", hp["log_headroom_mu"], hp["log_headroom_sd"],
+                                                       dims=dims)), dims=dims)  # fmt: skip
+    W = pt.switch(pt.gt(width_known, 0), width, pt.maximum(r_star - L, D_MIN) * (1.0 + w))
+    return nu, pm.Deterministic("W", W, dims=dims)
+
+
+def degenerate_likelihood(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None, spread=None):
+    """The EKF log-likelihood of the degeneracy-aware recursion as ``Potential("reward")`` (``spread``: the
+    spread channels, a dict for :func:`bayesgrpo.models.degeneracy.kalman_ekf_loglik`)."""
     import pymc as pm
     import pytensor.tensor as pt
 
     from bayesgrpo.models.degeneracy import KAPPA, kalman_ekf_loglik
 
     kappa = pt.ones_like(r0) * KAPPA
-    ll = kalman_ekf_loglik(y, mask, kappa=kappa, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L,
-                           lam=lam)  # fmt: skip
+    ll = kalman_ekf_loglik(y, mask, kappa=kappa, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m,
+                           L=L, lam=lam, spread=spread)  # fmt: skip
     pm.Potential("reward", ll.sum())
     return ll

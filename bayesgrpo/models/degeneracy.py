@@ -40,23 +40,32 @@ kernel :func:`ekf_loglik_grad` carries forward-mode sensitivities w.r.t. the eig
 gets the EKF log-likelihood and its exact gradient in one pass. :func:`ekf_filter_numpy` is the
 numpy reference (vectorised over draws); :func:`propagate_degenerate_numpy` simulates the
 nonlinear recursion forward (no linearisation) for forecasts. Lag-free runs only (``K = 1``).
+
+Spread channels (:mod:`bayesgrpo.models.spread`): :func:`ekf_spread_loglik_grad` / :class:`EKFSpread` add
+the within-group reward spread and the zero-std share as further measurements of the same state (per run
+``nu`` and the width ``W = U - L``; gradient (R, 10)); a run without them gets exactly the value of
+:func:`ekf_loglik_grad`, which the reward-only graphs keep using.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from pathlib import Path
 
 import numba
 import numpy as np
 import pytensor.tensor as pt
-from pytensor.gradient import grad_not_implemented
 from pytensor.graph.basic import Apply
-from pytensor.graph.op import Op
 
-__all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_filter_numpy", "propagate_degenerate_numpy",
-           "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate", "h_and_derivs"]  # fmt: skip
+from bayesgrpo.models.kalman import PathStore, measure
+from bayesgrpo.models.kalman_op import KalmanOpBase, _n_end, reward2, shift2, start2
+from bayesgrpo.models.spread import CH_MS, CH_MZ, N_CH, N_MOM, N_SCRATCH, bb_constants, spread_update
+
+__all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_spread_loglik_grad", "ekf_filter_numpy",
+           "propagate_degenerate_numpy", "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate",
+           "EKFSpread", "h_and_derivs"]  # fmt: skip
 
 #: exponent of the degeneracy law near the floor. The per-prompt argument of physics.md section 9 gives
 #: 1.5 (std GRPO) to 2 (Dr.GRPO); fitted to the exact expected reward of the testbed's softmax bandit
@@ -71,7 +80,35 @@ _LOG2PI = math.log(2.0 * math.pi)
 #: largest heterogeneity exponent: the stiffness early in a rise is at most e^LAM_MAX (~55) x the plateau's
 LAM_MAX = 4.0
 N_PAR = 8  # r0, r_star, a, mu, q, r, L, lam
-_CACHE_SALT = zlib.crc32(Path(__file__).read_bytes()) & 0x7FFFFFFF
+#: the kernels of this module inline code of these modules (numba's cache=True checks only this file)
+_KERNEL_SOURCES = [Path(__file__)] + [Path(__file__).with_name(n) for n in ("kalman_op.py", "spread.py")]
+_CACHE_SALT = zlib.crc32(b"".join(p.read_bytes() for p in _KERNEL_SOURCES)) & 0x7FFFFFFF
+
+
+def _drop_stale_kernels() -> None:
+    """Delete numba's cached kernels of this module when a module they inline changed since they were cached.
+
+    numba's ``cache=True`` invalidates a cached function by its own file's timestamp only, so a change in
+    ``kalman_op.py`` or ``spread.py`` alone would leave the extended filter running the old code (seen
+    during development: a fixed gradient stayed wrong until the cache was cleared). A stamp of the sources'
+    checksum sits beside the cache; on a mismatch this module's cache entries go.
+    """
+    try:  # numba's in-tree cache folder, or NUMBA_CACHE_DIR's mirror of it (a user-wide fallback is not handled)
+        folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).parent / "__pycache__")
+        if os.environ.get("NUMBA_CACHE_DIR"):
+            folder = folder / Path(__file__).parent.as_posix().lstrip("/")
+        stamp = folder / "degeneracy.sources"
+        if stamp.is_file() and stamp.read_text() == str(_CACHE_SALT):
+            return
+        for f in folder.glob("degeneracy.*.nb[ic]"):
+            f.unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(str(_CACHE_SALT))
+    except OSError:  # a read-only install keeps whatever cache it has
+        pass
+
+
+_drop_stale_kernels()
 
 
 @numba.njit(cache=True)
@@ -104,46 +141,45 @@ def h_and_derivs(x, D, kappa, lam):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, fastmath=False)
-def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma: no cover - compiled
-    n_end = 0
-    for n in range(mask.shape[0] - 1, -1, -1):
-        if mask[n, j] > 0.0:
-            n_end = n + 1
-            break
-    dm0 = np.zeros(N_PAR)
-    dm1 = np.zeros(N_PAR)
-    dp00 = np.zeros(N_PAR)
-    dp01 = np.zeros(N_PAR)
-    dp11 = np.zeros(N_PAR)
-    dn0 = np.zeros(N_PAR)
-    dfp0 = np.zeros(N_PAR)
-    dfp1 = np.zeros(N_PAR)
-    df0 = np.zeros(N_PAR)
-    dD = np.zeros(N_PAR)
+def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj, chan):  # pragma: no cover - compiled
+    """EKF of run j; ``chan`` is None (the reward only) or the spread channels ``(ch, G, nu, W)`` (``ch`` the
+    (9, T, R) channel array of :mod:`bayesgrpo.models.spread`; then ``gj`` has N_PAR + 2 entries, the last two
+    d/d(nu, W))."""
+    n_par = gj.shape[0]
+    n_end = _n_end(mask, j)
+    dm0, dm1, dp00, dp01, dp11, dv, dH, dR = start2(n_par)
+    dn0 = np.zeros(n_par)
+    dn00 = np.zeros(n_par)
+    dfp0 = np.zeros(n_par)
+    dfp1 = np.zeros(n_par)
+    df0 = np.zeros(n_par)
+    dD = np.zeros(n_par)
+    obs_c = False
+    m0p = 0.0
+    if chan is not None:
+        ch, G, nu, W = chan
+        n_end = max(n_end, _n_end(ch[CH_MS], j), _n_end(ch[CH_MZ], j))
+        sk = np.empty(G + 1)
+        for i in range(G + 1):
+            sk[i] = math.sqrt(i * (G - i) / (G * (G - 1.0)))
+        consts, work = bb_constants(nu, G, sk)
+        mom, sc = np.zeros(N_MOM), np.zeros((N_SCRATCH, 5))
+        dm0p, cv, cH, cR = np.zeros(n_par), np.zeros(n_par), np.zeros(n_par), np.zeros(n_par)
     D = r_star - L
     if D < D_MIN:
         D = D_MIN
     else:
         dD[1] = 1.0
         dD[6] = -1.0
-    x0 = r0 - r_star
-    m0 = x0
-    m1 = x0
-    p00 = 0.0
-    p01 = 0.0
-    p11 = 0.0
-    dm0[0] = 1.0
-    dm0[1] = -1.0
-    dm1[0] = 1.0
-    dm1[1] = -1.0
-    llj = 0.0
+    m0 = m1 = r0 - r_star
+    p00 = p01 = p11 = llj = 0.0
     for n in range(n_end):
         if n > 0:
             g, gx, gD, gl, gxx, gxD, gxl = h_and_derivs(m0, D, kappa, lam)
             f0 = 1.0 + mu - a * gx
             f1 = -mu
             n0 = (1.0 + mu) * m0 - mu * m1 - a * g
-            for k in range(N_PAR):
+            for k in range(n_par):
                 dg = gx * dm0[k] + gD * dD[k]
                 dgx = gxx * dm0[k] + gxD * dD[k]
                 dn0[k] = (1.0 + mu) * dm0[k] - mu * dm1[k] - a * dg
@@ -157,50 +193,32 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj):  # pragma:
             # df1 = -1 for mu only
             fp0 = f0 * p00 + f1 * p01
             fp1 = f0 * p01 + f1 * p11
-            for k in range(N_PAR):
+            for k in range(n_par):
                 df1k = -1.0 if k == 3 else 0.0
                 dfp0[k] = df0[k] * p00 + f0 * dp00[k] + df1k * p01 + f1 * dp01[k]
                 dfp1[k] = df0[k] * p01 + f0 * dp01[k] + df1k * p11 + f1 * dp11[k]
             n00 = fp0 * f0 + fp1 * f1 + q
-            for k in range(N_PAR):
+            for k in range(n_par):
                 df1k = -1.0 if k == 3 else 0.0
-                dn00 = dfp0[k] * f0 + fp0 * df0[k] + dfp1[k] * f1 + fp1 * df1k + (1.0 if k == 4 else 0.0)
-                dp11[k] = dp00[k]
-                dm1[k] = dm0[k]
-                dm0[k] = dn0[k]
-                dp01[k] = dfp0[k]
-                dp00[k] = dn00
-            p11 = p00
-            m1 = m0
-            m0 = n0
-            p01 = fp0
-            p00 = n00
-        if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            llj += -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
-            k0 = p00 * invS
-            k1 = p01 * invS
-            for k in range(N_PAR):
-                dS = dp00[k] + (1.0 if k == 5 else 0.0)
-                dv = -dm0[k] - (1.0 if k == 1 else 0.0)
-                gj[k] += -0.5 * (dS * invS + 2.0 * v * dv * invS - v * v * dS * invS * invS)
-                dk0 = (dp00[k] - k0 * dS) * invS
-                dk1 = (dp01[k] - k1 * dS) * invS
-                dm0[k] = dm0[k] + dk0 * v + k0 * dv
-                dm1[k] = dm1[k] + dk1 * v + k1 * dv
-                d00 = dp00[k] - (2.0 * p00 * dp00[k] - p00 * p00 * dS * invS) * invS
-                d01 = dp01[k] - (dp00[k] * p01 + p00 * dp01[k] - p00 * p01 * dS * invS) * invS
-                d11 = dp11[k] - (2.0 * p01 * dp01[k] - p01 * p01 * dS * invS) * invS
-                dp00[k] = d00
-                dp01[k] = d01
-                dp11[k] = d11
-            m0 = m0 + k0 * v
-            m1 = m1 + k1 * v
-            p11 = p11 - p01 * p01 * invS
-            p01 = p01 - p00 * p01 * invS
-            p00 = p00 - p00 * p00 * invS
+                dn00[k] = dfp0[k] * f0 + fp0 * df0[k] + dfp1[k] * f1 + fp1 * df1k + (1.0 if k == 4 else 0.0)
+            m0, m1, p00, p01, p11 = shift2(n0, n00, fp0, m0, p00, dn0, dn00, dfp0, dm0, dm1, dp00, dp01, dp11)
+        obs_r = mask[n, j] > 0.0
+        if chan is not None:
+            obs_c = ch[CH_MS, n, j] > 0.0 or ch[CH_MZ, n, j] > 0.0
+            if obs_c:  # the channels are linearised at the predicted state
+                m0p = m0
+                for k in range(n_par):
+                    dm0p[k] = dm0[k]
+        if obs_r:
+            ll, m0, m1, p00, p01, p11 = reward2(y[n, j] - r_star, r, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11,
+                                                dv, dH, dR, gj)  # fmt: skip
+            llj += ll
+        if chan is not None:
+            if obs_c:
+                ll, m0, m1, p00, p01, p11 = spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts,
+                                                          work, mom, sc, cv, cH, cR, m0, m1, p00, p01, p11, dm0, dm1,
+                                                          dp00, dp01, dp11, gj)  # fmt: skip
+                llj += ll
     return llj
 
 
@@ -211,7 +229,24 @@ def ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):  # pragma:
     ll = np.zeros(R)
     g = np.zeros((R, N_PAR))
     for j in range(R):
-        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j])
+        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j], None)
+    return ll, g
+
+
+@numba.njit(cache=True)
+def ekf_spread_loglik_grad(y, mask, ch, G, kappa, r0, r_star, a, mu, q, r, L, lam, nu, W):  # pragma: no cover
+    """:func:`ekf_loglik_grad` with the spread channels (:mod:`bayesgrpo.models.spread`): ``ch`` (C, T, R) the
+    channel array (:data:`~bayesgrpo.models.spread.CH_ROWS`: binned normalised ``reward_std`` and
+    ``frac_reward_zero_std``, masks, groups, the bins' mean rewards, correlation scales), group size ``G``
+    (R,) (data), per-run ``nu`` and ``W = U - L`` (normalised). Returns the log-likelihood (R,) and its
+    gradient (R, 10) w.r.t. (r0, r_star, a, mu, q, r, L, lam, nu, W). A run whose channel masks are all 0
+    gets exactly :func:`ekf_loglik_grad`'s value."""
+    T, R = y.shape
+    ll = np.zeros(R)
+    g = np.zeros((R, N_PAR + 2))
+    for j in range(R):
+        chan = (ch, max(int(G[j]), 2), nu[j], W[j])
+        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j], chan)
     return ll, g
 
 
@@ -227,9 +262,13 @@ def _h_np(x, D, kappa, lam=0.0):
     return h, hx
 
 
-def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0, kappa=KAPPA):
+def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0, kappa=KAPPA, channels=None):
     """The EKF of the module docstring in numpy, vectorised over a trailing batch (posterior draws).
 
+    ``channels`` (one run: ``y``, ``mask`` of shape (T,) or (T, 1)): the spread channels as a dict with
+    ``ch`` (9, T) (the run's channel array, :data:`bayesgrpo.models.spread.CH_ROWS`), ``G`` and the per-draw
+    ``nu``, ``W``; a step with a logged channel is the joint linearised update of its measurements
+    (:func:`bayesgrpo.models.spread.joint_measurement_numpy`, the reference of the kernel).
     Returns ``(loglik, m, P)``: the log-likelihood and the filtered mean ``(x_T, x_{T-1})`` and
     covariance at the last grid step (as :func:`bayesgrpo.models.kalman.filter_numpy`).
     """
@@ -247,6 +286,7 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0
     p11 = np.zeros(batch)
     ll = np.zeros(batch)
     q, r = sp**2, sm**2
+    ch = None if channels is None else np.asarray(channels["ch"], dtype=float).reshape(N_CH, -1)
     for n in range(y.shape[0]):
         if n > 0:
             h, hx = _h_np(m0, D, kappa, lam)
@@ -259,6 +299,17 @@ def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0
             p11, p01, p00 = p00, fp0, fp0 * f0 + fp1 * f1 + q
             m1, m0 = m0, n0
         obs = mask[n]
+        if ch is not None and (ch[CH_MS, n] > 0 or ch[CH_MZ, n] > 0):
+            from bayesgrpo.models.spread import joint_measurement_numpy
+
+            m, P = np.stack([m0, m1], -1), np.stack([np.stack([p00, p01], -1), np.stack([p01, p11], -1)], -2)
+            if bool(np.ravel(obs)[0]):
+                ll, m, P = measure(ll, m, P, y[n] - r_star, obs, r, batch)
+            lln, m, P = joint_measurement_numpy(m, P, m_pred=np.stack([m0, m1], -1), chn=ch[:, n], r_star=r_star,
+                                                L=L, r=r, **{k: channels[k] for k in ("W", "nu", "G")})  # fmt: skip
+            ll = ll + lln
+            m0, m1, p00, p01, p11 = m[..., 0], m[..., 1], P[..., 0, 0], P[..., 0, 1], P[..., 1, 1]
+            continue
         if not np.any(obs):
             continue
         S = p00 + r
@@ -292,28 +343,13 @@ def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng,
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
     D = np.broadcast_to(np.maximum(np.asarray(r_star, dtype=float) - np.asarray(L, dtype=float), D_MIN), batch)
     lam = np.broadcast_to(np.asarray(lam, dtype=float), batch)
-    streaming = store is not None or accumulate is not None
-    if streaming:
-        store = np.asarray([] if store is None else store, dtype=int)
-        slot = np.full(n_steps, -1)
-        slot[store] = np.arange(store.size)
-        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
-        out = np.empty((store.size,) + batch)
-        sums = np.zeros(batch)
-    else:
-        out = np.empty((n_steps,) + batch)
+    paths = PathStore(n_steps, batch, store, accumulate)
     for k in range(n_steps):
         h, _ = _h_np(x, D, kappa, lam)
         x_next = (1.0 + mu) * x - mu * xp - a * h * x + sp * rng.standard_normal(batch)
         xp, x = x, x_next
-        if not streaming:
-            out[k] = x_next
-            continue
-        if slot[k] >= 0:
-            out[slot[k]] = x_next
-        if acc[k]:
-            sums += x_next
-    return (out, sums) if streaming else out
+        paths.put(k, x_next)
+    return paths.result()
 
 
 def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=KAPPA):
@@ -338,42 +374,29 @@ def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=
 
 
 # ----------------------------------------------------------------------------- PyTensor Op
-class EKFDegenerate(Op):
-    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam); outputs (log-likelihood per run, its (R, 8) gradient)."""
+class EKFDegenerate(KalmanOpBase):
+    """Inputs (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam); outputs (log-likelihood per run, (R, 8) gradient)."""
 
-    __props__ = ()
+    kernel = staticmethod(ekf_loglik_grad)
+    n_par = N_PAR
+    data_inputs = ("the data", "the mask", "kappa (a constant of the model kind)")
 
     def make_node(self, y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):
         ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, kappa, r0, r_star, a, mu, q, r, L, lam)]
         return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
 
-    def perform(self, node, inputs, output_storage):
-        ll, g = ekf_loglik_grad(*(np.ascontiguousarray(v) for v in inputs))
-        output_storage[0][0] = ll
-        output_storage[1][0] = g
 
-    def infer_shape(self, node, shapes):
-        R = shapes[0][1]
-        return [(R,), (R, N_PAR)]
+class EKFSpread(KalmanOpBase):
+    """Inputs (y, mask, channels, G, kappa, r0, r_star, a, mu, q, r, L, lam, nu, W); outputs (log-likelihood per
+    run, (R, 10) gradient): :func:`ekf_spread_loglik_grad`."""
 
-    def pullback(self, inputs, outputs, output_grads):
-        from pytensor.gradient import DisconnectedType
+    kernel = staticmethod(ekf_spread_loglik_grad)
+    n_par = N_PAR + 2
+    data_inputs = ("the data", "the mask", "the channels", "the group size", "kappa (a constant of the model kind)")
 
-        _, g = outputs
-        gll = output_grads[0]
-        if not isinstance(output_grads[1].type, DisconnectedType):
-            raise NotImplementedError("second derivatives of the EKF likelihood are not implemented")
-        if isinstance(gll.type, DisconnectedType):
-            gll = pt.zeros_like(outputs[0])
-        return [
-            grad_not_implemented(self, 0, inputs[0], "the EKF Op is not differentiable w.r.t. the data"),
-            grad_not_implemented(self, 1, inputs[1], "the EKF Op is not differentiable w.r.t. the mask"),
-            grad_not_implemented(self, 2, inputs[2], "kappa is a constant of the model kind"),
-            *[gll * g[:, k] for k in range(N_PAR)],
-        ]
-
-    def connection_pattern(self, node):
-        return [[True, False]] * 3 + [[True, False]] * N_PAR
+    def make_node(self, y, mask, ch, G, kappa, *pars):
+        ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, ch, G, kappa, *pars)]
+        return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
 
 
 def _register_numba():
@@ -387,15 +410,29 @@ def _register_numba():
 
         return ekf, _CACHE_SALT
 
+    @register_funcify_default_op_cache_key(EKFSpread)
+    def _funcify_spread(op, node=None, **kwargs):
+        @numba.njit
+        def ekf_spread(y, mask, ch, G, kappa, r0, r_star, a, mu, q, r, L, lam, nu, W):
+            return ekf_spread_loglik_grad(y, mask, ch, G, kappa, r0, r_star, a, mu, q, r, L, lam, nu, W)
+
+        return ekf_spread, _CACHE_SALT
+
 
 _register_numba()
 _OP = EKFDegenerate()
+_SPREAD_OP = EKFSpread()
 
 
-def kalman_ekf_loglik(y, mask, *, kappa, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None):
+def kalman_ekf_loglik(y, mask, *, kappa, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=None, spread=None):
     """EKF log-likelihood per run of the degeneracy-aware recursion (PyTensor, exact gradient);
-    ``lam`` (default 0: no heterogeneity) per run."""
+    ``lam`` (default 0: no heterogeneity) per run. ``spread``: the spread channels as a dict of ``channels``
+    (C, T, R), ``group_size`` (R,) (data) and the per-run ``nu``, ``W`` (:func:`ekf_spread_loglik_grad`)."""
     if lam is None:
         lam = pt.zeros_like(r0)
-    ll, _ = _OP(y, mask, kappa, r0, r_star, a, mu, sigma_p**2, sigma_m**2, L, lam)
+    pars = (r0, r_star, a, mu, sigma_p**2, sigma_m**2, L, lam)
+    if spread is None:
+        ll, _ = _OP(y, mask, kappa, *pars)
+    else:
+        ll, _ = _SPREAD_OP(y, mask, spread["channels"], spread["group_size"], kappa, *pars, spread["nu"], spread["W"])
     return ll

@@ -27,7 +27,15 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["filter_numpy", "filter_refresh_numpy", "propagate_numpy", "propagate_refresh_numpy", "row_vector"]
+__all__ = [
+    "filter_numpy",
+    "filter_refresh_numpy",
+    "propagate_numpy",
+    "propagate_refresh_numpy",
+    "row_vector",
+    "measure",
+    "PathStore",
+]
 
 LOG2PI = float(np.log(2.0 * np.pi))
 
@@ -57,6 +65,53 @@ def _predict(m, P, f, q):
     P_new[..., 1:, 0] = fP[..., :-1]
     P_new[..., 1:, 1:] = P[..., :-1, :-1]
     return m_new, P_new
+
+
+def measure(ll, m, P, z, obs, r, batch):
+    """The measurement update of the reward (observation ``x_n + noise(r)``, state 0) where ``obs``.
+
+    ``z = y_n - R*`` (the observation relative to the plateau); returns the updated ``(loglik, m, P)``.
+    One update for every numpy filter of recursion (1) (any state dimension).
+    """
+    S = P[..., 0, 0] + r
+    v = np.where(obs, z - m[..., 0], 0.0)
+    K = P[..., :, 0] / S[..., None]
+    ll = ll + np.where(obs, -0.5 * (LOG2PI + np.log(S) + v**2 / S), 0.0)
+    o = np.broadcast_to(obs, batch)[..., None]
+    m = m + np.where(o, K * v[..., None], 0.0)
+    P = P - np.where(o[..., None], K[..., :, None] * K[..., None, :] * S[..., None, None], 0.0)
+    return ll, m, P
+
+
+class PathStore:
+    """Where propagated paths go: every future step, or (memory-bounded) only the ``store`` steps and
+    the sum over the ``accumulate`` steps (see :func:`propagate_numpy`). One bookkeeping for every
+    propagator (linear, refresh, degeneracy)."""
+
+    def __init__(self, n_steps: int, batch, store=None, accumulate=None):
+        self.streaming = store is not None or accumulate is not None
+        if self.streaming:
+            store = np.asarray([] if store is None else store, dtype=int)
+            self.slot = np.full(n_steps, -1)
+            self.slot[store] = np.arange(store.size)
+            self.acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
+            self.out = np.empty((store.size,) + tuple(batch))
+            self.sums = np.zeros(batch)
+        else:
+            self.out = np.empty((n_steps,) + tuple(batch))
+
+    def put(self, k: int, x) -> None:
+        """Record the state after future step ``k``."""
+        if not self.streaming:
+            self.out[k] = x
+            return
+        if self.slot[k] >= 0:
+            self.out[self.slot[k]] = x
+        if self.acc[k]:
+            self.sums += x
+
+    def result(self):
+        return (self.out, self.sums) if self.streaming else self.out
 
 
 def filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, lag=None, D: int = 2):
@@ -100,16 +155,8 @@ def filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, lag=None, D: i
         if n > 0:
             f = row_vector(mu, a, lag[n - 1], D)
             m, P = _predict(m, P, f, q)
-        obs = mask[n]
-        if not np.any(obs):
-            continue
-        S = P[..., 0, 0] + r
-        v = np.where(obs, y[n] - r_star - m[..., 0], 0.0)
-        K = P[..., :, 0] / S[..., None]
-        ll = ll + np.where(obs, -0.5 * (LOG2PI + np.log(S) + v**2 / S), 0.0)
-        o = np.broadcast_to(obs, batch)[..., None]
-        m = m + np.where(o, K * v[..., None], 0.0)
-        P = P - np.where(o[..., None], K[..., :, None] * K[..., None, :] * S[..., None, None], 0.0)
+        if np.any(mask[n]):
+            ll, m, P = measure(ll, m, P, y[n] - r_star, mask[n], r, batch)
     return ll, m, P
 
 
@@ -134,28 +181,13 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2,
     s = m + np.einsum("...ij,...j->...i", V, np.sqrt(w) * z)
     lag = np.zeros(n_steps, dtype=int) if lag is None else np.asarray(lag, dtype=int)
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
-    streaming = store is not None or accumulate is not None
-    if streaming:
-        store = np.asarray([] if store is None else store, dtype=int)
-        slot = np.full(n_steps, -1)
-        slot[store] = np.arange(store.size)
-        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
-        out = np.empty((store.size,) + batch)
-        sums = np.zeros(batch)
-    else:
-        out = np.empty((n_steps,) + batch)
+    paths = PathStore(n_steps, batch, store, accumulate)
     for k in range(n_steps):
         f = row_vector(mu, a, lag[k], D)
         x_next = np.einsum("...i,...i->...", f, s) + sp * rng.standard_normal(batch)
         s = np.concatenate([x_next[..., None], s[..., :-1]], axis=-1)
-        if not streaming:
-            out[k] = x_next
-            continue
-        if slot[k] >= 0:
-            out[slot[k]] = x_next
-        if acc[k]:
-            sums += x_next
-    return (out, sums) if streaming else out
+        paths.put(k, x_next)
+    return paths.result()
 
 
 def _refresh_rows(mu, a, shape):
@@ -222,16 +254,8 @@ def filter_refresh_numpy(y, mask, *, K: int, r0, r_star, a, mu, sigma_p, sigma_m
             F = F_reset if reset else F_keep
             m = np.einsum("...ij,...j->...i", F, m)
             P = np.einsum("...ij,...jk,...lk->...il", F, P, F) + q * (Q_reset if reset else Q_keep)
-        obs = mask[n]
-        if not np.any(obs):
-            continue
-        S = P[..., 0, 0] + r
-        v = np.where(obs, y[n] - r_star - m[..., 0], 0.0)
-        Kg = P[..., :, 0] / S[..., None]
-        ll = ll + np.where(obs, -0.5 * (LOG2PI + np.log(S) + v**2 / S), 0.0)
-        o = np.broadcast_to(obs, batch)[..., None]
-        m = m + np.where(o, Kg * v[..., None], 0.0)
-        P = P - np.where(o[..., None], Kg[..., :, None] * Kg[..., None, :] * S[..., None, None], 0.0)
+        if np.any(mask[n]):
+            ll, m, P = measure(ll, m, P, y[n] - r_star, mask[n], r, batch)
     return ll, m, P
 
 
@@ -254,27 +278,12 @@ def propagate_refresh_numpy(m, P, n_steps, *, K: int, n_last: int, a, mu, sigma_
     f1 = np.broadcast_to(-np.asarray(mu, dtype=float), batch)
     f2 = np.broadcast_to(-np.asarray(a, dtype=float), batch)
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
-    streaming = store is not None or accumulate is not None
-    if streaming:
-        store = np.asarray([] if store is None else store, dtype=int)
-        slot = np.full(n_steps, -1)
-        slot[store] = np.arange(store.size)
-        acc = np.zeros(n_steps, dtype=bool) if accumulate is None else np.asarray(accumulate, dtype=bool)
-        out = np.empty((store.size,) + batch)
-        sums = np.zeros(batch)
-    else:
-        out = np.empty((n_steps,) + batch)
+    paths = PathStore(n_steps, batch, store, accumulate)
     x, xp, c = s[..., 0], s[..., 1], s[..., 2]
     for k in range(n_steps):
         x_next = f0 * x + f1 * xp + f2 * c + sp * rng.standard_normal(batch)
         if (n_last + k + 1) % K == 0:
             c = x_next
         x, xp = x_next, x
-        if not streaming:
-            out[k] = x_next
-            continue
-        if slot[k] >= 0:
-            out[slot[k]] = x_next
-        if acc[k]:
-            sums += x_next
-    return (out, sums) if streaming else out
+        paths.put(k, x_next)
+    return paths.result()

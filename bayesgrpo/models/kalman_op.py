@@ -49,6 +49,12 @@ __all__ = [
     "kalman_refresh_loglik",
     "KalmanAR2",
     "KalmanRefresh",
+    "KalmanOpBase",
+    "update2",
+    "update_third",
+    "start2",
+    "reward2",
+    "shift2",
 ]
 
 _LOG2PI = math.log(2.0 * math.pi)
@@ -66,30 +72,119 @@ def _n_end(mask, j):  # pragma: no cover - compiled
     return 0
 
 
+@numba.njit(cache=True, inline="always")
+def start2(n_par):  # pragma: no cover - compiled
+    """Derivative arrays of a 2-state filter at its start ``x_0 = x_{-1} = r0 - r_star`` (no uncertainty):
+    ``(dm0, dm1, dp00, dp01, dp11)`` with ``d x_0 / d(r0, r_star) = (1, -1)`` (parameters 0 and 1), and the
+    reward observation's scratch ``(dv, dH, dR)`` (slope 1, noise variance ``r`` = parameter 5)."""
+    dm0, dm1 = np.zeros(n_par), np.zeros(n_par)
+    for d in (dm0, dm1):
+        d[0] = 1.0
+        d[1] = -1.0
+    dR = np.zeros(n_par)
+    dR[5] = 1.0
+    return dm0, dm1, np.zeros(n_par), np.zeros(n_par), np.zeros(n_par), np.zeros(n_par), np.zeros(n_par), dR
+
+
+@numba.njit(cache=True, inline="always")
+def shift2(n0, n00, fp0, m0, p00, dn0, dn00, dfp0, dm0, dm1, dp00, dp01, dp11):  # pragma: no cover - compiled
+    """The predicted 2-state ``(x_n, x_{n-1})`` from the old ``x_{n-1}``: new mean ``n0``, variance ``n00``,
+    covariance ``fp0`` (derivatives ``dn0``, ``dn00``, ``dfp0``); derivative arrays updated in place.
+    Returns ``(m0, m1, p00, p01, p11)``."""
+    for k in range(dm0.shape[0]):
+        dp11[k] = dp00[k]
+        dm1[k] = dm0[k]
+        dm0[k] = dn0[k]
+        dp01[k] = dfp0[k]
+        dp00[k] = dn00[k]
+    return n0, m0, n00, fp0, p00
+
+
+@numba.njit(cache=True, fastmath=False, inline="always")
+def update2(v, H, R, dv, dH, dR, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11, gj):  # pragma: no cover
+    """One scalar measurement update of a 2-state filter ``(x_n, x_{n-1})``: observation ``H x_n + noise(R)``.
+
+    ``v`` is the innovation, ``dv``, ``dH``, ``dR`` (N_PAR,) the parameter derivatives of ``v``, ``H`` and
+    ``R``; the state derivatives ``dm*``, ``dp*`` are updated in place and the log-density's gradient is
+    added to ``gj``. Returns ``(log-density, m0, m1, p00, p01, p11)``. The one measurement update of every
+    2-state kernel (the reward, ``H = 1``, of the lag-free and extended filters, and the spread channels of
+    :mod:`bayesgrpo.models.spread`); with ``H = 1``, ``dH = 0`` its arithmetic is the linear filter's own.
+    """
+    n_par = gj.shape[0]
+    a0 = H * p00  # P H', the covariance of the state with the observation
+    a1 = H * p01
+    S = H * H * p00 + R
+    invS = 1.0 / S
+    ll = -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
+    k0 = a0 * invS
+    k1 = a1 * invS
+    for k in range(n_par):
+        da0 = dH[k] * p00 + H * dp00[k]
+        da1 = dH[k] * p01 + H * dp01[k]
+        dS = 2.0 * H * dH[k] * p00 + H * H * dp00[k] + dR[k]
+        gj[k] += -0.5 * (dS * invS + 2.0 * v * dv[k] * invS - v * v * dS * invS * invS)
+        dk0 = (da0 - k0 * dS) * invS
+        dk1 = (da1 - k1 * dS) * invS
+        dm0[k] = dm0[k] + dk0 * v + k0 * dv[k]
+        dm1[k] = dm1[k] + dk1 * v + k1 * dv[k]
+        # p_ij' = p_ij - a_i a_j / S
+        d00 = dp00[k] - (2.0 * a0 * da0 - a0 * a0 * dS * invS) * invS
+        d01 = dp01[k] - (da0 * a1 + a0 * da1 - a0 * a1 * dS * invS) * invS
+        d11 = dp11[k] - (2.0 * a1 * da1 - a1 * a1 * dS * invS) * invS
+        dp00[k] = d00
+        dp01[k] = d01
+        dp11[k] = d11
+    return ll, m0 + k0 * v, m1 + k1 * v, p00 - a0 * a0 * invS, p01 - a0 * a1 * invS, p11 - a1 * a1 * invS
+
+
+@numba.njit(cache=True, fastmath=False, inline="always")
+def reward2(z, r, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11, dv, dH, dR, gj):  # pragma: no cover
+    """:func:`update2` for the logged reward, ``z = y_n - r_star`` (parameter 1), noise variance ``r``;
+    ``dH``, ``dR`` from :func:`start2`, ``dv`` scratch."""
+    for k in range(dv.shape[0]):
+        dv[k] = -dm0[k] - (1.0 if k == 1 else 0.0)
+    return update2(z - m0, 1.0, r, dv, dH, dR, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11, gj)
+
+
+@numba.njit(cache=True, fastmath=False, inline="always")
+def update_third(
+    v, H, R, dv, dH, dR, m2, p00, p01, p02, p12, p22, dp00, dp01, dp02, dp12, dp22, dm2
+):  # pragma: no cover
+    """The third state's part of :func:`update2` for a 3-state filter whose observation reads state 0 only.
+
+    Updates the mean ``m2`` and the covariances ``p02, p12, p22`` (and their derivatives, in place) from the
+    values before the update; call it before :func:`update2` updates states 0 and 1. Returns
+    ``(m2, p02, p12, p22)``.
+    """
+    a0 = H * p00
+    a1 = H * p01
+    a2 = H * p02
+    invS = 1.0 / (H * H * p00 + R)
+    k2 = a2 * invS
+    for k in range(dm2.shape[0]):
+        dS = 2.0 * H * dH[k] * p00 + H * H * dp00[k] + dR[k]
+        da0 = dH[k] * p00 + H * dp00[k]
+        da1 = dH[k] * p01 + H * dp01[k]
+        da2 = dH[k] * p02 + H * dp02[k]
+        dm2[k] += (da2 - k2 * dS) * invS * v + k2 * dv[k]
+        dp02[k] -= (da0 * a2 + a0 * da2 - a0 * a2 * dS * invS) * invS
+        dp12[k] -= (da1 * a2 + a1 * da2 - a1 * a2 * dS * invS) * invS
+        dp22[k] -= (2.0 * a2 * da2 - a2 * a2 * dS * invS) * invS
+    return m2 + k2 * v, p02 - a0 * a2 * invS, p12 - a1 * a2 * invS, p22 - a2 * a2 * invS
+
+
 @numba.njit(cache=True, fastmath=False)
 def _ar2_run(y, mask, j, n_end, r0, r_star, a, mu, q, r, gj):  # pragma: no cover - compiled
     """Lag-free filter of run j over grid steps [0, n_end): returns the log-likelihood, adds the gradient to gj."""
-    dm0 = np.zeros(N_PAR)
-    dm1 = np.zeros(N_PAR)
-    dp00 = np.zeros(N_PAR)
-    dp01 = np.zeros(N_PAR)
-    dp11 = np.zeros(N_PAR)
+    dm0, dm1, dp00, dp01, dp11, dv, dH, dR = start2(N_PAR)
     dn0 = np.zeros(N_PAR)
+    dn00 = np.zeros(N_PAR)
     dfp0 = np.zeros(N_PAR)
     dfp1 = np.zeros(N_PAR)
     f0 = 1.0 + mu - a
     f1 = -mu
-    x0 = r0 - r_star
-    m0 = x0
-    m1 = x0
-    p00 = 0.0
-    p01 = 0.0
-    p11 = 0.0
-    dm0[0] = 1.0
-    dm0[1] = -1.0
-    dm1[0] = 1.0
-    dm1[1] = -1.0
-    llj = 0.0
+    m0 = m1 = r0 - r_star
+    p00 = p01 = p11 = llj = 0.0
     for n in range(n_end):
         if n > 0:
             # predict: F = [[f0, f1], [1, 0]]; df0/da = -1, df0/dmu = +1, df1/dmu = -1
@@ -109,47 +204,15 @@ def _ar2_run(y, mask, j, n_end, r0, r_star, a, mu, q, r, gj):  # pragma: no cove
             n00 = fp0 * f0 + fp1 * f1 + q
             # d(n00) = dfp0 f0 + fp0 df0 + dfp1 f1 + fp1 df1 + dq
             for k in range(N_PAR):
-                dp11[k] = dp00[k]
-                dm1[k] = dm0[k]
-                dm0[k] = dn0[k]
-                dp00_new = dfp0[k] * f0 + dfp1[k] * f1
-                dp01[k] = dfp0[k]
-                dp00[k] = dp00_new
-            dp00[2] += -fp0
-            dp00[3] += fp0 - fp1
-            dp00[4] += 1.0
-            p11 = p00
-            m1 = m0
-            m0 = n0
-            p01 = fp0
-            p00 = n00
+                dn00[k] = dfp0[k] * f0 + dfp1[k] * f1
+            dn00[2] += -fp0
+            dn00[3] += fp0 - fp1
+            dn00[4] += 1.0
+            m0, m1, p00, p01, p11 = shift2(n0, n00, fp0, m0, p00, dn0, dn00, dfp0, dm0, dm1, dp00, dp01, dp11)
         if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            llj += -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
-            k0 = p00 * invS
-            k1 = p01 * invS
-            for k in range(N_PAR):
-                dS = dp00[k] + (1.0 if k == 5 else 0.0)
-                dv = -dm0[k] - (1.0 if k == 1 else 0.0)
-                gj[k] += -0.5 * (dS * invS + 2.0 * v * dv * invS - v * v * dS * invS * invS)
-                dk0 = (dp00[k] - k0 * dS) * invS
-                dk1 = (dp01[k] - k1 * dS) * invS
-                dm0[k] = dm0[k] + dk0 * v + k0 * dv
-                dm1[k] = dm1[k] + dk1 * v + k1 * dv
-                # p00' = p00 - p00^2/S ; p01' = p01 - p00 p01/S ; p11' = p11 - p01^2/S
-                d00 = dp00[k] - (2.0 * p00 * dp00[k] - p00 * p00 * dS * invS) * invS
-                d01 = dp01[k] - (dp00[k] * p01 + p00 * dp01[k] - p00 * p01 * dS * invS) * invS
-                d11 = dp11[k] - (2.0 * p01 * dp01[k] - p01 * p01 * dS * invS) * invS
-                dp00[k] = d00
-                dp01[k] = d01
-                dp11[k] = d11
-            m0 = m0 + k0 * v
-            m1 = m1 + k1 * v
-            p11 = p11 - p01 * p01 * invS
-            p01 = p01 - p00 * p01 * invS
-            p00 = p00 - p00 * p00 * invS
+            ll, m0, m1, p00, p01, p11 = reward2(y[n, j] - r_star, r, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11,
+                                                dv, dH, dR, gj)  # fmt: skip
+            llj += ll
     return llj
 
 
@@ -160,13 +223,9 @@ def _refresh_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, gj):  # pragma: 
     Returns the log-likelihood over grid steps [0, n_end) and adds its gradient to gj. State mean
     (m0, m1, m2), covariance p00..p22 (symmetric), and their derivatives dm*, dp* (N_PAR,) each.
     """
-    dm0 = np.zeros(N_PAR)
-    dm1 = np.zeros(N_PAR)
-    dm2 = np.zeros(N_PAR)
-    dp00 = np.zeros(N_PAR)
-    dp01 = np.zeros(N_PAR)
+    dm0, dm1, dp00, dp01, dp11, dv, dH, dR = start2(N_PAR)
+    dm2 = dm0.copy()  # c_0 = x_0
     dp02 = np.zeros(N_PAR)
-    dp11 = np.zeros(N_PAR)
     dp12 = np.zeros(N_PAR)
     dp22 = np.zeros(N_PAR)
     dfm_ = np.zeros(N_PAR)  # scratch: derivatives of f m, f P (u0, u1, u2) and f P f' + q
@@ -188,9 +247,6 @@ def _refresh_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, gj):  # pragma: 
     p11 = 0.0
     p12 = 0.0
     p22 = 0.0
-    for i in (dm0, dm1, dm2):
-        i[0] = 1.0
-        i[1] = -1.0
     llj = 0.0
     for n in range(n_end):
         if n > 0:
@@ -221,27 +277,20 @@ def _refresh_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, gj):  # pragma: 
             dpff_[3] += u0 - u1
             dpff_[4] += 1.0
             # new state (x_n, x_{n-1}, c_n) from the old (x_{n-1}, x_{n-2}, c_{n-1})
-            if reset:
-                for k in range(N_PAR):
-                    dp11[k] = dp00[k]
-                    dm1[k] = dm0[k]
-                    dm0[k] = dfm_[k]
-                    dp00[k] = dpff_[k]
-                    dp01[k] = du0_[k]
+            for k in range(N_PAR):
+                dp11[k] = dp00[k]
+                dm1[k] = dm0[k]
+                dm0[k] = dfm_[k]
+                dp00[k] = dpff_[k]
+                dp01[k] = du0_[k]
+                if reset:
                     dm2[k] = dfm_[k]
                     dp02[k] = dpff_[k]
                     dp12[k] = du0_[k]
                     dp22[k] = dpff_[k]
-            else:
-                for k in range(N_PAR):
-                    dp11[k] = dp00[k]
-                    dm1[k] = dm0[k]
-                    dm0[k] = dfm_[k]
-                    dp00[k] = dpff_[k]
-                    dp01[k] = du0_[k]
+                else:  # dm2, dp22 unchanged
                     dp12[k] = dp02[k]
                     dp02[k] = du2_[k]
-                    # dm2, dp22 unchanged
             p11 = p00
             m1 = m0
             m0 = fm
@@ -256,46 +305,15 @@ def _refresh_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, gj):  # pragma: 
                 p12 = p02
                 p02 = u2
         if mask[n, j] > 0.0:
-            S = p00 + r
             v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            llj += -0.5 * (_LOG2PI + math.log(S) + v * v * invS)
-            k0 = p00 * invS
-            k1 = p01 * invS
-            k2 = p02 * invS
             for k in range(N_PAR):
-                dS = dp00[k] + (1.0 if k == 5 else 0.0)
-                dv = -dm0[k] - (1.0 if k == 1 else 0.0)
-                gj[k] += -0.5 * (dS * invS + 2.0 * v * dv * invS - v * v * dS * invS * invS)
-                # gain k_i = p_i0 / S; m_i' = m_i + k_i v
-                dk0 = (dp00[k] - k0 * dS) * invS
-                dk1 = (dp01[k] - k1 * dS) * invS
-                dk2 = (dp02[k] - k2 * dS) * invS
-                dm0[k] += dk0 * v + k0 * dv
-                dm1[k] += dk1 * v + k1 * dv
-                dm2[k] += dk2 * v + k2 * dv
-                # p_ij' = p_ij - p_i0 p_j0 / S = p_ij - k_i p_j0:  d = dp_ij - dk_i p_j0 - k_i dp_j0
-                d00 = dp00[k] - dk0 * p00 - k0 * dp00[k]
-                d01 = dp01[k] - dk0 * p01 - k0 * dp01[k]
-                d02 = dp02[k] - dk0 * p02 - k0 * dp02[k]
-                d11 = dp11[k] - dk1 * p01 - k1 * dp01[k]
-                d12 = dp12[k] - dk1 * p02 - k1 * dp02[k]
-                d22 = dp22[k] - dk2 * p02 - k2 * dp02[k]
-                dp00[k] = d00
-                dp01[k] = d01
-                dp02[k] = d02
-                dp11[k] = d11
-                dp12[k] = d12
-                dp22[k] = d22
-            m0 += k0 * v
-            m1 += k1 * v
-            m2 += k2 * v
-            p11 -= k1 * p01
-            p12 -= k1 * p02
-            p22 -= k2 * p02
-            p01 -= k0 * p01
-            p02 -= k0 * p02
-            p00 -= k0 * p00
+                dv[k] = -dm0[k] - (1.0 if k == 1 else 0.0)
+            # the anchor's row first (it reads the covariance before the update), then (x_n, x_{n-1})
+            m2, p02, p12, p22 = update_third(v, 1.0, r, dv, dH, dR, m2, p00, p01, p02, p12, p22, dp00, dp01, dp02,
+                                             dp12, dp22, dm2)  # fmt: skip
+            ll, m0, m1, p00, p01, p11 = update2(v, 1.0, r, dv, dH, dR, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01,
+                                                dp11, gj)  # fmt: skip
+            llj += ll
     return llj
 
 
@@ -364,15 +382,30 @@ def refresh3_loglik_grad(y, mask, K, r0, r_star, a, mu, q, r):  # pragma: no cov
     return _refresh_batch(y, mask, K, r0, r_star, a, mu, q, r, False)
 
 
-class _KalmanBase(Op):
-    """Common PyTensor plumbing: outputs (log-likelihood per run, its (R, 6) gradient); gradient gll * grad."""
+class KalmanOpBase(Op):
+    """Common PyTensor plumbing of the compiled filter Ops (this module's and the extended filters of
+    :mod:`bayesgrpo.models.degeneracy`): outputs (log-likelihood per run, its ``(R, n_par)`` gradient).
+
+    Subclasses set ``kernel`` (the numba function called with the inputs), ``n_par`` (the differentiable
+    trailing inputs) and ``data_inputs`` (names of the leading non-differentiable ones; those in
+    ``disconnected`` -- integer data -- have no gradient at all). The gradient w.r.t. parameter ``k`` is
+    ``gll * grad[:, k]``.
+    """
 
     __props__ = ()
-    n_data = 2  # leading non-differentiable inputs (data, mask, ...)
+    kernel = None
+    n_par = N_PAR
+    data_inputs = ("the data", "the mask")
+    disconnected = ()
+
+    def perform(self, node, inputs, output_storage):
+        ll, g = self.kernel(*(np.ascontiguousarray(v) for v in inputs))
+        output_storage[0][0] = ll
+        output_storage[1][0] = g
 
     def infer_shape(self, node, shapes):
         R = shapes[0][1]
-        return [(R,), (R, N_PAR)]
+        return [(R,), (R, self.n_par)]
 
     def pullback(self, inputs, outputs, output_grads):
         from pytensor.gradient import DisconnectedType
@@ -380,45 +413,42 @@ class _KalmanBase(Op):
         _, g = outputs
         gll = output_grads[0]
         if not isinstance(output_grads[1].type, DisconnectedType):
-            raise NotImplementedError("second derivatives of the Kalman likelihood are not implemented")
+            raise NotImplementedError(f"second derivatives of the {type(self).__name__} likelihood are not implemented")
         if isinstance(gll.type, DisconnectedType):
             gll = pt.zeros_like(outputs[0])
-        return [
-            *self._data_grads(inputs),
-            *[gll * g[:, k] for k in range(N_PAR)],
+        op = type(self).__name__
+        data = [
+            DisconnectedType()()
+            if name in self.disconnected
+            else grad_not_implemented(self, i, inputs[i], f"the {op} Op is not differentiable w.r.t. {name}")
+            for i, name in enumerate(self.data_inputs)
         ]
-
-    def _data_grads(self, inputs):
-        return [
-            grad_not_implemented(self, 0, inputs[0], "the Kalman Op is not differentiable w.r.t. the data"),
-            grad_not_implemented(self, 1, inputs[1], "the Kalman Op is not differentiable w.r.t. the mask"),
-        ]
+        return [*data, *[gll * g[:, k] for k in range(self.n_par)]]
 
     def connection_pattern(self, node):
-        return [[True, False]] * 2 + [[True, False]] * N_PAR
+        data = [[name not in self.disconnected, False] for name in self.data_inputs]
+        return data + [[True, False]] * self.n_par
 
 
-class KalmanAR2(_KalmanBase):
+class KalmanAR2(KalmanOpBase):
     """Lag-free recursion: inputs (y, mask, r0, r_star, a, mu, q, r); outputs (log-likelihood, gradient)."""
+
+    kernel = staticmethod(ar2_loglik_grad)
 
     def make_node(self, y, mask, r0, r_star, a, mu, q, r):
         ins = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask, r0, r_star, a, mu, q, r)]
         return Apply(self, ins, [pt.dvector(), pt.dmatrix()])
 
-    def perform(self, node, inputs, output_storage):
-        y, mask, *pars = inputs
-        ll, g = ar2_loglik_grad(
-            np.ascontiguousarray(y), np.ascontiguousarray(mask), *(np.ascontiguousarray(p) for p in pars)
-        )
-        output_storage[0][0] = ll
-        output_storage[1][0] = g
 
-
-class KalmanRefresh(_KalmanBase):
+class KalmanRefresh(KalmanOpBase):
     """Refresh-interval lag pattern: inputs (y, mask, K, r0, r_star, a, mu, q, r); outputs (log-likelihood, gradient).
 
     ``K`` (int64, per run) is data: one compiled graph serves runs of any refresh interval.
     """
+
+    kernel = staticmethod(refresh_loglik_grad)
+    data_inputs = ("the data", "the mask", "K")
+    disconnected = ("K",)
 
     def make_node(self, y, mask, K, r0, r_star, a, mu, q, r):
         data = [pt.as_tensor_variable(v).astype("float64") for v in (y, mask)]
@@ -427,23 +457,6 @@ class KalmanRefresh(_KalmanBase):
             raise TypeError(f"K must be an integer vector (one refresh interval per run), got {K.type}")
         pars = [pt.as_tensor_variable(v).astype("float64") for v in (r0, r_star, a, mu, q, r)]
         return Apply(self, [*data, K.astype("int64"), *pars], [pt.dvector(), pt.dmatrix()])
-
-    def perform(self, node, inputs, output_storage):
-        y, mask, K, *pars = inputs
-        ll, g = refresh_loglik_grad(
-            np.ascontiguousarray(y), np.ascontiguousarray(mask), np.ascontiguousarray(K, dtype=np.int64),
-            *(np.ascontiguousarray(p) for p in pars),
-        )  # fmt: skip
-        output_storage[0][0] = ll
-        output_storage[1][0] = g
-
-    def _data_grads(self, inputs):
-        from pytensor.gradient import DisconnectedType
-
-        return [*super()._data_grads(inputs), DisconnectedType()()]
-
-    def connection_pattern(self, node):
-        return [[True, False]] * 2 + [[False, False]] + [[True, False]] * N_PAR
 
 
 def _register_numba():

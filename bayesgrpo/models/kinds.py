@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
+__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS", "SPREAD_DATA",
+           "SPREAD_PARAMS"]  # fmt: skip
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
 DATA_VARS = (
@@ -54,7 +55,15 @@ DATA_VARS = (
     "floor",
     "floor_known",
     "fraction",
+    "channels",
+    "group_size",
+    "width",
+    "width_known",
 )
+#: the data variables of the spread channel only (absent from the reward-only graphs)
+SPREAD_DATA = ("channels", "group_size", "width", "width_known")
+#: the per-run parameters a forecast with the spread channel needs besides the kind's
+SPREAD_PARAMS = ("nu", "W")
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,9 @@ class ModelArrays:
     step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
     (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
     (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
-    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
+    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``. The spread
+    channel (:mod:`bayesgrpo.models.spread`): ``channels`` (C, T, R), ``group_size`` (G), ``width`` (the
+    reward's range U - L, normalised) and ``width_known``.
     """
 
     y: np.ndarray
@@ -85,12 +96,29 @@ class ModelArrays:
     floor: np.ndarray = None
     floor_known: np.ndarray = None
     fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
+    channels: np.ndarray = None
+    group_size: np.ndarray = None
+    width: np.ndarray = None
+    width_known: np.ndarray = None
 
     def __post_init__(self):
+        from bayesgrpo.models.spread import DEFAULT_GROUP_SIZE, N_CH
+
         R = len(self.r0_obs)
-        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
+        defaults = (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3),
+                    ("group_size", float(DEFAULT_GROUP_SIZE)), ("width", 1.0), ("width_known", 0.0))  # fmt: skip
+        for name, default in defaults:
             if getattr(self, name) is None:  # arrays saved before these fields existed
                 object.__setattr__(self, name, np.full(R, default))
+        if self.channels is None:
+            object.__setattr__(self, "channels", np.zeros((N_CH,) + np.shape(self.y)))
+
+    @property
+    def has_channels(self) -> bool:
+        """Some run of these arrays logs a spread channel (the spread graph is needed)."""
+        from bayesgrpo.models.spread import CH_MS, CH_MZ
+
+        return bool(self.channels[CH_MS].any() or self.channels[CH_MZ].any())
 
     def data(self, prior=None) -> dict:
         """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
@@ -107,7 +135,7 @@ class ModelArrays:
         fields = {n: getattr(self, n) for n in DATA_VARS}
         out = {}
         for n, v in fields.items():
-            out[n] = v[:T, idx] if v.ndim >= 2 else v[idx]
+            out[n] = v[:, :T][:, :, idx] if v.ndim == 3 else v[:T, idx] if v.ndim == 2 else v[idx]
         return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
 
 
@@ -145,21 +173,25 @@ class ModelKind:
 
     @property
     def required_data(self) -> tuple[str, ...]:
-        """Data variables a compiled graph of this kind must have (a batch's data must really be swapped)."""
+        """Data variables a compiled graph of this kind must have (a batch's data must really be swapped;
+        the spread graph also needs ``channels``)."""
         return ("y", "mask") if self.degeneracy else ("y", "mask", "refresh")
 
-    def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
+    def graph_key(self, arr: ModelArrays, prior, hierarchical: bool, *, spread: bool = False) -> tuple:
         """Everything the graph's structure depends on besides the swappable data (the prior's per-run
-        hyperparameters are data; its scalar constants, e.g. alpha's, are structure)."""
-        key = (self.name, hierarchical)
+        hyperparameters are data; its scalar constants, e.g. alpha's, are structure). ``spread``: the graph
+        with the spread channels (degeneracy kinds; the reward-only graph's key is unchanged)."""
+        if spread and not self.degeneracy:
+            raise ValueError(f"the {self.name} kind has no degeneracy state: the spread channels need one")
+        key = (self.name, hierarchical) + (("spread",) if spread else ())
         if self.size_scaling:
             key += (prior.alpha_mu, prior.alpha_sd)
         if hierarchical:
             key += (arr.y.shape[1], len(arr.families), prior.gain_sd, prior.log_tau_sd, prior.log_wander_sd)
         return key
 
-    def build(self, arr: ModelArrays, *, prior, hierarchical: bool = False):
-        """The ``pymc.Model`` of this kind for the runs of ``arr``."""
+    def build(self, arr: ModelArrays, *, prior, hierarchical: bool = False, spread: bool = False):
+        """The ``pymc.Model`` of this kind for the runs of ``arr`` (``spread``: with the spread channels)."""
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -168,6 +200,10 @@ class ModelKind:
 
         T, R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
+        if spread:
+            from bayesgrpo.models.spread import CH_ROWS
+
+            coords["channel_row"] = list(CH_ROWS)
         with pm.Model(coords=coords) as model:
             y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
@@ -210,23 +246,41 @@ class ModelKind:
             if self.degeneracy:
                 L = C.reward_floor(vec["floor"], vec["floor_known"], r0, hp["log_delta_mu"], hp["log_delta_sd"])
                 lam = C.heterogeneity(hp["lam_logit_mu"], hp["lam_logit_sd"]) if self.heterogeneity else None
-                C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m, L=L,
-                                        lam=lam)  # fmt: skip
+                chan = self._spread(arr, hp, r_star=r_star, L=L) if spread else None
+                C.degenerate_likelihood(y, mask, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m,
+                                        L=L, lam=lam, spread=chan)  # fmt: skip
             else:
                 C.reward_likelihood(y, mask, refresh=refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p,
                                     sigma_m=sigma_m)  # fmt: skip
         return model
 
+    @staticmethod
+    def _spread(arr: ModelArrays, hp: dict, *, r_star, L) -> dict:
+        """The spread channels' data and per-run parameters (inside the model context)."""
+        import pymc as pm
+
+        from bayesgrpo.models import components as C
+
+        ch = pm.Data("channels", arr.channels, dims=("channel_row", "step_grid", "run"), shape=(None, None, None))
+        d = {n: pm.Data(n, getattr(arr, n), dims="run", shape=(None,)) for n in ("group_size", "width", "width_known")}
+        nu, W = C.spread_parameters(hp, r_star=r_star, L=L, width=d["width"], width_known=d["width_known"])
+        return {"channels": ch, "group_size": d["group_size"], "nu": nu, "W": W}
+
     # ------------------------------------------------------------------ numpy side of a forecast
-    def filter_last(self, y, mask, p: dict, K: int):
-        """Filtered state ``(m, P)`` at the last grid step, per posterior draw (normalised units)."""
+    def filter_last(self, y, mask, p: dict, K: int, channels: dict | None = None):
+        """Filtered state ``(m, P)`` at the last grid step, per posterior draw (normalised units).
+
+        ``channels``: the run's spread channels (``ch`` (C, T) and ``G``) when its posterior came from the
+        spread graph (``p`` then has ``nu`` and ``W``)."""
         from bayesgrpo.models.kalman import filter_numpy, filter_refresh_numpy
 
         pars = {k: p[k] for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")}
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import ekf_filter_numpy
 
-            _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], lam=p.get("lam", 0.0), **pars)
+            chan = None if channels is None else {**channels, "nu": p["nu"], "W": p["W"]}
+            _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], lam=p.get("lam", 0.0), channels=chan,
+                                       **pars)  # fmt: skip
         elif K > 1:
             # the 3-state (x_n, x_{n-1}, period anchor) filter: exact, cost independent of K
             _, m, P = filter_refresh_numpy(y[:, None], mask[:, None], K=K, **pars)
@@ -294,7 +348,8 @@ def get_kind(name: str) -> ModelKind:
         raise ValueError(f"unknown model kind {name!r}; choose one of {', '.join(MODEL_KINDS)}") from None
 
 
-def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hierarchical: bool = False):
+def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hierarchical: bool = False,
+                spread: bool = False):  # fmt: skip
     """Build the PyMC model of kind ``kind`` for a batch of runs (see :class:`ModelKind`).
 
     Parameters
@@ -308,6 +363,8 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     hierarchical : bool
         Learn the population means/sds across the runs given (partial pooling by family), with the
         prior as hyperprior.
+    spread : bool
+        With the spread channels (``reward_std``, ``frac_reward_zero_std``; degeneracy kinds only).
 
     Returns
     -------
@@ -315,4 +372,5 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     """
     from bayesgrpo.models.prior import PopulationPrior
 
-    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical)
+    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical,
+                                spread=spread)  # fmt: skip

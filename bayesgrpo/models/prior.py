@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from bayesgrpo.errors import PriorError
 
-__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_path"]
+__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_path", "SPREAD_FIELDS",
+           "with_spread_population"]  # fmt: skip
 
 #: hyperparameters that enter the compiled graph as per-run data (so one compile serves every prior,
 #: e.g. the leave-one-source-out priors of a benchmark, and every observed fraction)
@@ -44,6 +45,10 @@ VECTOR_FIELDS = (
     "log_delta_sd",
     "lam_logit_mu",
     "lam_logit_sd",
+    "log_nu_mu",
+    "log_nu_sd",
+    "log_headroom_mu",
+    "log_headroom_sd",
 )
 
 #: file name of the packaged population prior inside ``bayesgrpo/resources``
@@ -109,6 +114,14 @@ class PopulationPrior(BaseModel):
     log_delta_sd: float = Field(1.0, gt=0)
     lam_logit_mu: float = Field(-1.0, description="mean logit(lam / LAM_MAX), the heterogeneity of the logistic kind")
     lam_logit_sd: float = Field(1.0, gt=0)
+    log_nu_mu: float = Field(
+        0.0, description="mean log nu, the effective Beta concentration of pass rates behind the reward spread"
+    )
+    log_nu_sd: float = Field(1.5, gt=0)
+    log_headroom_mu: float = Field(
+        0.0, description="mean log w: the reward's ceiling above the plateau, U = R* + w (R* - L), bounds unknown"
+    )
+    log_headroom_sd: float = Field(1.5, gt=0)
     alpha_mu: float = Field(0.3, description="curvature-scaling exponent prior mean (paper B: ~0.3)")
     alpha_sd: float = Field(0.3, gt=0)
     fraction_grid: tuple[float, ...] = Field((), description="observed fractions at which by_fraction gives values")
@@ -197,8 +210,11 @@ FIT_COLUMNS = {
     "log_wander": "log_wander",
     "log_delta": "log_delta",
     "lam_logit": "lam_logit",
+    "log_nu": "log_nu",
+    "log_headroom": "log_headroom",
 }
-_SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3, "lam_logit": 0.5}
+_SD_FLOORS = {"gain": 0.1, "log_tau": 0.3, "log_wander": 0.3, "log_delta": 0.3, "lam_logit": 0.5, "log_nu": 0.3,
+              "log_headroom": 0.3}  # fmt: skip
 
 
 def _wstats(x: np.ndarray, w: np.ndarray) -> tuple[float, float]:
@@ -280,7 +296,8 @@ def fit_population(
 #: broad hyperparameters for fitting single complete runs (the per-run fits a population prior is made of)
 BROAD_PRIOR = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
                               log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
-                              lam_logit_mu=0.0, lam_logit_sd=2.0, name="broad")  # fmt: skip
+                              lam_logit_mu=0.0, lam_logit_sd=2.0, log_nu_mu=0.0, log_nu_sd=2.0, log_headroom_mu=0.0,
+                              log_headroom_sd=2.0, name="broad")  # fmt: skip
 
 
 def _logit(p):
@@ -288,14 +305,19 @@ def _logit(p):
     return np.log(p / (1 - p))
 
 
-def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0):
+def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0,
+                    channels=(), prior: PopulationPrior | None = None):  # fmt: skip
     """Fit each complete run of ``runs`` (broad priors) in the units a forecast at ``fraction`` uses.
 
     The normalisation of each run comes from its prefix at ``fraction`` (``normalize_with``), the fit
     from the whole run. Returns one row per run with the per-run posterior medians
-    :func:`fit_population` aggregates (``gain, log_tau, log_wander, log_delta, r0_dev, log_noise_dev``)
-    and the sampler health. Runs with fewer than 5 points before ``fraction`` are skipped.
+    :func:`fit_population` aggregates (``gain, log_tau, log_wander, log_delta, r0_dev, log_noise_dev``;
+    with ``channels`` (spread channels, :mod:`bayesgrpo.models.spread`; only runs that log one are fitted)
+    also ``log_nu`` and, bounds unknown, ``log_headroom``) and the sampler health. Runs with fewer than 5
+    points before ``fraction`` are skipped. ``prior``: the hyperparameters of the fits (default
+    :data:`BROAD_PRIOR`; the spread fits use the fitted population for the reward's parameters).
     """
+    import functools
     import warnings
 
     from bayesgrpo.inference import sampling
@@ -305,6 +327,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     from bayesgrpo.models.kinds import get_kind
 
     sampler = sampler or SamplerConfig(draws=300, tune=300, seed=seed)
+    prior = prior or BROAD_PRIOR
     spec = get_kind(kind)
     prefix = runs.truncate(fraction=fraction)
     ok = [r for r in runs.run_ids if len(prefix.run(r)) >= 5]
@@ -314,14 +337,18 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # constant or repaired curves: the fit of one complete run only
-        arr, infos = prepare_arrays(
-            runs.select(ok), horizon=horizon, prior=BROAD_PRIOR, normalize_with=prefix.select(ok)
-        )
+        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=prior,
+                                    normalize_with=prefix.select(ok), channels=channels)  # fmt: skip
     for j, info in enumerate(infos):
         sub = arr.subset([j])
-        compiled = sampling.compile_model(spec.graph_key(sub, BROAD_PRIOR, False),
-                                          lambda sub=sub: spec.build(sub, prior=BROAD_PRIOR), backend=sampler.backend)  # fmt: skip
-        idata = sampling.nuts(compiled, data=sub.data(BROAD_PRIOR), sampler=sampler, required=spec.required_data,
+        spread = bool(channels) and sub.has_channels
+        if channels and not spread:
+            continue
+        build = functools.partial(spec.build, sub, prior=prior, spread=spread)
+        compiled = sampling.compile_model(spec.graph_key(sub, prior, False, spread=spread), build,
+                                          backend=sampler.backend)  # fmt: skip
+        need = spec.required_data + (("channels",) if spread else ())
+        idata = sampling.nuts(compiled, data=sub.data(prior), sampler=sampler, required=need,
                               seed=sampling.batch_seed(sampler.seed, sub.run_ids))  # fmt: skip
         post = sampling.posterior_dataset(idata).assign_coords(run=[info.run_id])
         h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))
@@ -337,9 +364,27 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
             log_delta=float(np.log(np.maximum(p["r0"] - p["L"], 1e-9)).median())
             if spec.degeneracy and sub.floor_known[0] == 0 else np.nan,
             lam_logit=float(_logit(p["lam"] / LAM_MAX).median()) if spec.heterogeneity else np.nan,
+            log_nu=float(np.log(p["nu"]).median()) if spread else np.nan,
+            log_headroom=float(np.log(p["headroom"]).median()) if spread and sub.width_known[0] == 0 else np.nan,
             r_hat=h[info.run_id]["r_hat_max"], divergences=h[info.run_id]["divergences"],
         ))  # fmt: skip
     return rows
+
+
+#: the population prior's fields of the spread channel (:mod:`bayesgrpo.models.spread`)
+SPREAD_FIELDS = ("log_nu_mu", "log_nu_sd", "log_headroom_mu", "log_headroom_sd")
+
+
+def with_spread_population(prior: PopulationPrior, rows, *, exclude_source: str | None = None,
+                           name: str | None = None) -> PopulationPrior:  # fmt: skip
+    """``prior`` with the spread channel's hyperparameters (log nu, log headroom) fitted on ``rows``: per-run
+    fits made WITH the channels (:func:`fit_run_effects` ``channels=``), every source weighing the same; the
+    other fields stay ``prior``'s (their population is the reward-only fits'). Unitless: no fraction tables."""
+    fitted = fit_population(rows, exclude_source=exclude_source)
+    data = prior.model_dump()
+    data.update({k: getattr(fitted, k) for k in SPREAD_FIELDS}, name=name or f"{prior.name}+spread")
+    data["provenance"] = {**prior.provenance, "spread": {**fitted.provenance, "fields": list(SPREAD_FIELDS)}}
+    return PopulationPrior(**data)
 
 
 def context_prior(base: PopulationPrior, rows, *, fraction: float, name: str = "context") -> PopulationPrior:

@@ -290,7 +290,7 @@ def prepare_arrays(
     size_known = (np.isfinite(size) & (size > 0)).astype(float)
     log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
     floor = np.array(floors, dtype=float)
-    from bayesgrpo.models.spread import channel_array  # numba: imported when arrays are made, not with the module
+    from bayesgrpo.models.channels import channel_array
 
     ch = np.stack([channel_array(c["steps"], c["reward"], c["spread"], c["zero_std"], s0=i.s0, T=T,
                                  groups=c["groups"], loc=i.loc, scale=i.scale)
@@ -331,7 +331,7 @@ def _channel_inputs(g, meta, channels, where: str, lo_b: float, hi_b: float, *, 
     """One run's spread-channel inputs (module docstring): the logged values of the chosen channels (NaN where
     not logged or not valid: a negative spread, a share outside [0, 1] -- a :class:`DataWarning` names the
     run), G, the groups behind a logged point and the width ``U - L`` (NaN when a bound is unknown)."""
-    from bayesgrpo.models.spread import DEFAULT_GROUP_SIZE
+    from bayesgrpo.models.channels import DEFAULT_GROUP_SIZE
 
     n = len(g)
     G = _num(meta, "group_size")

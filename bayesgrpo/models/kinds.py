@@ -102,7 +102,7 @@ class ModelArrays:
     width_known: np.ndarray = None
 
     def __post_init__(self):
-        from bayesgrpo.models.spread import DEFAULT_GROUP_SIZE, N_CH
+        from bayesgrpo.models.channels import DEFAULT_GROUP_SIZE, N_CH
 
         R = len(self.r0_obs)
         defaults = (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3),
@@ -116,7 +116,7 @@ class ModelArrays:
     @property
     def has_channels(self) -> bool:
         """Some run of these arrays logs a spread channel (the spread graph is needed)."""
-        from bayesgrpo.models.spread import CH_MS, CH_MZ
+        from bayesgrpo.models.channels import CH_MS, CH_MZ
 
         return bool(self.channels[CH_MS].any() or self.channels[CH_MZ].any())
 
@@ -201,7 +201,7 @@ class ModelKind:
         T, R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
         if spread:
-            from bayesgrpo.models.spread import CH_ROWS
+            from bayesgrpo.models.channels import CH_ROWS
 
             coords["channel_row"] = list(CH_ROWS)
         with pm.Model(coords=coords) as model:

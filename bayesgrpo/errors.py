@@ -9,7 +9,6 @@ __all__ = [
     "BayesGRPOError",
     "DataValidationError",
     "LogFormatError",
-    "NotFittedError",
     "ForecastError",
     "DataWarning",
     "SamplerWarning",
@@ -17,6 +16,7 @@ __all__ = [
     "ArtefactError",
     "OutputError",
     "OptionError",
+    "warning_type",
 ]
 
 
@@ -33,10 +33,6 @@ class LogFormatError(BayesGRPOError, ValueError):
 
     The message names the file and the line or record, and says what was expected.
     """
-
-
-class NotFittedError(BayesGRPOError, RuntimeError):
-    """A method that needs a fitted model was called before ``fit``."""
 
 
 class ForecastError(BayesGRPOError, ValueError):
@@ -65,3 +61,12 @@ class DataWarning(UserWarning):
 
 class SamplerWarning(UserWarning):
     """Sampler health is poor (r_hat, ESS or divergences)."""
+
+
+def warning_type(name: str) -> type[Warning]:
+    """The warning class named ``name`` (one of this module's, or a builtin one; else ``UserWarning``):
+    how a warning caught in another process (a Dask worker) is raised again here under its own type."""
+    import builtins
+
+    cls = globals().get(name) or getattr(builtins, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning

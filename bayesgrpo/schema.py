@@ -23,9 +23,9 @@ anything else              unmapped metrics are kept under their original names
 ``meta`` (one row per run, index ``run_id``): :data:`META_FIELDS` (all optional; missing stays
 missing as NaN / None) plus any free-form extra columns.
 
-Per-run normalisation (:meth:`RunSet.normalize`) maps ``reward`` to
-``(reward - loc) / scale`` with ``loc``/``scale`` stored per run; :meth:`RunSet.denormalize`
-inverts it exactly (the same two floats, the inverse affine map).
+A RunSet is always in the runs' own units; the models' per-run normalisation (and its exact inverse)
+is :func:`bayesgrpo.models.arrays.normalisation`, the per-run facts of a forecast (truncation,
+horizon, interval, bounds) are its plan (:mod:`bayesgrpo.plan`).
 """
 
 from __future__ import annotations
@@ -410,14 +410,14 @@ class RunSet:
 
     # ------------------------------------------------------------------ reports
     def summary(self) -> pd.DataFrame:
-        """One row per run: points, first/last step, logging interval, reward range, metadata present."""
+        """One row per run: points, first/last step, reward range, metrics and metadata present (the
+        logging interval a forecast uses is the run's plan's: :func:`bayesgrpo.plan.logging_interval`)."""
         g = self.data.groupby(RUN, sort=False)
         out = pd.DataFrame(
             {
                 "points": g.size(),
                 "first_step": g[STEP].min(),
                 "last_step": g[STEP].max(),
-                "interval": g[STEP].apply(lambda s: float(np.median(np.diff(s))) if len(s) > 1 else np.nan),
                 "reward_min": g[REWARD].min(),
                 "reward_max": g[REWARD].max(),
                 "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10) :].mean())),

@@ -39,9 +39,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from devdata import SELECTION, load_dev  # noqa: E402
 
+from bayesgrpo.forecast.population import BROAD_PRIOR, fit_run_effects  # noqa: E402
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
-from bayesgrpo.models.prior import BROAD_PRIOR, fit_population, fit_run_effects  # noqa: E402
+from bayesgrpo.models.prior import fit_population  # noqa: E402
 from bayesgrpo.schema import RunSet  # noqa: E402
 
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)

@@ -134,17 +134,17 @@ from bayesgrpo.forecast import Forecaster; m("import bayesgrpo.forecast (scipy v
 import nutpie; m("import nutpie (arviz, xarray, matplotlib via arviz_plots)")
 from numba.core.registry import cpu_target; cpu_target.target_context; m("import numba")
 from bayesgrpo.io import read_runs
-from bayesgrpo.forecast.batch import resolve_horizons, truncate_runs
+from bayesgrpo.plan import plan_runs
 runs = read_runs(sys.argv[2] + "/runs.csv", meta=sys.argv[2] + "/meta.csv"); m("read the log")
 rid = sys.argv[3]
-obs = truncate_runs(runs.select([rid]), until_fraction=0.3); hz = resolve_horizons(runs, obs)
+plans = plan_runs(runs.select([rid]), until_fraction=0.3); obs = plans.observed
 import dataclasses, functools
 import numpy as np
 from bayesgrpo.inference import sampling
 from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.models.kinds import get_kind
 fc = Forecaster(); kind = get_kind("oscillator")
-arr, infos = prepare_arrays(obs, horizon=hz, prior=fc.config.prior)
+arr, infos = prepare_arrays(obs, plans=plans, prior=fc.config.prior)
 template = dataclasses.replace(arr, mu_mean=np.full(1, fc.config.prior.mu_default))
 if mode == "cold":
     import pymc; m("import pymc, pytensor")
@@ -230,7 +230,6 @@ def k_child(cache: str) -> dict:
 
     warnings.simplefilter("ignore")
     from bayesgrpo.forecast import Forecaster
-    from bayesgrpo.forecast.forecaster import HEALTH_VARS
     from bayesgrpo.inference import sampling
     from bayesgrpo.models.arrays import prepare_arrays
     from bayesgrpo.models.kinds import get_kind

@@ -73,12 +73,13 @@ def slug(s: str) -> str:
 
 
 def loso_prior(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
-    # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as PopulationPrior.default
-    from bayesgrpo.models.prior import prior_kind as which
+    # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as default_prior
+    from bayesgrpo.models.kinds import default_prior
+    from bayesgrpo.models.kinds import prior_kind as which
 
     prior_kind = which(kind, lambda k: bool((table["kind"] == k).any()))
     rows = table[table["kind"] == prior_kind]
-    base = PopulationPrior.default(kind)
+    base = default_prior(kind)
     return fit_population(rows, exclude_source=source, name=f"loso-{prior_kind}-{slug(source)}", base=base)
 
 
@@ -98,7 +99,7 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
         rs = runs.select(ids)
         ctx = dict(context=rs, include_single=False, max_context=CTX_MAX) if cfg.get("context") else {}
         backtest(rs, cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior, calibration=False,
-                 out_dir=out, make_figures=False, save_draws=400, **ctx)  # fmt: skip
+                 out_dir=out, save_draws=400, **ctx)  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs) done", flush=True)
 
 
@@ -141,7 +142,7 @@ def calibrated_cases(name: str, cases: pd.DataFrame) -> pd.DataFrame:
         layers[s] = cal.model_dump(exclude={"provenance"})
         for i in np.flatnonzero(b["source"].to_numpy() == s):
             r = b.iloc[i]
-            x = cal.apply(draws[i], fraction=r.cutoff, level=r.level, floor=r.floor, scale=r.scale)
+            x = CS.apply_layer(cal, draws[i], fraction=r.cutoff, level=r.level, floor=r.floor, scale=r.scale)
             row = {k: r[k] for k in ("run_id", "source", "cutoff", "n_obs", "observed_until", "s0", "horizon",
                                      "truth", "range", "seconds", "r_hat_max", "ess_min", "divergences")}  # fmt: skip
             row.update(score_draws(x, r.truth, r["range"]), method=f"bayesgrpo[{name}+cal]", ok=True, message="")

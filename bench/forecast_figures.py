@@ -32,6 +32,7 @@ import forecast_benchmark as FB  # noqa: E402
 from devdata import load_dev  # noqa: E402
 
 from bayesgrpo.forecast.forecaster import Forecaster  # noqa: E402
+from bayesgrpo.plots.fan import fan_chart  # noqa: E402
 
 OUT = FB.RES / "figures"
 CONFIG = "oscillator"
@@ -65,7 +66,7 @@ def main():
             fit = Forecaster(CONFIG, prior=prior, calibration=cal if cal is not None else False).fit(
                 full.truncate(until_step=int(r["observed_until"])), horizon=int(r["horizon"])
             )
-        fig = fit.plot(r["run_id"], truth=full.run(r["run_id"]))
+        fig = fan_chart(fit, r["run_id"], truth=full.run(r["run_id"]))
         fig.suptitle(f"{shape}: {s} (cutoff {r['cutoff']:g}; prior and calibration without this source)", fontsize=9)
         p = OUT / f"forecast_dev_{shape}.png"
         fig.savefig(p, dpi=100)

@@ -161,7 +161,7 @@ NB = {
             "res.contrasts.round(3)"
         ),
         new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
-        new_code_cell("show(res.forest())"),
+        new_code_cell("from bayesgrpo.plots.forest import forest_plot\n\nshow(forest_plot(res))"),
         new_markdown_cell(
             "Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"
         ),

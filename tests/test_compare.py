@@ -149,7 +149,9 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
     assert res.pareto_k.shape == (4, 4)
     assert set(res.health["model"]) == set(C.COMPARE_KINDS)
     assert {"r_hat_max", "ess_bulk_min", "divergences"} <= set(res.health.columns)
-    fig = res.forest()
+    from bayesgrpo.plots.forest import forest_plot
+
+    fig = forest_plot(res)
     fig.savefig(tmp_path / "f.png")
     assert "G-exponent" in res.summary_markdown()
 

@@ -220,10 +220,10 @@ class _FailsOn(Forecaster):
         super().__init__(**kw)
         self.bad = bad
 
-    def fit(self, runs, **kw):
-        if self.bad in runs.run_ids:
+    def fit_plans(self, plans, **kw):  # what forecast_batch calls on a worker
+        if self.bad in plans.observed.run_ids:
             raise ForecastError(f"simulated failure on run {self.bad!r}")
-        return super().fit(runs, **kw)
+        return super().fit_plans(plans, **kw)
 
 
 @pytest.mark.slow
@@ -293,14 +293,15 @@ def test_backtest_spreads_case_groups_over_an_executor():
     rs = RunSet.from_frames(
         pd.DataFrame(rows), pd.DataFrame({"run_id": [f"r{k}" for k in range(6)], "source_repo": "A"})
     )
-    serial = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)},
-                      make_figures=False)  # fmt: skip
+    serial = backtest(
+        rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)}
+    )
     # one pool thread posing as two workers: warnings.catch_warnings is process-global, so concurrent
     # threads would mix their records (Dask workers are processes of one thread each)
     with FuturesExecutor(ThreadPoolExecutor(1), n_workers=2, own=True) as ex:
         method = BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2, executor=ex)
         assert method.chunk == 4  # the harness hands it a group per worker at a time
-        par = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: method}, make_figures=False)
+        par = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: method})
     cols = ["run_id", "ok", "message", "crps", "warnings"]
     a, b = (r.cases.set_index("run_id").sort_index().reset_index() for r in (serial, par))
     pd.testing.assert_frame_equal(a[[c for c in cols if c in a]], b[[c for c in cols if c in b]])

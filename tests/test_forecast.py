@@ -245,9 +245,10 @@ def test_unstable_share_equals_spectral_radius_per_draw():
 
 
 def test_context_prior_pools_toward_the_source():
-    from bayesgrpo.models.prior import PopulationPrior, context_prior
+    from bayesgrpo.models.kinds import default_prior
+    from bayesgrpo.models.prior import context_prior
 
-    base = PopulationPrior.default()
+    base = default_prior()
     m0 = float(base.values_at([0.3])["gain_mu"][0])
     s0 = float(base.values_at([0.3])["gain_sd"][0])
     rows = [dict(gain=m0 + 2.0 + 0.01 * k, log_tau=4.0, log_wander=-1.0, log_delta=np.nan) for k in range(8)]

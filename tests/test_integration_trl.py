@@ -23,8 +23,9 @@ pytest.importorskip("transformers")
 
 import tiny_grpo  # noqa: E402
 
-from bayesgrpo.integrations._worker import ForecastWorker, run_config_meta  # noqa: E402
+from bayesgrpo.integrations._worker import ForecastWorker  # noqa: E402
 from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop, UtilityStop  # noqa: E402
+from bayesgrpo.io.trl import run_config_meta  # noqa: E402
 
 SMALL = {"draws": 100, "tune": 100, "chains": 2}
 KEYS = (

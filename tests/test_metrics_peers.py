@@ -83,6 +83,8 @@ def test_pit_randomises_ties():
 
 # ---------------------------------------------------------------------------- final window
 def test_final_window_mask_hand_examples():
+    from bayesgrpo import plan as M
+
     steps = np.arange(1, 101)
     m = M.final_window_mask(steps, s0=1, horizon=100)
     np.testing.assert_array_equal(steps[m], np.arange(91, 101))

@@ -1,6 +1,5 @@
 """Execute the walkthrough notebooks with small sampling settings (issue: notebooks run in CI)."""
 
-import os
 from pathlib import Path
 
 import pytest

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _version(value: bool):
     if value:
-        from bayesgrpo import __version__
+        from bayesgrpo._version import __version__
 
         typer.echo(f"bayesgrpo {__version__}")
         raise typer.Exit()

@@ -75,14 +75,17 @@ def backtest_cmd(
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import write_table
+    from bayesgrpo.plan import PlanOptions
 
     C.validate_model(model)
     try:
         cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
     except ValueError:
         C.fail(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}")
-    if not cut or any(not 0 < c < 1 for c in cut):
-        C.fail(f"--cutoffs: every cutoff must lie in (0, 1), got {cutoffs!r}")
+    if not cut:
+        C.fail("--cutoffs: give at least one cutoff, e.g. 0.1,0.3")
+    for c in cut:  # a cutoff is the plan's until_fraction: the same bounds
+        C.check_field(PlanOptions, "until_fraction", c, option="--cutoffs: every cutoff")
     try:
         resolve_methods(peers)
     except ValueError as e:
@@ -97,6 +100,11 @@ def backtest_cmd(
     with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
         res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
                        resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
+    if len(res.cases):
+        from bayesgrpo.plots.backtest import plot_all
+
+        with C.guard():
+            plot_all(res.cases, out_dir, runs=rs, example_runs=res.example_runs)
     s = res.summary
     if s.empty:
         C.status("no case could be scored")

@@ -76,25 +76,13 @@ def budget_cmd(
     """
     import pandas as pd
 
-    from bayesgrpo.decisions.budget import budget_table
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
+    from bayesgrpo.decisions.budget import Costs, budget_table
+    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
     from bayesgrpo.plots.budget import plot_budget
 
-    # ---- costs are checked before any sampling
-    if cost_per_hour is not None and steps_per_hour is None:
-        C.fail("--cost-per-hour needs --steps-per-hour (to turn hours into optimizer steps)")
-    for name, v in (("--steps-per-hour", steps_per_hour), ("--epoch-steps", epoch_steps)):
-        if v is not None and v <= 0:
-            C.fail(f"{name} must be > 0, got {v:g}")
-    for name, v in (("--cost-per-step", cost_per_step), ("--cost-per-hour", cost_per_hour)):
-        if v is not None and v < 0:
-            C.fail(f"{name} must be >= 0, got {v:g}")
-    if cost_per_step is not None and cost_per_hour is not None:
-        implied = cost_per_hour / steps_per_hour
-        if abs(implied - cost_per_step) > 1e-9 * max(1.0, abs(cost_per_step)):
-            C.fail(
-                f"--cost-per-step {cost_per_step:g} contradicts --cost-per-hour / --steps-per-hour = {implied:g}; give one of them"
-            )
+    # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
+    C.validated(Costs, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
+                value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
@@ -124,8 +112,7 @@ def budget_cmd(
             with C.guard():
                 write_table(tab, out_dir / f"{stem}_budget.csv")
                 fig = plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth)
-                with atomic_path(out_dir / f"{stem}_budget.png") as tmp:
-                    fig.savefig(tmp, dpi=110, format="png")
+                save_figure(fig, out_dir / f"{stem}_budget.png")
             C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))

@@ -14,8 +14,9 @@ import typer
 
 from bayesgrpo.errors import BayesGRPOError
 
-__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table", "capture_warnings",
-           "progress_bar", "guard", "validate_sampler", "sampler_config", "EXIT_USAGE", "EXIT_FAILED"]  # fmt: skip
+__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table",
+           "progress_bar", "guard", "validated", "sampler_config", "plan_options", "forecast_options", "EXIT_USAGE",
+           "EXIT_FAILED"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
@@ -95,10 +96,6 @@ def _show(caught) -> None:
             err.print(f"[yellow]warning:[/] {escape(msg)}")
         else:
             log.debug("%s: %s", cat, msg)
-
-
-def capture_warnings():
-    return guard()
 
 
 def parse_reward_range(text: str | None):
@@ -202,20 +199,52 @@ def progress_bar(description: str, total: int | None = None):
         yield update
 
 
-def validate_sampler(*, draws: int, tune: int, chains: int) -> None:
-    if draws < 10:
-        fail(f"--draws must be at least 10, got {draws}")
-    if tune < 10:
-        fail(f"--tune must be at least 10, got {tune}")
-    if not 1 <= chains <= 64:
-        fail(f"--chains must be between 1 and 64, got {chains}")
+def _bounds_text(info) -> str:
+    """``"must lie in (0, 1]"`` / ``"must be at least 10"`` from a pydantic field's bounds."""
+    import annotated_types as at
+
+    lo = hi = None
+    for m in info.metadata:
+        if isinstance(m, at.Gt | at.Ge):
+            lo = ("(" if isinstance(m, at.Gt) else "[", m.gt if isinstance(m, at.Gt) else m.ge)
+        elif isinstance(m, at.Lt | at.Le):
+            hi = (")" if isinstance(m, at.Lt) else "]", m.lt if isinstance(m, at.Lt) else m.le)
+    if lo and hi:
+        return f"must lie in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+    if lo:
+        return f"must be {'at least' if lo[0] == '[' else 'greater than'} {lo[1]:g}"
+    if hi:
+        return f"must be {'at most' if hi[0] == ']' else 'less than'} {hi[1]:g}"
+    return "is not allowed"
+
+
+def validated(model_cls, *, options: dict | None = None, **values):
+    """``model_cls(**values)``, or one line naming the option: the bounds are the config's (one place).
+
+    ``options`` maps a field to its option name (default ``--field-name``).
+    """
+    from pydantic import ValidationError
+
+    opt = {f: (options or {}).get(f, "--" + f.replace("_", "-")) for f in model_cls.model_fields}
+    try:
+        return model_cls(**values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = err["loc"][0] if err["loc"] else None
+        if field in model_cls.model_fields and err["type"] != "value_error":
+            value = values.get(field)
+            fail(f"{opt[field]} {_bounds_text(model_cls.model_fields[field])}, got {value:g}"
+                 if isinstance(value, int | float) else f"{opt[field]}: {err['msg']}")  # fmt: skip
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        for f in sorted(opt, key=len, reverse=True):  # the fields a validator names, as their options
+            msg = msg.replace(f, opt[f])
+        fail(msg)
 
 
 def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
     from bayesgrpo.inference.sampling import SamplerConfig
 
-    validate_sampler(draws=draws, tune=tune, chains=chains)
-    return SamplerConfig(draws=draws, tune=tune, chains=chains, seed=seed)
+    return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed)
 
 
 def validate_model(model: str) -> None:
@@ -225,20 +254,34 @@ def validate_model(model: str) -> None:
         fail(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
 
 
-def validate_window(*, final_window: float, stop_fraction: float) -> None:
-    if not 0.0 < final_window <= 1.0:
-        fail(f"--final-window must lie in (0, 1], got {final_window:g}")
-    if not 0.0 < stop_fraction < 1.0:
-        fail(f"--stop-fraction must lie in (0, 1), got {stop_fraction:g}")
+def plan_options(**values):
+    """The plan's options (:class:`bayesgrpo.plan.PlanOptions`: horizon, truncation, final window), checked."""
+    from bayesgrpo.plan import PlanOptions
+
+    return validated(PlanOptions, **values)
 
 
-def validate_until(*, until_step: int | None, until_fraction: float | None, horizon: int | None = None) -> None:
-    if until_step is not None and until_fraction is not None:
-        fail("give --until-step or --until-fraction, not both")
-    if until_fraction is not None and not 0.0 < until_fraction < 1.0:
-        fail(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
-    if horizon is not None and horizon < 1:
-        fail(f"--horizon must be a positive step, got {horizon}")
+def check_field(model_cls, field: str, value, *, option: str | None = None) -> None:
+    """One field of a pydantic config checked alone (its annotation and bounds), else one line naming the option."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    info = model_cls.model_fields[field]
+    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    try:
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError:
+        fail(f"{option or '--' + field.replace('_', '-')} {_bounds_text(info)}, got {value:g}")
+
+
+def forecast_options(*, final_window: float, stop_fraction: float) -> None:
+    """The forecast definitions, checked against :class:`bayesgrpo.forecast.ForecastConfig`'s bounds
+    (before any prior is loaded)."""
+    from bayesgrpo.forecast.forecaster import ForecastConfig
+
+    check_field(ForecastConfig, "final_window", final_window)
+    check_field(ForecastConfig, "stop_fraction", stop_fraction)
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

@@ -67,7 +67,8 @@ def compare_cmd(
     tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
     table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
     from bayesgrpo.compare import COMPARE_KINDS, compare_runs
-    from bayesgrpo.io.output import atomic_path, write_table
+    from bayesgrpo.io.output import save_figure, write_table, write_text
+    from bayesgrpo.plots.forest import forest_plot
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
     kinds = tuple(s.strip() for s in models.split(",") if s.strip())
@@ -114,11 +115,8 @@ def compare_cmd(
         for name, df in (("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
                          ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
             write_table(df, out_dir / f"{name}.csv")
-        with atomic_path(out_dir / "summary.md") as tmp:
-            tmp.write_text(res.summary_markdown())
-        fig = res.forest()
-        with atomic_path(out_dir / "forest.png") as tmp:
-            fig.savefig(tmp, dpi=130, format="png")
+        write_text(out_dir / "summary.md", res.summary_markdown())
+        save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
     C.status(
         f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
     )

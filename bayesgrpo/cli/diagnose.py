@@ -56,11 +56,11 @@ def diagnose_cmd(
 ):
     """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
     from bayesgrpo.diagnose import diagnose_runs, resolve_ceilings
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
+    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
     C.validate_model(model)
-    C.validate_until(until_step=None, until_fraction=None, horizon=horizon)
+    C.plan_options(horizon=horizon)
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
     rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
@@ -70,9 +70,10 @@ def diagnose_cmd(
     if posterior:
         from bayesgrpo.forecast import Forecaster
         from bayesgrpo.forecast.batch import forecast_batch
+        from bayesgrpo.plan import NEXT
 
-        # complete runs: the posterior of the logged curve needs no future, one step ahead suffices
-        hz = horizon if horizon is not None else {r: int(rs.run(r)["step"].iloc[-1]) + 1 for r in rs.run_ids}
+        # complete runs: the posterior of the logged curve needs no future, one logged step ahead suffices
+        hz = horizon if horizon is not None else NEXT
         C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
         with C.guard(), C.progress_bar("sampling") as bar:
             res = forecast_batch(
@@ -108,6 +109,5 @@ def diagnose_cmd(
             with C.guard():
                 fig = plot_diagnosis(rs, rid, res, ceiling=ceil.get(rid), posteriors=posts)
                 path = out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, dpi=100, format="png")
+                save_figure(fig, path, dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")

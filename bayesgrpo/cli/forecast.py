@@ -11,9 +11,7 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
-    DEFAULT_FINAL_WINDOW,
     DEFAULT_MODEL,
-    DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
     ChainsOpt,
     ContextMetaOpt,
@@ -39,6 +37,8 @@ from bayesgrpo.cli.options import (
     UntilStepOpt,
     WorkersOpt,
 )
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
+from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
 __all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
 
@@ -79,12 +79,12 @@ def run_forecast(
     from bayesgrpo.forecast import Forecaster
     from bayesgrpo.forecast.batch import forecast_batch
     from bayesgrpo.inference.executor import check_options, make_executor
-    from bayesgrpo.io.output import safe_file_stem, write_table
+    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
 
     # ---- every option before any reading or sampling
     C.validate_model(model)
-    C.validate_window(final_window=final_window, stop_fraction=stop_fraction)
-    C.validate_until(until_step=until_step, until_fraction=until_fraction, horizon=horizon)
+    C.forecast_options(final_window=final_window, stop_fraction=stop_fraction)
+    C.plan_options(horizon=horizon, until_step=until_step, until_fraction=until_fraction, final_window=final_window)
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     bounds = C.parse_reward_range(reward_range)
     C.validate_outputs(out=out, out_dir=out_dir)
@@ -119,7 +119,7 @@ def run_forecast(
     if out_dir is not None and figures and res.fit is not None:
         import pandas as pd
 
-        from bayesgrpo.io.output import atomic_path
+        from bayesgrpo.plots.fan import fan_chart
 
         out_dir.mkdir(parents=True, exist_ok=True)
         with C.guard():  # the fan charts' numbers: per-step predictive quantiles of the logged reward
@@ -131,10 +131,9 @@ def run_forecast(
         for rid in res.fit.forecast_ids:
             truth = res.full.run(rid) if res.truncated else None
             with C.guard():
-                fig = res.fit.plot(rid, truth=truth)
+                fig = fan_chart(res.fit, rid, truth=truth)
                 path = out_dir / f"{safe_file_stem(rid, taken)}.png"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, dpi=110, format="png")
+                save_figure(fig, path)
             C.status(f"wrote {path}")
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
     if res.fit is None:

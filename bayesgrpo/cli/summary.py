@@ -20,10 +20,12 @@ def summary_cmd(
 ):
     """List the runs found in log files: points, steps, reward range, metrics and metadata present."""
     from bayesgrpo.io.output import write_table
+    from bayesgrpo.plan import logging_interval
 
     C.validate_outputs(out=out)
     rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
     s = rs.summary().reset_index()
+    s.insert(s.columns.get_loc("last_step") + 1, "interval", [logging_interval(rs.run(r)["step"]) for r in s["run_id"]])
     C.print_table(s, title=f"{len(rs)} run(s), {len(rs.data)} points")
     if out is not None:
         with C.guard():

@@ -32,10 +32,13 @@ the exact Kalman likelihood of recursion (1) (:func:`bayesgrpo.models.kalman_op.
 **Scales.** Plateau and noise contrasts only mean something when the runs share a reward scale.
 ``scale="auto"`` (default) normalises per ``source_repo`` when the metadata has that column
 (grpo-public: each source logs one reward definition), else with one shared location/scale when every
-reward lies in [0, 1] (the testbed), else per run. Normalisation: ``z = (reward - loc) / scale`` with
-``loc`` the median start level and ``scale`` the 5-95% range of the pooled rewards of the group
-(per run: :mod:`bayesgrpo.models.arrays`'s convention). With per-run scales R* is in units of each run's
-own reward range and the noise temperature in units of its squared range.
+reward lies in [0, 1] (the testbed), else per run. A group's units are not a forecast's: ``z = (reward
+- loc) / scale`` with ``loc`` the median of its runs' start levels and ``scale`` the robust 5-95% range
+of its pooled rewards (:func:`bayesgrpo.series.robust_range`, the scale scores are pooled on), so
+that runs of one source share one unit; a run alone in its group keeps the forecast's normalisation
+(:func:`bayesgrpo.models.arrays.normalisation`: its start level and full prefix range). With per-run
+scales R* is in units of each run's own reward range and the noise temperature in units of its
+squared range.
 
 **Leave-one-run-out.** The pointwise log-likelihood of run j is the Kalman log-likelihood of its
 whole curve given its own posterior parameters (computed in numpy with
@@ -63,9 +66,10 @@ from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.models.kalman import filter_numpy
-from bayesgrpo.models.kinds import MODEL_KINDS
+from bayesgrpo.models.kinds import MODEL_KINDS, default_prior
 from bayesgrpo.models.prior import PopulationPrior
-from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.plan import NEXT, is_unit_interval, truncate
+from bayesgrpo.schema import REWARD, RUN, RunSet
 from bayesgrpo.series import robust_range
 
 __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_model", "prepare_compare",
@@ -134,9 +138,7 @@ def _scale_groups(runs: RunSet, scale: str) -> list[str]:
         if "source_repo" in meta.columns and meta["source_repo"].notna().all():
             scale = "source_repo"
         else:
-            r = runs.data[REWARD].to_numpy(dtype=float)
-            r = r[np.isfinite(r)]
-            scale = "shared" if r.size and r.min() >= -1e-9 and r.max() <= 1 + 1e-9 else "run"
+            scale = "shared" if is_unit_interval(runs.data[REWARD]) else "run"
     if scale == "run":
         return list(runs.run_ids)
     if scale == "shared":
@@ -151,7 +153,7 @@ def prepare_compare(
 ) -> CompareArrays:
     """Normalise complete runs onto the unit-step grid and code the grouping factors."""
     if max_steps is not None:
-        runs = runs.truncate(until_step=int(max_steps))
+        runs = truncate(runs, until_step=int(max_steps))
     by = tuple(by)
     if not by:
         raise ValueError("by must name at least the family column, e.g. ('family', 'group_size')")
@@ -159,10 +161,9 @@ def prepare_compare(
     for col in by:
         if col not in meta.columns:
             raise ValueError(f"by={by}: metadata has no column {col!r}; columns: {list(meta.columns)}")
-    horizon = {rid: int(runs.run(rid)[STEP].iloc[-1]) + 1 for rid in runs.run_ids}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        arr, infos = prepare_arrays(runs, horizon=horizon)
+        arr, infos = prepare_arrays(runs, horizon=NEXT)  # complete curves: no future is forecast
     R = len(infos)
     loc_run = np.array([i.loc for i in infos])
     sc_run = np.array([i.scale for i in infos])
@@ -230,7 +231,7 @@ def build_compare_model(
     from bayesgrpo.models.kinds import get_kind
 
     spec = get_kind(kind)
-    prior = prior or PopulationPrior.default()
+    prior = prior or default_prior()
     T, R = arr.y.shape
     fam = arr.family_factor
     coords = {"run": list(arr.run_ids), "family": list(arr.levels[fam]), "step_grid": np.arange(T)}
@@ -389,12 +390,6 @@ class CompareResult:
         """The noise-temperature exponent b of the primary fit (mean, sd, 90% interval, P(b>0))."""
         row = self.contrasts.loc[self.contrasts["quantity"] == "g_exponent_b"]
         return row.iloc[0].to_dict() if len(row) else {}
-
-    def forest(self, *, quantities=None, ax=None):
-        """Forest plot of the contrasts (:func:`bayesgrpo.plots.forest.forest_plot`)."""
-        from bayesgrpo.plots.forest import forest_plot
-
-        return forest_plot(self, quantities=quantities, ax=ax)
 
     def summary_markdown(self) -> str:
         """Markdown report: b vs 1, contrasts, tau by size, LOO with Pareto k, sampler health."""
@@ -608,7 +603,7 @@ def compare_runs(
     import xarray as xr
 
     sampler = sampler or SamplerConfig()
-    prior = prior or PopulationPrior.default()
+    prior = prior or default_prior()
     models = tuple(models)
     for k in models:
         if k not in COMPARE_KINDS:

@@ -32,13 +32,15 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import CI_PROB, interval_bounds
-from bayesgrpo.forecast.paths import PathDraws, exponential_draws
+from bayesgrpo.forecast.paths import PathDraws, exponential_draws, stop_quantile
 
 __all__ = [
     "PathDraws",
     "StopRecommendation",
+    "Costs",
     "budget_table",
     "recommend_stop",
     "exponential_draws",
@@ -48,16 +50,6 @@ __all__ = [
 
 #: paper B: training beyond ~80% of one epoch yields negligible gain.
 EPOCH_RULE_FRACTION = 0.8
-
-
-def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
-    """A quantile of the stop-step draws, as a value that one of the draws takes (an integer step).
-
-    The forecast table's ``stop_q05/q50/q95`` and the no-cost budget recommendation both use this.
-    """
-    if draws.stop_step is None:
-        raise ValueError(f"PathDraws {draws.run_id!r} carry no stop_step draws")
-    return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))
 
 
 @dataclass(frozen=True)
@@ -152,18 +144,44 @@ def _grid(draws: PathDraws):
     return steps, lat
 
 
+#: relative tolerance of "cost_per_step equals cost_per_hour / steps_per_hour"
+COST_RTOL = 1e-9
+
+
+class Costs(BaseModel):
+    """What a step costs and a reward is worth (the bounds the CLI's checks and messages come from)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cost_per_step: float | None = Field(None, ge=0.0, description="cost of one more optimizer step")
+    cost_per_hour: float | None = Field(None, ge=0.0, description="cost per hour of training")
+    steps_per_hour: float | None = Field(None, gt=0.0, description="optimizer steps per hour")
+    value_per_reward: float | None = Field(None, description="value of one reward unit at the end (default 1)")
+    epoch_steps: int | None = Field(None, gt=0, description="steps per epoch")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.cost_per_hour is not None and self.steps_per_hour is None:
+            raise ValueError("cost_per_hour needs steps_per_hour (to turn hours into optimizer steps)")
+        if self.cost_per_step is not None and self.cost_per_hour is not None:
+            implied = self.cost_per_hour / self.steps_per_hour
+            if not math.isclose(implied, self.cost_per_step, rel_tol=COST_RTOL, abs_tol=0.0):
+                raise ValueError(f"cost_per_step {self.cost_per_step:g} contradicts cost_per_hour / steps_per_hour = "
+                                 f"{implied:g}; give one of them")  # fmt: skip
+        return self
+
+    @property
+    def per_step(self) -> float | None:
+        """The cost of one step (``cost_per_hour / steps_per_hour`` when only the rate is given), or None."""
+        if self.cost_per_step is not None:
+            return float(self.cost_per_step)
+        if self.cost_per_hour is not None:
+            return float(self.cost_per_hour) / float(self.steps_per_hour)
+        return None
+
+
 def _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour):
-    if cost_per_step is not None:
-        if cost_per_hour is not None and steps_per_hour is not None:
-            implied = cost_per_hour / steps_per_hour
-            if not math.isclose(implied, cost_per_step, rel_tol=1e-6):
-                raise ValueError(f"cost_per_step={cost_per_step} contradicts cost_per_hour/steps_per_hour={implied}")
-        return float(cost_per_step)
-    if cost_per_hour is not None:
-        if steps_per_hour is None or steps_per_hour <= 0:
-            raise ValueError("cost_per_hour needs steps_per_hour (> 0) to convert to a cost per step")
-        return float(cost_per_hour) / float(steps_per_hour)
-    return None
+    return Costs(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour).per_step
 
 
 def _value_at(steps, lat, s):

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from bayesgrpo.plan import is_unit_interval, logging_interval
 from bayesgrpo.series import noise_sd as _noise_sd
 
 __all__ = [
@@ -57,7 +58,8 @@ COLLAPSE_Z = 5.0
 SWING_SHARE = 0.5
 #: sustained oscillation: autocorrelation trough / peak magnitude.
 ACF_OSC = 0.3
-#: runs with fewer finite reward points are not assessed.
+#: runs with fewer finite reward points are not assessed: the trend tests work on block means, so a
+#: diagnosis needs more points than a forecast (:data:`bayesgrpo.plan.MIN_POINTS`)
 MIN_POINTS = 8
 #: trend tests: one-sided significance level on block means.
 ALPHA = 0.01
@@ -193,10 +195,10 @@ def _head_tail(y, frac=0.2):
 
 
 def _is_unit(y, ceiling):
+    """A 0-1 reward: declared by a ceiling of 1 on a non-negative reward, or every value in [0, 1]."""
     y = y[np.isfinite(y)]
-    return (ceiling is not None and float(ceiling) == 1.0 and y.min() >= -1e-9) or (
-        y.min() >= -1e-9 and y.max() <= 1 + 1e-9
-    )
+    declared = ceiling is not None and float(ceiling) == 1.0 and is_unit_interval(np.clip(y, None, 1.0))
+    return declared or is_unit_interval(y)
 
 
 # ----------------------------------------------------------------------------- posterior
@@ -287,11 +289,7 @@ def _collapse(step, y, ceiling):
         se = noise / np.sqrt(m) if noise > 0 else 0.0
         share = (post_m - floor) / height if height > 0 else 1.0
         # a collapse must be material: at least 0.1 for 0/1-type rewards, else a quarter of the spread
-        material = (
-            0.1
-            if (np.nanmin(y) >= -1e-9 and np.nanmax(y) <= 1 + 1e-9)
-            else 0.25 * float(np.nanquantile(y, 0.98) - np.nanquantile(y, 0.02))
-        )
+        material = 0.1 if is_unit_interval(y) else 0.25 * float(np.nanquantile(y, 0.98) - np.nanquantile(y, 0.02))
         sev = "critical" if (share <= COLLAPSE_FLOOR_SHARE and height > max(4 * se, material)) else "warning"
         if drop < material:
             sev = "watch"
@@ -414,7 +412,7 @@ def _sustained_oscillation(step, y):
     k = j + int(np.argmax(acf[j:]))
     if acf[k] < ACF_OSC:
         return out
-    period = float(np.median(np.diff(st))) * (k + 1)
+    period = float(logging_interval(st)) * (k + 1)
     q = m // 2
     a3, a4 = float(np.std(r[:q])), float(np.std(r[q:]))
     if a4 < 0.7 * a3:

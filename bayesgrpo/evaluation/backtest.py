@@ -6,13 +6,14 @@ hands the cases of each cutoff to every method of :mod:`bayesgrpo.evaluation.met
 protocol: bayesgrpo and every peer implement ``forecast_many``), and scores each forecast
 (:mod:`bayesgrpo.evaluation.scoring`) against the truth.
 
-* A case is **skipped** (counted with a reason, not scored) when the prefix has fewer than
-  ``min_points`` (5) logged points or nothing is left to forecast.
+* A case is **skipped** (counted with a reason, not scored) when its plan says it cannot be forecast
+  (:func:`bayesgrpo.plan.plan_runs`: fewer than ``min_points`` logged points, nothing left to forecast)
+  or the run has no finite reward in its final window.
 * Warnings raised while a method forecasts a case (sampler health, repaired data) are recorded in the
   case's ``warnings`` column -- never hidden.
 * Outputs (``out_dir``): ``cases.csv`` (one row per run x cutoff x method; the resume ledger),
-  ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and figures
-  (:mod:`bayesgrpo.plots.backtest`). With ``resume=True`` cases already in ``cases.csv`` are not
+  ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and the fan data of a
+  few example runs (figures of a result: :func:`bayesgrpo.plots.backtest.plot_all`). With ``resume=True`` cases already in ``cases.csv`` are not
   recomputed (safe to interrupt).
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import QUANTILES
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, DEFAULT_PEERS, Case, get_method, resolve_methods
 from bayesgrpo.evaluation.scoring import (
     CASE_COLUMNS,
@@ -39,7 +40,8 @@ from bayesgrpo.evaluation.scoring import (
     summarize_weighted,
     true_stop_step,
 )
-from bayesgrpo.io.output import safe_file_stem
+from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table, write_text
+from bayesgrpo.plan import MIN_POINTS, plan_runs
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS"]
@@ -60,6 +62,7 @@ class BacktestResult:
     summary_by_source : DataFrame, the same per source as well
     summary_weighted : DataFrame, source-weighted (each source counts equally)
     out_dir : Path or None
+    example_runs : list of run ids whose fan data are in ``out_dir/examples``
     """
 
     cases: pd.DataFrame
@@ -68,7 +71,7 @@ class BacktestResult:
     summary_by_source: pd.DataFrame
     summary_weighted: pd.DataFrame
     out_dir: Path | None = None
-    figures: list = field(default_factory=list)
+    example_runs: list = field(default_factory=list)
 
     def table(self, weighted: bool = False) -> pd.DataFrame:
         return self.summary_weighted if weighted else self.summary
@@ -97,29 +100,22 @@ def _facts(runs: RunSet, final_window: float) -> dict:
 
 
 def _plan(runs: RunSet, facts: dict, cutoffs, src: dict, min_points: int):
-    plan, skipped = {}, []
+    """Per cutoff: the plans of the runs' prefixes (:func:`bayesgrpo.plan.plan_runs`, each run forecast
+    to its own last step) and the run ids that can be scored; the others are skipped with the reason."""
+    plans, ok, skipped = {}, {}, []
+    horizon = {r: facts[r]["H"] for r in runs.run_ids}
     for c in cutoffs:
-        ok_ids = []
+        plans[c] = plan_runs(runs, until_fraction=c, horizon=horizon, min_points=min_points)
+        ok[c] = []
         for r in runs.run_ids:
-            f = facts[r]
-            pre = f["df"].loc[f["df"][STEP] <= f["s0"] + c * (f["H"] - f["s0"])]
-            if len(pre) < min_points:
-                skipped.append(
-                    dict(
-                        run_id=r,
-                        source=src[r],
-                        cutoff=c,
-                        reason=f"only {len(pre)} logged point(s) before the cutoff (< {min_points})",
-                    )
-                )
-            elif int(pre[STEP].iloc[-1]) >= f["H"]:
-                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason="nothing left to forecast"))
-            elif not np.isfinite(f["truth"]):
-                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason="no finite reward in the final window"))
+            reason = plans[c][r].error
+            if reason is None and not np.isfinite(facts[r]["truth"]):
+                reason = "no finite reward in the final window"
+            if reason is None:
+                ok[c].append(r)
             else:
-                ok_ids.append(r)
-        plan[c] = ok_ids
-    return plan, skipped
+                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason=reason))
+    return plans, ok, skipped
 
 
 def backtest(
@@ -129,7 +125,7 @@ def backtest(
     model: str = "oscillator",
     context: RunSet | None = None,
     peers: Iterable[str] | str | None = DEFAULT_PEERS,
-    final_window: float = 0.1,
+    final_window: float = DEFAULT_FINAL_WINDOW,
     sampler=None,
     prior=None,
     calibration=True,
@@ -140,12 +136,11 @@ def backtest(
     include_bayes: bool = True,
     max_context: int = 6,
     source_col: str | None = None,
-    min_points: int = 5,
+    min_points: int = MIN_POINTS,
     n_draws: int = 1000,
     seed: int = 0,
     methods: dict | None = None,
     example_runs: Iterable[str] | None = None,
-    make_figures: bool = True,
     peer_kwargs: dict | None = None,
     save_draws: int = 0,
     executor=None,
@@ -185,7 +180,8 @@ def backtest(
     methods : dict, optional
         ``{name: method}`` overriding the registry's methods (tests pass fakes implementing the protocol).
     example_runs : run ids, optional
-        Runs whose fan data are stored for the examples figure (default: up to 6 spread over sources).
+        Runs whose fan data are stored in ``out_dir/examples`` for the examples figure
+        (:func:`bayesgrpo.plots.backtest.plot_all`; default: up to 6 spread over sources).
     peer_kwargs : dict, optional
         ``{peer name: {setting: value}}`` for :func:`~bayesgrpo.evaluation.methods.get_method`.
     save_draws : int
@@ -235,16 +231,13 @@ def backtest(
         if out is None:
             return
         if save_draws and kept:
-            tmpz = out / "draws.tmp.npz"
-            np.savez_compressed(tmpz, **kept)
-            tmpz.replace(out / "draws.npz")
-        df = pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS)
-        tmp = out / "cases.csv.tmp"
-        df.to_csv(tmp, index=False)
-        tmp.replace(out / "cases.csv")
+            with atomic_path(out / "draws.npz") as tmp, open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **kept)
+        write_table(pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS),
+                    out / "cases.csv")  # fmt: skip
 
     facts = _facts(runs, final_window)
-    plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
+    plans, plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
     total = sum(len(v) for v in plan.values()) * len(names)
     n_done = sum(1 for c, ids in plan.items() for r in ids for m in names if (r, round(c, 6), m) in done)
     example_runs = list(example_runs) if example_runs is not None else _pick_examples(plan, src)
@@ -261,7 +254,7 @@ def backtest(
             step = getattr(method, "chunk", 20) if not getattr(method, "uses_context", False) else 1
             for k in range(0, len(todo), max(1, step)):
                 part = todo[k : k + max(1, step)]
-                cases = [_case(r, c, facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
+                cases = [_case(r, plans[c], facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
@@ -297,15 +290,15 @@ def backtest(
     if out is not None:
         from bayesgrpo.evaluation.report import write_outputs
 
-        write_outputs(res, runs=runs, make_figures=make_figures, example_runs=example_runs)
+        write_outputs(res)
+    res.example_runs = list(example_runs)
     return res
 
 
-def _case(r, c, f, runs, context, ctx_src, src, max_context, name) -> Case:
+def _case(r, plans, f, runs, context, ctx_src, src, max_context, name) -> Case:
     df = f["df"]
-    cut = f["s0"] + c * (f["H"] - f["s0"])
-    pre = df.loc[df[STEP] <= cut].reset_index(drop=True)
-    fut = df.loc[df[STEP] > pre[STEP].iloc[-1], STEP].to_numpy()
+    pre = plans.observed.run(r)
+    fut = df.loc[df[STEP] > plans[r].last_step, STEP].to_numpy()
     ctx = None
     if name == BAYES_CTX and context is not None:
         pool = [q for q in context.run_ids if q != r and ctx_src.get(q) == src[r]][:max_context]
@@ -375,7 +368,7 @@ def load_example(p: Path) -> dict:
 def _save_example(ex_dir: Path, r: str, c: float, name: str, res) -> None:
     p = example_path(ex_dir, r, c)
     d = load_example(p)
-    entry = {"final_q": np.quantile(res.final_draws, [0.05, 0.1, 0.5, 0.9, 0.95]).tolist()}
+    entry = {"levels": list(QUANTILES), "final_q": np.quantile(res.final_draws, QUANTILES).tolist()}
     fit = (res.info or {}).get("fit")
     if fit is not None and hasattr(fit, "paths"):
         pdr = fit.paths(r)
@@ -386,5 +379,4 @@ def _save_example(ex_dir: Path, r: str, c: float, name: str, res) -> None:
             last_step=int(pdr.last_step),
         )
     d[name] = entry
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(d))
+    write_text(p, json.dumps(d))

@@ -23,8 +23,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.evaluation.peers import PEER_ALIASES, PEERS, PeerForecast, get_peer
-from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.schema import RUN, RunSet
 
 __all__ = ["Case", "BayesGRPOMethod", "METHODS", "BAYES", "BAYES_CTX", "DEFAULT_METHODS", "get_method",
            "resolve_methods"]  # fmt: skip
@@ -83,7 +84,7 @@ class BayesGRPOMethod:
     """
 
     def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None, calibration=True,
-                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1, executor=None):  # fmt: skip
+                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = DEFAULT_FINAL_WINDOW, executor=None):  # fmt: skip
         self.name = name
         self.executor = executor
         self._group = int(chunk)
@@ -112,7 +113,7 @@ class BayesGRPOMethod:
         return state
 
     def forecast_many(
-        self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0
+        self, cases: list[Case], *, final_window: float = DEFAULT_FINAL_WINDOW, n_draws: int = 1000, seed=0
     ) -> list[PeerForecast]:
         """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""
         if self.executor is not None and self.executor.n_workers > 1 and len(cases) > 1:
@@ -134,7 +135,7 @@ class BayesGRPOMethod:
     def _forecast_on(self, executor, cases: list[Case], final_window: float) -> list[PeerForecast]:
         import warnings
 
-        from bayesgrpo.forecast.batch import _warning_class
+        from bayesgrpo.errors import warning_type
         from bayesgrpo.inference.executor import partition
 
         if self.uses_context:
@@ -146,7 +147,7 @@ class BayesGRPOMethod:
             if ok:
                 res, caught = value
                 for category, message in dict.fromkeys(caught):  # the harness records them per case
-                    warnings.warn(message, _warning_class(category), stacklevel=2)
+                    warnings.warn(message, warning_type(category), stacklevel=2)
                 out += res
             else:
                 out += [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=float("nan"), ok=False,

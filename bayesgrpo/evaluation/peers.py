@@ -2,7 +2,7 @@
 
 Every peer forecasts, from the first logged points of a run, the *final reward* -- the mean of the
 logged reward over the steps of the final window ``(s0 + (1 - fw)(H - s0), H]`` (see
-:func:`bayesgrpo.evaluation.metrics.final_window_mask`) -- as draws that include the measurement noise of the
+:func:`bayesgrpo.plan.final_window_mask`) -- as draws that include the measurement noise of the
 average of the logged points in that window.
 
 Common interface
@@ -45,14 +45,14 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 from scipy import optimize, stats
 
-from bayesgrpo.evaluation.metrics import final_window_mask
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES
+from bayesgrpo.plan import final_window_mask, logging_interval
 from bayesgrpo.schema import REWARD, STEP
 from bayesgrpo.series import robust_range as reward_range
 
@@ -69,8 +69,8 @@ __all__ = [
     "DOMHAN_FAMILIES",
 ]
 
-#: quantile levels of :attr:`PeerForecast.path_quantiles`
-PATH_LEVELS = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
+#: quantile levels of :attr:`PeerForecast.path_quantiles` (the reported ones)
+PATH_LEVELS = QUANTILES
 
 
 # =====================================================================================  result
@@ -138,7 +138,7 @@ class _Problem:
     future: np.ndarray  # future steps (float), > last observed step
     s0: float
     horizon: float
-    dt: float  # logging interval (median step difference)
+    dt: float  # logging interval (bayesgrpo.plan.logging_interval)
     fw: float
     obs_win: np.ndarray  # observed rewards already inside the final window
     fut_win_idx: np.ndarray  # indices into ``future`` of the future points in the final window
@@ -176,13 +176,7 @@ def _problem(steps_obs, rewards_obs, future_steps, final_window, min_points) -> 
     horizon = float(fut[-1]) if fut.size else float(s[-1])
     if horizon <= s0:
         raise ValueError("the horizon must lie after the first observed step")
-    if s.size > 1:
-        dt = float(np.median(np.diff(s)))
-    elif fut.size:
-        dt = float(fut[0] - s[0])
-    else:
-        dt = 1.0
-    dt = max(dt, 1e-9)
+    dt = float(logging_interval(s))  # the run's logging interval, as the forecaster's grid has it
     obs_in = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window)
     fut_in = final_window_mask(fut, s0=s0, horizon=horizon, final_window=final_window)
     if not (obs_in.any() or fut_in.any()):
@@ -242,7 +236,7 @@ class Peer:
         rewards_obs,
         *,
         future_steps,
-        final_window: float = 0.1,
+        final_window: float = DEFAULT_FINAL_WINDOW,
         n_draws: int = 1000,
         seed=None,
     ) -> PeerForecast:
@@ -274,7 +268,9 @@ class Peer:
                 message=f"{type(exc).__name__}: {exc}",
             )
 
-    def forecast_many(self, cases, *, final_window: float = 0.1, n_draws: int = 1000, seed=0) -> list[PeerForecast]:
+    def forecast_many(
+        self, cases, *, final_window: float = DEFAULT_FINAL_WINDOW, n_draws: int = 1000, seed=0
+    ) -> list[PeerForecast]:
         """The forecaster protocol of :mod:`bayesgrpo.evaluation.backtest`: one forecast per case.
 
         ``cases`` are :class:`bayesgrpo.evaluation.methods.Case`; peers forecast each alone.
@@ -462,7 +458,7 @@ class LSQPeer(Peer):
 
     def fit(self, steps, rewards, horizon):
         """Point fit on raw data (exposed for tests): returns ``(params dict, u-transform)``."""
-        p = _problem(steps, rewards, [horizon], 0.1, self.min_points)
+        p = _problem(steps, rewards, [horizon], DEFAULT_FINAL_WINDOW, self.min_points)
         u = (p.steps - p.s0 + p.dt) / (p.horizon - p.s0 + p.dt)
         lb, ub = self._bounds(p.y)
         res = self._fit(u, p.y, lb, ub, self._starts(u, p.y, lb, ub))
@@ -778,9 +774,8 @@ class DomhanEnsemblePeer(Peer):
         ``sigma / sqrt(count)``). The model is compiled once per process by nutpie (numba) and
         reused through ``CompiledPyMCModel.with_data``.
     Sampling
-        nutpie NUTS, ``chains`` x ``draws`` after ``tune`` tuning steps, ``maxdepth`` tree depth.
-        (``backend="pymc"`` uses ``pm.set_data`` + ``pm.sample(nuts_sampler="pymc")`` instead;
-        slower, kept for checks.)
+        nutpie NUTS, ``chains`` x ``draws`` after ``tune`` tuning steps, ``maxdepth`` tree depth,
+        through :mod:`bayesgrpo.inference.sampling` (the one sampling path of the package).
     Prediction
         Posterior predictive of the model: ``f_comb`` on the future window steps plus the
         Normal noise of averaging the ``m_f`` future window points (``sigma / sqrt(m_f)``, the
@@ -804,14 +799,10 @@ class DomhanEnsemblePeer(Peer):
         tune: int = 300,
         maxdepth: int = 8,
         target_accept: float = 0.9,
-        backend: str = "nutpie",
-        cores: int = 2,
     ):
         self.name = name
         self.chains, self.draws, self.tune = chains, draws, tune
         self.maxdepth, self.target_accept = maxdepth, target_accept
-        self.backend = backend
-        self.cores = cores
 
     # -- model
     @staticmethod
@@ -854,38 +845,13 @@ class DomhanEnsemblePeer(Peer):
 
         names = ["w", "sigma"] + [f"{n}_{pn}" for n, ps, _ in DOMHAN_FAMILIES for pn, *_ in ps]
         t0 = time.perf_counter()
-        fresh = self.backend == "nutpie" and not sampling.is_cached(("domhan",))
-        if self.backend == "nutpie":
-            compiled = sampling.compile_model(("domhan",), self.build_model, backend="numba")
-            t_compile = time.perf_counter() - t0 if fresh else 0.0
-            smp = sampling.SamplerConfig(
-                draws=self.draws,
-                tune=self.tune,
-                chains=self.chains,
-                target_accept=self.target_accept,
-                low_rank_mass_matrix=False,
-            )
-            tr = sampling.nuts(compiled, data={"x_obs": xo, "y_obs": yo, "w_obs": wo}, sampler=smp, seed=int(seed),
-                               maxdepth=self.maxdepth, save_warmup=False)  # fmt: skip
-        else:
-            import pymc as pm
-
-            t_compile = 0.0
-            with self.build_model() as model:
-                pm.set_data({"x_obs": xo, "y_obs": yo, "w_obs": wo})
-                tr = pm.sample(
-                    draws=self.draws,
-                    tune=self.tune,
-                    chains=self.chains,
-                    cores=1,
-                    random_seed=int(seed),
-                    nuts_sampler="pymc",
-                    progressbar=False,
-                    target_accept=self.target_accept,
-                    compute_convergence_checks=False,
-                    var_names=names,
-                    model=model,
-                )
+        fresh = not sampling.is_cached(("domhan",))
+        compiled = sampling.compile_model(("domhan",), self.build_model, backend="numba")
+        t_compile = time.perf_counter() - t0 if fresh else 0.0
+        smp = sampling.SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains,
+                                     target_accept=self.target_accept, low_rank_mass_matrix=False)  # fmt: skip
+        tr = sampling.nuts(compiled, data={"x_obs": xo, "y_obs": yo, "w_obs": wo}, sampler=smp, seed=int(seed),
+                           maxdepth=self.maxdepth, save_warmup=False)  # fmt: skip
         post = sampling.posterior_dataset(tr)
         out = {}
         for nm in names:

@@ -20,9 +20,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import INTERVALS, QUANTILES, interval_bounds
-from bayesgrpo.evaluation.metrics import crps_sample, final_reward, final_window_mask, pit
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, INTERVALS, QUANTILES, interval_bounds
+from bayesgrpo.evaluation.metrics import crps_sample, final_reward, pit
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, settling_index
+from bayesgrpo.plan import final_window_mask
 from bayesgrpo.schema import REWARD, STEP, RunSet
 from bayesgrpo.series import robust_range
 
@@ -72,7 +73,7 @@ def score_draws(draws, truth: float, scale: float) -> dict:
     return out
 
 
-def run_truth(df: pd.DataFrame, final_window: float = 0.1) -> tuple[float, float, int, int]:
+def run_truth(df: pd.DataFrame, final_window: float = DEFAULT_FINAL_WINDOW) -> tuple[float, float, int, int]:
     """(final reward, 5-95% reward range, s0, H) of a complete run's rows."""
     s = df[STEP].to_numpy(dtype=float)
     r = df[REWARD].to_numpy(dtype=float)
@@ -81,7 +82,12 @@ def run_truth(df: pd.DataFrame, final_window: float = 0.1) -> tuple[float, float
 
 
 def true_stop_step(
-    steps, expected, *, stop_fraction: float = DEFAULT_STOP_FRACTION, final_window: float = 0.1, min_gain: float = 1e-3
+    steps,
+    expected,
+    *,
+    stop_fraction: float = DEFAULT_STOP_FRACTION,
+    final_window: float = DEFAULT_FINAL_WINDOW,
+    min_gain: float = 1e-3,
 ) -> float:
     """Stop step of a noise-free reward curve (:mod:`bayesgrpo.physics.stopping`, the one definition).
 

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.conventions import QUANTILES
+from bayesgrpo.plan import is_unit_interval
 from bayesgrpo.schema import REWARD, STEP, RunSet
-from bayesgrpo.series import start_level
 
 __all__ = ["stop_rule_backtest", "summarize_stops", "prob_at_least"]
 
@@ -52,7 +52,7 @@ def _level_and_scale(df: pd.DataFrame, upto: int) -> tuple[float, float]:
     k = max(3, int(np.ceil(0.1 * pre.size)))
     level = float(np.mean(pre[-k:]))
     rng = float(np.ptp(pre))
-    if pre.size and pre.min() >= 0 and pre.max() <= 1:
+    if is_unit_interval(pre):
         rng = max(rng, 0.25)
     return level, max(rng, 1e-9)
 

@@ -2,12 +2,10 @@
 
 :func:`forecast_batch` does what surrounds a fit:
 
-* **truncation** -- ``until_step`` or ``until_fraction`` ("what would the forecast have said then?");
-* **the horizon rule** (:func:`resolve_horizons`, one definition): an explicit horizon; else the
-  run's planned length (metadata ``max_steps``); for a truncated run at least its last logged step
-  (the log shows it ran that far);
-* **one bad run is an error row, never a lost batch** -- each run is checked before sampling (enough
-  points, a horizon after its last step, a forecast that fits in memory); a failing run gets a
+* **the run plans** (:func:`bayesgrpo.plan.plan_runs`: truncation, the horizon rule -- the live one
+  too --, interval, bounds, limits);
+* **one bad run is an error row, never a lost batch** -- each run's plan is checked before sampling
+  (enough points, a horizon after its last step, a forecast that fits in memory); a failing run gets a
   :class:`~bayesgrpo.errors.DataWarning` and a row with ``status="error"`` and the reason, the others
   are forecast; ``strict=True`` makes the first problem fatal instead. A run whose fit fails (in this
   process or on a worker) is an error row too: a group that fails is retried run by run.
@@ -21,67 +19,17 @@
 
 from __future__ import annotations
 
-import builtins
-import math
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from bayesgrpo import errors as _errors
-from bayesgrpo.errors import DataWarning, ForecastError, OptionError
-from bayesgrpo.schema import STEP, RunSet
+from bayesgrpo.errors import DataWarning, ForecastError, warning_type
+from bayesgrpo.plan import MIN_POINTS, Plans, plan_runs
+from bayesgrpo.schema import RunSet
 
-__all__ = ["BatchResult", "forecast_batch", "resolve_horizons", "truncate_runs", "MEMORY_LIMIT_BYTES"]
-
-#: refuse a forecast whose posterior paths would need more memory than this (per run, in bytes)
-MEMORY_LIMIT_BYTES = 2 * 1024**3
-
-
-def truncate_runs(runs: RunSet, *, until_step: int | None = None, until_fraction: float | None = None) -> RunSet:
-    """The logged prefix of every run (``until_step`` XOR ``until_fraction``; neither: unchanged)."""
-    if until_step is not None and until_fraction is not None:
-        raise OptionError("give --until-step or --until-fraction, not both")
-    if until_fraction is not None:
-        if not 0.0 < float(until_fraction) < 1.0:
-            raise OptionError(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
-        return runs.truncate(fraction=float(until_fraction))
-    if until_step is not None:
-        return runs.truncate(until_step=int(until_step))
-    return runs
-
-
-def _max_steps(meta_row) -> float:
-    try:
-        v = float(meta_row.get("max_steps"))
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) and v > 0 else math.nan
-
-
-def resolve_horizons(full: RunSet, observed: RunSet, horizon: int | dict | None = None) -> dict:
-    """The step each run is forecast to: ``{run_id: int or None}`` (None: no horizon known).
-
-    ``horizon`` when given (one for all runs, or per run id); else the planned length (metadata
-    ``max_steps``); and when ``observed`` is a truncated view of ``full``, at least the last step
-    ``full`` logged.
-    """
-    out = {}
-    for rid in observed.run_ids:
-        h = horizon.get(rid) if isinstance(horizon, dict) else horizon
-        if h is not None:
-            out[rid] = int(h)
-            continue
-        cands = []
-        ms = _max_steps(full.meta.loc[rid])
-        if math.isfinite(ms):
-            cands.append(int(ms))
-        last_full = int(full.run(rid)[STEP].iloc[-1])
-        if last_full > int(observed.run(rid)[STEP].iloc[-1]):
-            cands.append(last_full)
-        out[rid] = max(cands) if cands else None
-    return out
+__all__ = ["BatchResult", "forecast_batch"]
 
 
 @dataclass
@@ -100,6 +48,8 @@ class BatchResult:
     full : RunSet
         The runs as read (before truncation), e.g. to draw the truth in fan charts.
     truncated : bool
+    plans : Plans
+        The plan of every run (:mod:`bayesgrpo.plan`: horizon and where it came from, interval, bounds).
     """
 
     fit: object
@@ -107,54 +57,32 @@ class BatchResult:
     errors: dict = field(default_factory=dict)
     full: RunSet | None = None
     truncated: bool = False
-
-
-def _check_run(observed: RunSet, rid: str, horizon, *, min_points: int, n_draws: int) -> str | None:
-    g = observed.run(rid)
-    where = f"run {rid!r}" + (f" ({observed.source})" if observed.source else "")
-    if len(g) < min_points:
-        last = f" (logged up to step {int(g[STEP].iloc[-1])})" if len(g) else ""
-        return f"{where} has {len(g)} logged reward point(s){last}; a forecast needs at least {min_points}"
-    if horizon is None:
-        return f"{where}: no horizon; pass --horizon STEPS or log max_steps in the metadata"
-    last = int(g[STEP].iloc[-1])
-    if horizon <= last:
-        return f"{where}: the horizon {horizon} is not after the last logged step {last}; nothing to forecast (pass a larger --horizon)"
-    # stored paths are thinned to MAX_STORED_STEPS, but propagation state and stop steps scale with draws
-    from bayesgrpo.forecast.forecaster import MAX_STORED_STEPS
-
-    interval = max(1, int(np.median(np.diff(g[STEP].to_numpy()))) if len(g) > 1 else 1)
-    stored = min((horizon - last) // interval + 1, MAX_STORED_STEPS)
-    need = 8 * n_draws * (2 * stored + 16)
-    if need > MEMORY_LIMIT_BYTES:
-        return f"{where}: the forecast would need about {need / 1024**3:.1f} GiB; use fewer --draws"
-    if horizon - last > 10_000_000:
-        return f"{where}: the horizon {horizon} is {horizon - last:,} steps beyond the log; at most 10,000,000 are forecast"
-    return None
+    plans: Plans | None = None
 
 
 def forecast_batch(
     runs: RunSet,
     *,
     forecaster,
-    horizon: int | dict | None = None,
+    horizon=None,
     until_step: int | None = None,
     until_fraction: float | None = None,
     context: RunSet | None = None,
     strict: bool = False,
     progress=None,
-    min_points: int | None = None,
+    min_points: int = MIN_POINTS,
     executor=None,
+    live: bool = False,
 ) -> BatchResult:
-    """Truncate, resolve horizons, check every run, fit the good ones, and tabulate all of them.
+    """Plan every run, fit the ones that can be forecast, and tabulate all of them.
 
     Parameters
     ----------
     runs : RunSet
         The runs as logged.
     forecaster : bayesgrpo.forecast.Forecaster
-    horizon, until_step, until_fraction : optional
-        See :func:`resolve_horizons` and :func:`truncate_runs`.
+    horizon, until_step, until_fraction, min_points, live : optional
+        The plan's options (:func:`bayesgrpo.plan.plan_runs`).
     context : RunSet, optional
         Complete related runs to pool with (hierarchical fit).
     strict : bool
@@ -168,57 +96,42 @@ def forecast_batch(
     -------
     BatchResult
     """
-    from bayesgrpo.forecast.forecaster import TABLE_COLUMNS
-    from bayesgrpo.models.arrays import MIN_POINTS
+    from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast
 
-    min_points = MIN_POINTS if min_points is None else int(min_points)
-    truncated = until_step is not None or until_fraction is not None
-    observed = truncate_runs(runs, until_step=until_step, until_fraction=until_fraction)
-    horizons = resolve_horizons(runs, observed, horizon)
-    n_draws = forecaster.sampler.draws * forecaster.sampler.chains
+    plans = plan_runs(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
+                      final_window=forecaster.config.final_window, min_points=min_points,
+                      n_draws=forecaster.sampler.draws * forecaster.sampler.chains, live=live)  # fmt: skip
     errors = {}
-    for rid in observed.run_ids:
-        msg = _check_run(observed, rid, horizons[rid], min_points=min_points, n_draws=n_draws)
-        if msg is None:
-            continue
-        if until_step is not None and len(observed.run(rid)) < min_points and len(runs.run(rid)):
-            first = int(runs.run(rid)[STEP].iloc[0])
-            msg += f" with --until-step {int(until_step)} (its first logged step is {first})"
+    for rid, msg in plans.errors.items():
         if strict:
             raise ForecastError(msg)
         errors[rid] = msg
         warnings.warn(f"{msg}; not forecast (the other runs are)", DataWarning, stacklevel=2)
-    good = [r for r in observed.run_ids if r not in errors]
+    good = plans.ok_ids
     fit = None
     if good:
-        fits, failed = _fit_groups(observed, good, forecaster=forecaster, horizons=horizons, context=context,
-                                   executor=executor, progress=progress)  # fmt: skip
+        fits, failed = _fit_groups(plans.select(good), forecaster=forecaster, context=context, executor=executor,
+                                   progress=progress)  # fmt: skip
         for rid, msg in failed.items():
             if strict:
                 raise ForecastError(f"run {rid!r}: {msg}")
             errors[rid] = msg
             warnings.warn(f"run {rid!r} could not be forecast ({msg}); the other runs are", DataWarning, stacklevel=2)
         if fits:
-            from bayesgrpo.forecast.forecaster import FittedForecast
-
             fit = FittedForecast.merge(fits)
-    if fit is not None:
-        ok = fit.table().assign(status="ok", error="")
-    else:
-        ok = pd.DataFrame(columns=[*TABLE_COLUMNS, "status", "error"])
-    ok = ok.set_index("run_id")
+    ok = fit.table().assign(status="ok", error="").set_index("run_id") if fit is not None else None
     rows = []
-    for rid in observed.run_ids:
+    for rid in runs.run_ids:
         if rid in errors:
-            g = observed.run(rid)
+            p = plans[rid]
             rows.append({"run_id": rid, "model": forecaster.config.model,
-                         "observed_until": int(g[STEP].iloc[-1]) if len(g) else np.nan, "n_obs": len(g),
-                         "horizon": horizons[rid] if horizons[rid] is not None else np.nan,
-                         "status": "error", "error": errors[rid]})  # fmt: skip
+                         "observed_until": p.last_step if p.last_step is not None else np.nan, "n_obs": p.n_obs,
+                         "horizon": p.horizon if p.horizon is not None else np.nan, "status": "error",
+                         "error": errors[rid]})  # fmt: skip
         else:
             rows.append(ok.loc[rid].to_dict() | {"run_id": rid})
     table = pd.DataFrame(rows).reindex(columns=[*TABLE_COLUMNS, "status", "error"])
-    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated)
+    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=plans.truncated, plans=plans)
 
 
 @dataclass
@@ -226,33 +139,28 @@ class _FitJob:
     """One group of runs, fitted wherever an executor runs it (picklable: sent to Dask workers)."""
 
     forecaster: object
-    horizons: dict
     context: RunSet | None = None
 
-    def __call__(self, runs: RunSet):
+    def __call__(self, plans: Plans):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fit = self.forecaster.fit(runs, horizon={r: self.horizons[r] for r in runs.run_ids}, context=self.context)
+            fit = self.forecaster.fit_plans(plans, context=self.context)
             fit.table()  # computed where the posterior is; the rows travel back with the fit
         return fit, [(w.category.__name__, str(w.message)) for w in caught]
 
 
-def _warning_class(name: str):
-    cls = getattr(_errors, name, None) or getattr(builtins, name, None)
-    return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning
-
-
-def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, executor, progress):
-    """Fit the runs ``good`` in groups on ``executor``: ``(fits in run order, {run_id: reason})``."""
+def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
+    """Fit the planned runs in groups on ``executor``: ``(fits in run order, {run_id: reason})``."""
     from bayesgrpo.inference.executor import SerialExecutor, partition
 
+    good = plans.ok_ids
     executor = executor or SerialExecutor()
     joint = context is not None or bool(getattr(getattr(forecaster, "config", None), "hierarchical", False))
     if joint:
         groups = [list(good)]
     else:  # small groups in this process (frequent progress), a few per worker on a cluster
         groups = partition(good, executor.n_workers, per_worker=20 if executor.n_workers == 1 else 4)
-    job = _FitJob(forecaster, {r: horizons[r] for r in good}, context)
+    job = _FitJob(forecaster, context)
     done = [0]
 
     def tick(i, groups_=groups):
@@ -260,10 +168,10 @@ def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, 
         if progress is not None:
             progress(done[0], len(good))
 
-    outcomes = executor.map(job, [observed.select(g) for g in groups], progress=tick)
+    outcomes = executor.map(job, [plans.select(g) for g in groups], progress=tick)
     results, failed = {}, {}
     retry = []
-    for g, (ok, value) in zip(groups, outcomes):
+    for g, (ok, value) in zip(groups, outcomes, strict=True):
         if ok:
             results[g[0]] = value
         elif len(g) > 1 and not joint:
@@ -272,7 +180,7 @@ def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, 
             failed.update({r: value for r in g})
     if retry:
         singles = [[r] for r in retry]
-        for g, (ok, value) in zip(singles, executor.map(job, [observed.select(g) for g in singles])):
+        for g, (ok, value) in zip(singles, executor.map(job, [plans.select(g) for g in singles]), strict=True):
             if ok:
                 results[g[0]] = value
             else:
@@ -282,7 +190,7 @@ def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, 
     for category, message in (w for first in sorted(results, key=good.index) for w in results[first][1]):
         if (category, message) not in seen:
             seen.add((category, message))
-            warnings.warn(message, _warning_class(category), stacklevel=3)
+            warnings.warn(message, warning_type(category), stacklevel=3)
     for first in sorted(results, key=good.index):
         fits.append(results[first][0])
     return fits, failed

@@ -1,4 +1,5 @@
-"""Forecasting verbs: ``Forecaster(...).fit(runs) -> FittedForecast`` -> table / paths / plot / save.
+"""Forecasting verbs: ``Forecaster(...).fit(runs) -> FittedForecast`` -> table / paths / save (figures:
+:mod:`bayesgrpo.plots`).
 
 The posterior of each run's parameters comes from PyMC (NUTS through nutpie); everything after that
 is exact numpy on the posterior draws: the Kalman filter (:mod:`bayesgrpo.models.kalman`) gives each draw's
@@ -35,17 +36,19 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
+from bayesgrpo._version import __version__
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, SUMMARY_QUANTILES, quantile_column
 from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
-from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
-from bayesgrpo.forecast.paths import PathDraws
+from bayesgrpo.forecast.calibration import Calibration, identity_calibration
+from bayesgrpo.forecast.paths import PathDraws, stop_quantile
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, ModelArrays, get_kind
+from bayesgrpo.models.arrays import DATA_VARS, ModelArrays, RunInfo, prepare_arrays
+from bayesgrpo.models.kinds import MODEL_KINDS, default_prior, get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.dynamics import is_stable, is_underdamped
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
+from bayesgrpo.plan import MAX_STORED_STEPS, NEXT, FinalWindow, Plans, plan_runs
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
@@ -61,8 +64,8 @@ _FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
 TABLE_COLUMNS = [
     "run_id", "model", "observed_until", "n_obs", "horizon",
     "final_mean", *_FINAL_Q,
-    "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon",
-    "plateau_q05", "plateau_q50", "plateau_q95",
+    *[quantile_column("stop", q) for q in SUMMARY_QUANTILES], "p_stop_before_horizon",
+    *[quantile_column("plateau", q) for q in SUMMARY_QUANTILES],
     "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
 ]  # fmt: skip
 HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
@@ -80,7 +83,7 @@ class ForecastConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     model: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS")
-    final_window: float = Field(DEFAULT_FINAL_WINDOW, gt=0.0, le=1.0)
+    final_window: FinalWindow = DEFAULT_FINAL_WINDOW
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
     prior: PopulationPrior = Field(description="the population prior (default: the packaged prior of the kind)")
@@ -95,7 +98,7 @@ class ForecastConfig(BaseModel):
         if isinstance(data, dict):
             kind = data.get("model", "oscillator")
             if data.get("prior") is None:
-                data = {**data, "prior": PopulationPrior.default(kind)}
+                data = {**data, "prior": default_prior(kind)}
             if data.get("calibration") is None and "calibration" in data:
                 data = {**data, "calibration": Calibration.default(kind)}
         return data
@@ -168,7 +171,9 @@ class Forecaster:
         runs : RunSet
             Observed prefixes to forecast.
         horizon : int or dict, optional
-            Step to forecast to (one for all, or per run id); default: metadata ``max_steps``.
+            Step to forecast to (one for all, or per run id); default: metadata ``max_steps``
+            (:func:`bayesgrpo.plan.plan_runs`). A fit can later be predicted to any other horizon
+            (:meth:`FittedForecast.predict`).
         context : RunSet, optional
             Complete runs of related models (same source / family). By default each is fitted alone
             once and they sharpen the population prior of the forecast runs (empirical-Bayes pooling,
@@ -184,27 +189,26 @@ class Forecaster:
         Raises
         ------
         ForecastError
-            A run has too few points or no horizon (message names the run).
+            A run cannot be forecast (its plan's reason: too few points, no horizon, ...; names the run).
         """
+        plans = plan_runs(runs, horizon=horizon, final_window=self.config.final_window).require()
+        return self.fit_plans(plans, context=context, progress=progress)
+
+    def fit_plans(self, plans: Plans, *, context: RunSet | None = None, progress=None) -> FittedForecast:
+        """Fit runs already planned (:func:`bayesgrpo.plan.plan_runs`; ``forecast_batch`` and the live
+        worker plan theirs first): the posterior of ``plans.observed``, every plan ok (:meth:`fit`)."""
         cfg = self.config
         kind = get_kind(cfg.model)
-        hierarchical = cfg.hierarchical
-        all_runs = runs
-        hz = horizon
-        run_priors = {}
+        runs, all_runs, plan_map = plans.require().observed, plans.observed, dict(plans.plans)
         if context is not None:
             clash = set(runs.run_ids) & set(context.run_ids)
             if clash:
                 raise ForecastError(f"run(s) {sorted(clash)[:3]} are both forecast and given as --context")
-        if context is not None and hierarchical:
+        if context is not None and cfg.hierarchical:
             # the joint model: context runs fitted with the forecast runs in one hierarchical graph
             all_runs = runs.concat(context)
-            ctx_h = {r: int(context.run(r)[STEP].iloc[-1]) + 1 for r in context.run_ids}
-            if isinstance(horizon, dict):
-                hz = {**horizon, **ctx_h}
-            else:
-                hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
-        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior)
+            plan_map.update(plan_runs(context, horizon=NEXT, final_window=cfg.final_window).require().plans)
+        arrays, infos = prepare_arrays(all_runs, plans=plan_map, prior=cfg.prior)
         if kind.degeneracy:
             lagged = [i.run_id for i in infos if i.refresh_interval > 1]
             if lagged:
@@ -213,11 +217,25 @@ class Forecaster:
         log.info(
             "population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model
         )
-        if context is not None and not hierarchical:
-            run_priors = self._context_priors(arrays, context)
-        # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
-        # population prior), all through one compiled model whose data are swapped per run
-        batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
+        run_priors = self._context_priors(arrays, context) if context is not None and not cfg.hierarchical else {}
+        posterior, hyper, health, seconds = self._sample(arrays, run_priors, progress)
+        return FittedForecast(
+            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
+            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
+            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
+        )  # fmt: skip
+
+    def _sample(self, arrays: ModelArrays, run_priors: dict, progress):
+        """NUTS over the runs of ``arrays``: ``(posterior, hyperparameters or None, health, seconds)``.
+
+        Hierarchical: one joint graph; otherwise each run alone (runs are independent given the
+        population prior), all through one compiled model whose data are swapped per run.
+        """
+        import xarray as xr
+
+        cfg, kind, hierarchical = self.config, get_kind(self.config.model), self.config.hierarchical
+        n = len(arrays.run_ids)
+        batches = [np.arange(n)] if hierarchical else [np.array([j]) for j in range(n)]
         posts, health, seconds = [], {}, {}
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
@@ -244,18 +262,11 @@ class Forecaster:
                 seconds[rid] = dt / len(b)
             if progress is not None:
                 progress(done, len(batches))
-        import xarray as xr
-
         posterior = xr.concat(
             [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
-        )
-        posterior = posterior.sel(run=list(arrays.run_ids))
+        ).sel(run=list(arrays.run_ids))
         hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
-        return FittedForecast(
-            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
-            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
-        )  # fmt: skip
+        return posterior, hyper, health, seconds
 
     #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
     CONTEXT_GRID = 0.05
@@ -264,7 +275,8 @@ class Forecaster:
         """Per forecast run, the population prior pooled with the complete ``context`` runs
         (:func:`bayesgrpo.models.prior.context_prior`): each context run is fitted once per observed
         fraction (rounded to :attr:`CONTEXT_GRID`) in the units a forecast at that fraction uses."""
-        from bayesgrpo.models.prior import context_prior, fit_run_effects
+        from bayesgrpo.forecast.population import fit_run_effects
+        from bayesgrpo.models.prior import context_prior
 
         fits, out = {}, {}
         for rid, f in zip(arrays.run_ids, arrays.fraction):
@@ -276,11 +288,6 @@ class Forecaster:
                 out[rid] = context_prior(self.config.prior, fits[fr], fraction=float(f),
                                          name=f"context-{len(fits[fr])}-runs")  # fmt: skip
         return out
-
-
-#: at most this many future steps are stored per path (long horizons are thinned evenly; the final
-#: window is accumulated exactly while propagating)
-MAX_STORED_STEPS = 2000
 
 
 def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
@@ -377,7 +384,7 @@ class RunArrays:
 
 @dataclass
 class FittedForecast:
-    """A fitted forecast for a set of runs: tables, paths, plots, save/load.
+    """A fitted forecast for a set of runs: tables, paths, save/load (figures: :mod:`bayesgrpo.plots`).
 
     Obtained from :meth:`Forecaster.fit` or :meth:`FittedForecast.load`.
     """
@@ -503,25 +510,11 @@ class FittedForecast:
         latent_run = latent_z * sc + lo
         cal = self.config.calibration
         latent_now = (m[..., 0] + p["r_star"]) * sc + lo
-        if cal.name != "identity":
-            # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
+        if not cal.is_identity:  # the layer's widening grows with the time to go (Calibration.widen_paths)
             frac = float(arr.fraction[0])
-            tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
-            w_dn, w_up = cal.widths(frac)
-            if (w_dn, w_up) != (1.0, 1.0):  # the width ratios (an additive layer has none)
-                for arr_ in (observed, latent_run):
-                    med = np.median(arr_, axis=0, keepdims=True)
-                    d = arr_ - med
-                    arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
-            if cal.c_up:  # the additive tails, growing with the time to go like the widths
-                for arr_ in (observed, latent_run):
-                    arr_[...] = cal.stretch(arr_, fraction=frac, scale=sc, go=tau_go[None, :], axis=0)
-            # the draws that leave the regime go (linearly in time) from where they are now to where they end
-            idx, end = cal.leave(latent_run.shape[0], fraction=frac, **self._leave_anchor(run_id))
-            if idx.size:
-                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
-                observed[idx] += new - latent_run[idx]
-                latent_run[idx] = new
+            go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
+            observed = cal.widen_paths(observed, fraction=frac, scale=sc, go=go)
+            latent_run = cal.widen_paths(latent_run, fraction=frac, scale=sc, go=go)
         if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
             observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                                info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -540,15 +533,6 @@ class FittedForecast:
             self._window.pop(old, None)
         return out
 
-    def _leave_anchor(self, run_id: str) -> dict:
-        """Where a draw that leaves the regime starts and how low it may end (``leave_anchor``); nothing
-        when the layer lets no draw leave (the prefix is then not read: this runs for every forecast)."""
-        if not self.config.calibration.p_leave:
-            return {}
-        info: RunInfo = self.infos[run_id]
-        level, floor = leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
-        return {"level": level, "floor": floor}
-
     def final_draws(self, run_id: str) -> np.ndarray:
         """Draws of the final reward (mean logged reward over the final window), run units.
 
@@ -566,8 +550,7 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale,
-                                            **self._leave_anchor(run_id))  # fmt: skip
+        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale)
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -590,21 +573,19 @@ class FittedForecast:
 
     def _row(self, rid: str) -> dict:
         """The table row of one run (cached: a merged fit carries the rows its parts computed)."""
-        from bayesgrpo.decisions.budget import stop_quantile
-
         info: RunInfo = self.infos[rid]
         fin = self.final_draws(rid)
         pd_ = self.paths(rid)
         qf = np.quantile(fin, QUANTILES)
-        qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
+        qp = np.quantile(pd_.r_star, SUMMARY_QUANTILES)
         h = self.health[rid]
         row = dict(
             run_id=rid, model=self.config.model, observed_until=info.last_step, n_obs=info.n_obs,
             horizon=info.horizon, final_mean=float(fin.mean()),
             **{c: float(v) for c, v in zip(_FINAL_Q, qf)},
-            stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
+            **{quantile_column("stop", q): stop_quantile(pd_, q) for q in SUMMARY_QUANTILES},
             p_stop_before_horizon=float(pd_.stop_reached.mean()),
-            plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
+            **{quantile_column("plateau", q): v for q, v in zip(SUMMARY_QUANTILES, qp, strict=True)},
             p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
             p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
             r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
@@ -639,12 +620,6 @@ class FittedForecast:
                 warnings.warn(msg, SamplerWarning, stacklevel=2)
                 msgs.append(msg)
         return msgs
-
-    def plot(self, run_id: str, *, ax=None, truth=None):
-        """Fan chart of one run (:func:`bayesgrpo.plots.fan_chart`); returns the Figure."""
-        from bayesgrpo.plots.fan import fan_chart
-
-        return fan_chart(self, run_id, ax=ax, truth=truth)
 
     # ------------------------------------------------------------ persistence
     def to_datatree(self):
@@ -687,8 +662,6 @@ class FittedForecast:
         dt.attrs["calibration"] = self.config.calibration.identity
         dt.attrs["families"] = json.dumps(list(arr.families))
         dt.attrs["forecast_ids"] = json.dumps(self.forecast_ids)
-        from bayesgrpo import __version__
-
         dt.attrs["bayesgrpo_version"] = __version__
         return dt
 
@@ -719,7 +692,7 @@ class FittedForecast:
         schema = dt.attrs.get("bayesgrpo_schema", "bayesgrpo.forecast/1")
         if schema not in _READABLE_SCHEMAS:
             raise ArtefactError(
-                f"{path}: saved in format {schema!r}, which this bayesgrpo ({_version()}) cannot read "
+                f"{path}: saved in format {schema!r}, which this bayesgrpo ({__version__}) cannot read "
                 f"(it reads {', '.join(_READABLE_SCHEMAS)}); upgrade bayesgrpo or refit"
             )
         cfg = ForecastConfig.model_validate_json(dt.attrs["bayesgrpo_config"])
@@ -763,9 +736,3 @@ class FittedForecast:
             posterior=dt["posterior"].to_dataset(), hyper=hyper, health=health, seconds=seconds,
             forecast_ids=json.loads(dt.attrs["forecast_ids"]),
         )  # fmt: skip
-
-
-def _version() -> str:
-    from bayesgrpo import __version__
-
-    return __version__

@@ -2,7 +2,8 @@
 
 :class:`PathDraws` is what :meth:`bayesgrpo.forecast.FittedForecast.paths` returns and what the
 decision functions (:mod:`bayesgrpo.decisions`) and diagnostics consume; :func:`exponential_draws`
-builds one from the overdamped law (tests, examples, a cheap stand-in).
+builds one from the overdamped law (tests, examples, a cheap stand-in); :func:`stop_quantile` is the
+one way a stop-step quantile is read off the draws (the forecast table and the budget both use it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, settling_index
 
-__all__ = ["PathDraws", "exponential_draws"]
+__all__ = ["PathDraws", "exponential_draws", "stop_quantile"]
 
 _PER_DRAW = ("r0", "r_star", "tau", "a", "mu", "sigma_p", "sigma_m")
 
@@ -196,3 +197,13 @@ def exponential_draws(
         stop_step=stop,
         stop_reached=reached,
     )
+
+
+def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
+    """A quantile of the stop-step draws, as a value that one of the draws takes (an integer step).
+
+    The forecast table's ``stop_q05/q50/q95`` and the no-cost budget recommendation both use this.
+    """
+    if draws.stop_step is None:
+        raise ValueError(f"PathDraws {draws.run_id!r} carry no stop_step draws")
+    return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))

@@ -1,6 +1,7 @@
 """A compile that outlives the process: nutpie-compiled models cached on disk.
 
-:func:`bayesgrpo.inference.sampling.compile_model` is the only caller. A cold start of one forecast
+:func:`bayesgrpo.inference.sampling.compile_model` is the only caller (compiles:
+:mod:`bayesgrpo.inference.compile`). A cold start of one forecast
 spends most of its time compiling (``bench/results/fleet.md``): importing PyMC, building the graph,
 PyTensor's rewrites, and above all numba's code generation of nutpie's two C callbacks (the
 log-density with its gradient, and the "expand" function that computes the traced deterministics),
@@ -98,12 +99,12 @@ def _host() -> tuple:
 
 _PKG = Path(__file__).resolve().parents[1]
 #: modules whose source defines the forecasting graphs (with the kernels of the likelihood Ops)
-_GRAPH_MODULES = ("models", "inference/sampling.py")
+_GRAPH_MODULES = ("models", "inference/sampling.py", "inference/compile.py")
 
 
 def graph_sources(build=None) -> list[Path]:
-    """Source files hashed into every key: ``bayesgrpo/models/*.py``, ``inference/sampling.py`` and the
-    file that defines ``build`` (e.g. the forecaster or the Domhan peer)."""
+    """Source files hashed into every key: ``bayesgrpo/models/*.py``, ``inference/sampling.py``,
+    ``inference/compile.py`` and the file that defines ``build`` (e.g. the forecaster or the Domhan peer)."""
     files = []
     for rel in _GRAPH_MODULES:
         p = _PKG / rel
@@ -121,7 +122,7 @@ def graph_sources(build=None) -> list[Path]:
 def entry_digest(key, *, backend: str, options: dict, build=None) -> tuple[str, dict]:
     """``(hex digest, description)`` of a cache entry: the caller's ``key`` plus everything else the
     compiled code depends on (module docstring)."""
-    from bayesgrpo import __version__
+    from bayesgrpo._version import __version__
 
     src = hashlib.sha256()
     for f in graph_sources(build):
@@ -340,16 +341,10 @@ class ModelCache:
     def _publish(self, digest: str, blob: bytes) -> None:
         """Write ``blob`` as entry ``digest`` atomically: a temporary file in the same folder, flushed
         to disk, then renamed over the entry (readers see the old entry or the new one, never a part)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{digest}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path(digest))
-        finally:
-            tmp.unlink(missing_ok=True)
+        from bayesgrpo.io.output import atomic_path
+
+        with atomic_path(self.path(digest), durable=True) as tmp:
+            tmp.write_bytes(blob)
 
     @staticmethod
     def _serialise(digest: str, desc: dict, compiled) -> bytes:
@@ -459,26 +454,3 @@ class ModelCache:
                 p.unlink()
                 n += 1
         return n
-
-
-def _child(job_path: str) -> int:
-    """``python -m bayesgrpo.inference.model_cache JOB``: compile one model and store it (see
-    :func:`bayesgrpo.inference.sampling.compile_model`); exit 0 when stored."""
-    import warnings
-
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for name in ("numba", "pytensor", "pymc", "arviz"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    with open(job_path, "rb") as f:
-        job = pickle.load(f)  # written by the parent process a moment ago, in the cache folder
-    # the module proper, not this __main__ copy of it (JitteredPoint must be the class sampling uses)
-    from bayesgrpo.inference import model_cache, sampling
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the parent reports what matters; this process only compiles
-        compiled = sampling._compile(job["key"], job["build"], backend=job["backend"], **job["kwargs"])
-    return 0 if model_cache.ModelCache(job["root"]).store(job["digest"], job["desc"], compiled) else 3
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))

@@ -16,14 +16,14 @@ compile). Tests replace :func:`compile_model` and :func:`nuts` (see ``tests/conf
 from __future__ import annotations
 
 import logging
-import os
 import time
 import zlib
 from collections.abc import Callable, Hashable, Sequence
-from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from bayesgrpo.inference.compile import compile_here, compile_to_cache
 
 __all__ = [
     "SamplerConfig",
@@ -32,7 +32,6 @@ __all__ = [
     "batch_seed",
     "posterior_dataset",
     "health",
-    "clear_cache",
     "is_cached",
 ]
 
@@ -76,17 +75,6 @@ class SamplerConfig(BaseModel):
 
 _CACHE: dict = {}
 _LOADED: dict = {}  # disk-cache digest -> model loaded or compiled by this process (code stays loaded)
-
-
-def clear_cache(*, disk: bool = False) -> None:
-    """Forget every compiled model of this process (``disk=True``: and empty the disk cache)."""
-    _CACHE.clear()
-    if disk:
-        from bayesgrpo.inference.model_cache import ModelCache, cache_dir
-
-        root = cache_dir()
-        if root is not None and root.exists():
-            ModelCache(root).clear()
 
 
 def is_cached(key: Hashable) -> bool:
@@ -141,7 +129,7 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
             with cache.lock(digest):
                 compiled = cache.load(digest, desc)  # another process may have written it while we waited
                 if compiled is None:
-                    compiled = _compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
+                    compiled = compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
                     fresh = True
         if not fresh:
             log.info(
@@ -152,82 +140,9 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     return compiled
 
 
-def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str, **kwargs):
-    """Compile in a child process that stores the entry, then load it (fallback: compile here).
-
-    Why a child: a process that compiled a model also holds PyTensor's own copies of the kernels the
-    model's code calls, and numba's JIT resolves the model's calls to those copies; their machine
-    code may differ from the stored one in the last bits (fastmath), and MCMC amplifies that. Every
-    process that samples from an entry it loaded runs the same machine code, so a forecast is the
-    same number whether its process compiled the model or found it on disk (and whichever worker of
-    a cluster compiled it). The child also keeps PyMC out of this process.
-    """
-    import pickle
-    import subprocess
-    import sys
-    import tempfile
-
-    from bayesgrpo.inference import model_cache as mc
-
-    t0 = time.perf_counter()
-    try:
-        job = pickle.dumps({"key": key, "build": build, "backend": backend, "kwargs": kwargs, "digest": digest,
-                            "desc": desc, "root": str(cache.root)})  # fmt: skip
-    except (pickle.PicklingError, AttributeError, TypeError) as e:
-        log.info("compiling in this process (the build function cannot be sent to a child process: %s)", e)
-        job = None
-    if job is not None:
-        try:
-            cache.root.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=cache.root, prefix=".job-", suffix=".pkl", delete=False) as f:
-                f.write(job)
-        except OSError as e:
-            log.info("compiling in this process (cannot write to the cache folder: %s)", e)
-            job = None
-    if job is not None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
-        try:
-            proc = subprocess.run([sys.executable, "-m", "bayesgrpo.inference.model_cache", f.name], env=env,
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
-        finally:
-            Path(f.name).unlink(missing_ok=True)
-        for line in proc.stderr.splitlines():
-            log.debug("compile process: %s", line)
-        if proc.returncode == 0:
-            compiled = cache.load(digest, desc)
-            if compiled is not None:
-                log.info("compiled a model in %.1f s (%s backend, child process; disk cache entry %s)",
-                         time.perf_counter() - t0, backend, digest)  # fmt: skip
-                return compiled
-        if proc.returncode == 3:
-            log.info("the compiled model cannot be stored on disk; compiling it in this process")
-        else:
-            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            what = (
-                "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
-            )
-            log.warning("the compile process %s; compiling in this process", what)
-    compiled = _compile(key, build, backend=backend, **kwargs)
-    cache.store(digest, desc, compiled)
-    return compiled
-
-
 def _compile(key, build, *, backend: str, **kwargs):
-    import nutpie
-
-    t0 = time.perf_counter()
-    if key is None or backend != "numba":
-        compiled = nutpie.compile_pymc_model(build(), backend=backend, **kwargs)
-    else:
-        import dataclasses
-
-        from bayesgrpo.inference.model_cache import JitteredPoint
-
-        # no PyMC jitter: the centre (support point) is computed once, the jitter drawn with numpy
-        compiled = nutpie.compile_pymc_model(build(), backend=backend, jitter_rvs=set(), **kwargs)
-        centre = np.asarray(compiled.initial_point_func(0), dtype=np.float64)
-        compiled = dataclasses.replace(compiled, initial_point_func=JitteredPoint(centre))
-    log.info("compiled a model in %.1f s (%s backend)", time.perf_counter() - t0, backend)
+    """Compile in this process (kept in this process's cache when ``key`` is given)."""
+    compiled = compile_here(key, build, backend=backend, **kwargs)
     if key is not None:
         _CACHE[key] = compiled
     return compiled

@@ -40,7 +40,6 @@ from pathlib import Path
 __all__ = [
     "ForecastWorker",
     "forecast_request",
-    "run_config_meta",
     "summarize_fit",
     "SEVERITY_RANK",
     "HISTORY_COLUMNS",
@@ -63,21 +62,24 @@ _THREAD_VARS = (
 def _lib():
     """Everything this package uses from bayesgrpo, imported in ONE place.
 
-    Top-level API: ``Forecaster``, ``SamplerConfig``, ``RunSet``. Below it: ``diagnose_runs``,
+    ``Forecaster``, ``SamplerConfig``, ``RunSet``, ``diagnose_runs``,
     ``recommend_stop``, the importers' metric mapping (``map_metric_columns``, ``numeric_columns``,
     ``canonical_name``, ``ALIASES``) and the error types. Imported lazily (the training process
     only needs the light names; PyMC is imported in the worker only).
     """
     import types
 
-    from bayesgrpo import Forecaster, RunSet, SamplerConfig
     from bayesgrpo.decisions import recommend_stop
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
+    from bayesgrpo.forecast import Forecaster, SamplerConfig
+    from bayesgrpo.forecast.batch import forecast_batch
     from bayesgrpo.io._common import ALIASES, canonical_name, map_metric_columns, numeric_columns
+    from bayesgrpo.schema import RunSet
 
     return types.SimpleNamespace(
-        Forecaster=Forecaster, SamplerConfig=SamplerConfig, RunSet=RunSet, recommend_stop=recommend_stop,
+        Forecaster=Forecaster, SamplerConfig=SamplerConfig, RunSet=RunSet, forecast_batch=forecast_batch,
+        recommend_stop=recommend_stop,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
         LogFormatError=LogFormatError, ALIASES=ALIASES, canonical_name=canonical_name,
         map_metric_columns=map_metric_columns, numeric_columns=numeric_columns,
@@ -102,73 +104,6 @@ def _light():
 def reward_keys() -> frozenset:
     """Source metric names that carry the reward (the importers' aliases), for cheap row checks."""
     return frozenset(_light().ALIASES["reward"])
-
-
-# ----------------------------------------------------------------------------- run configuration
-def _get(cfg, name, default=None):
-    v = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
-    return default if v is None else v
-
-
-def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None) -> dict:
-    """Run metadata (schema :data:`~bayesgrpo.schema.META_FIELDS`) from a trainer configuration.
-
-    Works on a ``transformers.TrainingArguments`` / ``trl.GRPOConfig`` object and on the dict of a
-    W&B run's ``config``. The refresh interval (optimizer steps between two generations, the lag
-    of physics.md) is ``steps_per_generation * num_iterations / gradient_accumulation_steps``
-    (TRL >= 0.18; older TRL generates every optimizer step and reuses it ``num_iterations`` times,
-    which is the same formula with ``steps_per_generation = gradient_accumulation_steps``).
-
-    Parameters
-    ----------
-    config : TrainingArguments, GRPOConfig or dict
-    world_size : int
-        Number of data-parallel processes (the global batch is per-device batch x GAS x world).
-    max_steps : int, optional
-        Overrides ``config.max_steps`` (the trainer's ``state.max_steps`` is the resolved one).
-
-    Returns
-    -------
-    dict
-        Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
-        logging_steps, prompts_per_step`` that the configuration holds.
-
-    Examples
-    --------
-    >>> m = run_config_meta({"max_steps": 500, "learning_rate": 1e-6, "adam_beta1": 0.9,
-    ...                      "num_generations": 8, "per_device_train_batch_size": 8,
-    ...                      "gradient_accumulation_steps": 4, "steps_per_generation": 8})
-    >>> m["group_size"], m["batch_size"], m["refresh_interval"]
-    (8, 32, 2)
-    """
-    out: dict = {}
-    ms = max_steps if max_steps is not None else _get(config, "max_steps")
-    if ms is not None and float(ms) > 0:
-        out["max_steps"] = int(ms)
-    for src, dst in (("learning_rate", "learning_rate"), ("adam_beta1", "beta1")):
-        v = _get(config, src)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[dst] = float(v)
-    g = _get(config, "num_generations")
-    if isinstance(g, (int, float)) and g > 0:
-        out["group_size"] = int(g)
-    bs = _get(config, "per_device_train_batch_size")
-    gas = _get(config, "gradient_accumulation_steps", 1) or 1
-    if isinstance(bs, (int, float)) and bs > 0:
-        out["batch_size"] = int(bs) * int(gas) * int(world_size or 1)
-        if "group_size" in out and out["batch_size"] % out["group_size"] == 0:
-            out["prompts_per_step"] = out["batch_size"] // out["group_size"]
-    spg = _get(config, "steps_per_generation") or gas
-    nit = _get(config, "num_iterations", 1) or 1
-    try:
-        k = float(spg) * float(nit) / float(gas)
-    except (TypeError, ValueError, ZeroDivisionError):
-        k = 1.0
-    out["refresh_interval"] = max(1, int(round(k)))
-    ls = _get(config, "logging_steps")
-    if isinstance(ls, (int, float)) and ls >= 1:
-        out["logging_steps"] = int(ls)
-    return out
 
 
 # ----------------------------------------------------------------------------- requests
@@ -339,9 +274,10 @@ def _handle(req: dict) -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = lib.RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
-        horizon, extended = _horizon(runs, fid, req.get("horizon") or req.get("meta", {}).get("max_steps"))
         fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
-        fit = fc.fit(runs, horizon=horizon)
+        # the same core as every CLI verb: the run's plan (the live horizon rule), then the fit
+        res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, live=True, strict=True)
+        fit = res.fit
         out = summarize_fit(
             fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
             ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
@@ -352,41 +288,16 @@ def _handle(req: dict) -> dict:
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
-    out["horizon_extended"] = extended
+    out["horizon_extended"] = res.plans[fid].horizon_from == "live"
     return out
 
 
-def _horizon(runs, run_id: str, horizon):
-    """The horizon to fit with: a run logged up to (or past) its horizon is forecast one log further.
-
-    At the end of training the logged steps reach ``max_steps``; the final reward is then (almost)
-    observed, and the forecast to ``last step + logging interval`` says so with its interval.
-    """
-    import numpy as np
-
-    if horizon is None:
-        return None, False
-    steps = runs.run(run_id)["step"].to_numpy()
-    last = int(steps[-1])
-    if int(horizon) > last:
-        return int(horizon), False
-    interval = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
-    return last + max(1, interval), True
-
-
 def _plot(fit, run_id: str, path: str) -> None:
-    import matplotlib
+    """The fan chart of the live forecast, written atomically (readers never see a half-written chart)."""
+    from bayesgrpo.io.output import save_figure
+    from bayesgrpo.plots.fan import fan_chart
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig = fit.plot(run_id)
-    tmp = p.with_name(p.stem + ".tmp" + p.suffix)
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, p)  # readers never see a half-written chart
+    save_figure(fan_chart(fit, run_id), path, dpi=100)  # a Figure without pyplot: no backend to switch
 
 
 def _warmup(req: dict) -> dict:
@@ -449,12 +360,10 @@ def write_latest(path, result: dict) -> None:
     """Write the latest result as JSON (atomically; the per-run table row included)."""
     import json
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    from bayesgrpo.io.output import write_text
+
     keep = {k: v for k, v in result.items() if k not in ("traceback",)}
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(keep, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, p)
+    write_text(path, json.dumps(keep, indent=2, default=str))
 
 
 # ----------------------------------------------------------------------------- framing

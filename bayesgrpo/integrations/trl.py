@@ -35,9 +35,9 @@ from bayesgrpo.integrations._worker import (
     append_history,
     forecast_request,
     reward_keys,
-    run_config_meta,
     write_latest,
 )
+from bayesgrpo.io.trl import run_config_meta
 
 __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
 

@@ -114,7 +114,7 @@ class LogSource:
             self.truncations += 1
             log.info("bayesgrpo watch: %s shrank (%d -> %d bytes; a restarted run?); keeping the %d steps seen so far",
                      t, self._size, size, len(self.rows))  # fmt: skip
-        from bayesgrpo import read_runs
+        from bayesgrpo.io import read_runs
 
         errs = _light().errors
         try:

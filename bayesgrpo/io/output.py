@@ -3,9 +3,10 @@
 * :func:`check_output_file` / :func:`check_output_dir` -- validate an output path up front (the
   CLI calls them before reading or sampling, so a bad ``--out`` never costs a fit);
 * :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
-  failure never leaves a half-written file;
+  failure never leaves a half-written file (the one atomic writer: every file the package writes goes
+  through it);
 * :func:`write_table` -- a DataFrame as CSV, JSON (records) or Parquet, chosen by the suffix;
-  any other suffix is refused;
+  any other suffix is refused; :func:`write_text`, :func:`save_figure` -- text and figures, atomically;
 * :func:`safe_file_stem` -- a unique, safe, short file name for a run id (figures per run).
 """
 
@@ -15,14 +16,15 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
+import secrets
 from pathlib import Path
 
 import pandas as pd
 
 from bayesgrpo.errors import OutputError
 
-__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "safe_file_stem"]
+__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "write_text",
+           "save_figure", "safe_file_stem"]  # fmt: skip
 
 #: suffix -> format of :func:`write_table`
 TABLE_SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
@@ -65,14 +67,31 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path):
-    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it."""
+def atomic_path(path, *, durable: bool = False):
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it.
+
+    ``durable``: flush the file to disk before the rename (a cache entry that must survive a crash).
+
+    The temporary file is created with the mode every other file gets (``0o666`` less the umask; not
+    ``mkstemp``'s 0600), so the file in place has the permissions a plain write would give it.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
+    while True:
+        tmp = p.parent / f".{p.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         yield Path(tmp)
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -91,6 +110,22 @@ def write_table(df: pd.DataFrame, path) -> Path:
             df.to_json(tmp, orient="records", indent=2)
         else:
             df.to_parquet(tmp, index=False)
+    return p
+
+
+def write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return p
+
+
+def save_figure(fig, path, *, dpi: int = 110) -> Path:
+    """Save a matplotlib figure atomically, in the format its suffix names (default PNG)."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=p.suffix.lstrip(".").lower() or "png")
     return p
 
 

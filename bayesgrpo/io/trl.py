@@ -1,4 +1,6 @@
-"""Hugging Face Trainer / TRL GRPOTrainer outputs: ``trainer_state.json``, console logs, notebooks.
+"""Hugging Face Trainer / TRL GRPOTrainer outputs: ``trainer_state.json``, console logs, notebooks, and the
+run metadata of a trainer configuration (:func:`run_config_meta`: a ``TrainingArguments`` / ``GRPOConfig``
+object or a W&B run's config dict).
 
 Metric keys follow TRL (see :data:`bayesgrpo.io._common.ALIASES`): ``reward``, ``reward_std``,
 ``kl``, ``entropy``, ``frac_reward_zero_std``, ``completions/mean_length`` (or the legacy
@@ -20,7 +22,7 @@ from bayesgrpo.errors import DataWarning
 from bayesgrpo.io._common import ALIASES, default_run_id, fmt_error, line_of, num, read_text, records_frame
 from bayesgrpo.schema import REWARD, RUN, SOURCE_LINE, STEP
 
-__all__ = ["read_trainer_state", "read_trl_console", "read_notebook"]
+__all__ = ["read_trainer_state", "read_trl_console", "read_notebook", "run_config_meta"]
 
 _SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
 _STATE_META = (
@@ -354,3 +356,70 @@ def read_notebook(path: Path):
             meta["max_steps"] = int(prog.group(2))
         metas.append(meta)
     return pd.concat(frames, ignore_index=True), pd.DataFrame(metas)
+
+
+# ----------------------------------------------------------------------------- run configuration
+def _get(cfg, name, default=None):
+    v = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    return default if v is None else v
+
+
+def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None) -> dict:
+    """Run metadata (schema :data:`~bayesgrpo.schema.META_FIELDS`) from a trainer configuration.
+
+    Works on a ``transformers.TrainingArguments`` / ``trl.GRPOConfig`` object and on the dict of a
+    W&B run's ``config``. The refresh interval (optimizer steps between two generations, the lag
+    of physics.md) is ``steps_per_generation * num_iterations / gradient_accumulation_steps``
+    (TRL >= 0.18; older TRL generates every optimizer step and reuses it ``num_iterations`` times,
+    which is the same formula with ``steps_per_generation = gradient_accumulation_steps``).
+
+    Parameters
+    ----------
+    config : TrainingArguments, GRPOConfig or dict
+    world_size : int
+        Number of data-parallel processes (the global batch is per-device batch x GAS x world).
+    max_steps : int, optional
+        Overrides ``config.max_steps`` (the trainer's ``state.max_steps`` is the resolved one).
+
+    Returns
+    -------
+    dict
+        Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
+        logging_steps, prompts_per_step`` that the configuration holds.
+
+    Examples
+    --------
+    >>> m = run_config_meta({"max_steps": 500, "learning_rate": 1e-6, "adam_beta1": 0.9,
+    ...                      "num_generations": 8, "per_device_train_batch_size": 8,
+    ...                      "gradient_accumulation_steps": 4, "steps_per_generation": 8})
+    >>> m["group_size"], m["batch_size"], m["refresh_interval"]
+    (8, 32, 2)
+    """
+    out: dict = {}
+    ms = max_steps if max_steps is not None else _get(config, "max_steps")
+    if ms is not None and float(ms) > 0:
+        out["max_steps"] = int(ms)
+    for src, dst in (("learning_rate", "learning_rate"), ("adam_beta1", "beta1")):
+        v = _get(config, src)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[dst] = float(v)
+    g = _get(config, "num_generations")
+    if isinstance(g, (int, float)) and g > 0:
+        out["group_size"] = int(g)
+    bs = _get(config, "per_device_train_batch_size")
+    gas = _get(config, "gradient_accumulation_steps", 1) or 1
+    if isinstance(bs, (int, float)) and bs > 0:
+        out["batch_size"] = int(bs) * int(gas) * int(world_size or 1)
+        if "group_size" in out and out["batch_size"] % out["group_size"] == 0:
+            out["prompts_per_step"] = out["batch_size"] // out["group_size"]
+    spg = _get(config, "steps_per_generation") or gas
+    nit = _get(config, "num_iterations", 1) or 1
+    try:
+        k = float(spg) * float(nit) / float(gas)
+    except (TypeError, ValueError, ZeroDivisionError):
+        k = 1.0
+    out["refresh_interval"] = max(1, int(round(k)))
+    ls = _get(config, "logging_steps")
+    if isinstance(ls, (int, float)) and ls >= 1:
+        out["logging_steps"] = int(ls)
+    return out

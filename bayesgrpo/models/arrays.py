@@ -4,11 +4,10 @@ Conventions (one place for all of them):
 
 * **Grid.** Each run lives on the unit-step grid from its first logged step ``s0`` to its last logged
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
-* **Reward bounds.** ``[L, U]`` from metadata ``reward_min`` / ``reward_max`` (``--reward-range``);
-  when they are not given and every observed reward lies in [0, 1], the reward is taken to be a
-  0-1 rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix
-  lay in [0, 1] stayed there); otherwise the bounds are unknown.
-* **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
+* **Reward bounds, horizon, logging interval, planned length**: the run's plan
+  (:mod:`bayesgrpo.plan`; a 0-1 reward is inferred when every observed reward lies in [0, 1]: every
+  development run whose prefix lay in [0, 1] stayed there).
+* **Normalisation** (:func:`normalisation`). Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
   observed rewards -- the rare batches that already reach a high reward show how far the run can
   rise before it rises (measured: the misses of a robust 5-95% range were the late rises of
@@ -19,7 +18,6 @@ Conventions (one place for all of them):
   the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
   :data:`NOISE_FLOOR` (2% of the scale).
-* **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
 * **Timescale.** The prior of ``tau`` is in optimizer steps: measured on the development runs
   (per-run fits of complete runs, ``bench/fit_population_prior.py``), ``log tau`` in steps spreads
   1.23 across runs, ``log(tau / run length)`` 1.34 -- the planned length carries no information about
@@ -46,23 +44,98 @@ from dataclasses import dataclass
 import numpy as np
 
 from bayesgrpo.errors import DataWarning, ForecastError
-from bayesgrpo.models.kinds import ModelArrays
-from bayesgrpo.models.prior import PopulationPrior
+from bayesgrpo.plan import Plans, RunPlan, final_window_steps, future_steps, meta_number, plan_runs
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 from bayesgrpo.series import noise_sd, start_level
 
-__all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR"]
+__all__ = ["ModelArrays", "DATA_VARS", "RunInfo", "prepare_arrays", "normalisation", "REFERENCE_SIZE_B", "SCALE_FLOOR",
+           "ADAM_BETA1"]  # fmt: skip
 
-MIN_POINTS = 5
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
 LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
 SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
 CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of max(|level|, 1)
+ADAM_BETA1 = 0.9  # the momentum prior's centre when beta1 is not logged (Adam's default)
+
+
+#: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
+DATA_VARS = (
+    "y",
+    "mask",
+    "refresh",
+    "span",
+    "noise",
+    "r0_obs",
+    "family_idx",
+    "log_size",
+    "size_known",
+    "mu_mean",
+    "mu_known",
+    "floor",
+    "floor_known",
+    "fraction",
+)
+
+
+@dataclass(frozen=True)
+class ModelArrays:
+    """Arrays the PyMC graph is built from (all in normalised units).
+
+    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first
+    step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
+    (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
+    (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
+    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
+    """
+
+    y: np.ndarray
+    mask: np.ndarray
+    refresh: np.ndarray
+    span: np.ndarray
+    noise: np.ndarray
+    mu_mean: np.ndarray
+    mu_known: np.ndarray
+    family_idx: np.ndarray
+    log_size: np.ndarray
+    r0_obs: np.ndarray
+    run_ids: tuple[str, ...]
+    families: tuple[str, ...]
+    size_known: np.ndarray = None
+    floor: np.ndarray = None
+    floor_known: np.ndarray = None
+    fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
+
+    def __post_init__(self):
+        R = len(self.r0_obs)
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
+            if getattr(self, name) is None:  # arrays saved before these fields existed
+                object.__setattr__(self, name, np.full(R, default))
+
+    def data(self, prior=None) -> dict:
+        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
+        hyperparameters ``prior_<name>`` of ``prior`` at each run's observed fraction when given."""
+        out = {n: getattr(self, n) for n in DATA_VARS}
+        if prior is not None:
+            out.update({f"prior_{k}": v for k, v in prior.values_at(self.fraction).items()})
+        return out
+
+    def subset(self, idx) -> ModelArrays:
+        """The arrays of runs ``idx`` (grid cut to their longest run)."""
+        idx = np.asarray(idx)
+        T = int(max(np.nonzero(self.mask[:, j])[0].max() for j in idx)) + 1
+        fields = {n: getattr(self, n) for n in DATA_VARS}
+        out = {}
+        for n, v in fields.items():
+            out[n] = v[:T, idx] if v.ndim >= 2 else v[idx]
+        return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """Per-run bookkeeping needed to go back to the run's own steps and units."""
+    """Per-run bookkeeping needed to go back to the run's own steps and units: the run's plan
+    (:class:`~bayesgrpo.plan.RunPlan`: steps, horizon, interval, planned length, bounds) and its
+    normalisation (``loc``, ``scale``)."""
 
     run_id: str
     s0: int
@@ -81,15 +154,11 @@ class RunInfo:
 
     def future_steps(self) -> np.ndarray:
         """Logged steps after the last observation, up to the horizon, at the run's interval."""
-        return np.arange(self.last_step + self.interval, self.horizon + 1, self.interval, dtype=np.int64)
+        return future_steps(last_step=self.last_step, horizon=self.horizon, interval=self.interval)
 
     def final_steps(self, final_window: float) -> np.ndarray:
-        """Logged steps of the final window (s0 + (1 - w)(H - s0), H] at the run's interval."""
-        lo = self.s0 + (1.0 - final_window) * (self.horizon - self.s0)
-        grid = np.arange(self.s0, self.horizon + 1, self.interval, dtype=np.int64)
-        if grid[-1] != self.horizon:
-            grid = np.append(grid, self.horizon)
-        return grid[grid > lo]
+        """Logged steps of the final window (:func:`bayesgrpo.plan.final_window_steps`)."""
+        return final_window_steps(s0=self.s0, horizon=self.horizon, interval=self.interval, final_window=final_window)
 
 
 NOISE_FLOOR = 0.02  # normalised units: a prior centre below 2% of the reward scale is not credible
@@ -111,35 +180,53 @@ def _family(meta_row) -> str:
     return "unknown"
 
 
-def _num(meta_row, key) -> float:
-    v = meta_row.get(key)
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-    return v
+def normalisation(rewards, *, reward_min: float, reward_max: float, where: str = "the run") -> tuple[float, float]:
+    """``(loc, scale)`` of a run's normalisation (module docstring): the start level, and the full range
+    of the rewards floored at :data:`SCALE_FLOOR` of a known reward range. A constant curve of unknown
+    range gets :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`~bayesgrpo.errors.DataWarning`."""
+    rn = np.asarray(rewards, dtype=float)
+    loc = start_level(rn)
+    # the full range of the prefix, not a robust one: the rare batches that already reach a high
+    # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are
+    # what shows how far the run can rise before the rise
+    scale = float(np.ptp(rn)) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
+    width = reward_max - reward_min if math.isfinite(reward_max) and math.isfinite(reward_min) else float("nan")
+    if math.isfinite(width):
+        scale = max(scale, SCALE_FLOOR * width)
+    elif scale <= 0.0:
+        scale = CONSTANT_SCALE * max(abs(loc), 1.0)
+        warnings.warn(
+            f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
+            f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
+            "for an honest one)",
+            DataWarning,
+            stacklevel=3,
+        )
+    return loc, scale
 
 
-def reward_bounds(meta_row, rewards) -> tuple[float, float, str]:
-    """``(L, U, source)`` of a run's reward: metadata, inferred [0, 1], or unknown (NaN, NaN, "")."""
-    lo, hi = _num(meta_row, "reward_min"), _num(meta_row, "reward_max")
-    if math.isfinite(lo) and math.isfinite(hi):
-        return lo, hi, "metadata"
-    r = np.asarray(rewards, dtype=float)
-    r = r[np.isfinite(r)]
-    if r.size and r.min() >= 0.0 and r.max() <= 1.0 and not (math.isfinite(lo) or math.isfinite(hi)):
-        return 0.0, 1.0, "inferred"
-    if math.isfinite(lo) or math.isfinite(hi):  # one bound only: use it as given, the other unknown
-        return lo, hi, "metadata"
-    return float("nan"), float("nan"), ""
+def _run_arrays(plan: RunPlan, s, r, rn, meta, *, where: str):
+    """One run's normalised rewards, grid offsets, noise and start level, and its :class:`RunInfo`."""
+    loc, scale = normalisation(rn, reward_min=plan.reward_min, reward_max=plan.reward_max, where=where)
+    z = (r - loc) / scale
+    zn = (np.asarray(rn, dtype=float) - loc) / scale  # the rows the normalisation comes from
+    K = meta_number(meta, "refresh_interval")
+    info = RunInfo(
+        run_id=plan.run_id, s0=int(s[0]), last_step=int(s[-1]), horizon=int(plan.horizon), interval=plan.interval,
+        loc=loc, scale=scale, n_obs=len(s), refresh_interval=int(K) if math.isfinite(K) and K >= 1 else 1,
+        model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "", planned=int(plan.planned),
+        reward_min=plan.reward_min, reward_max=plan.reward_max, bounds=plan.bounds,
+    )  # fmt: skip
+    floor = (plan.reward_min - loc) / scale if math.isfinite(plan.reward_min) else np.nan
+    return z, s - s[0], _noise_estimate(zn), float(start_level(zn)), floor, info
 
 
 def prepare_arrays(
     runs: RunSet,
     *,
-    horizon: int | dict | None = None,
-    prior: PopulationPrior | None = None,
-    min_points: int = MIN_POINTS,
+    plans: Plans | None = None,
+    horizon=None,
+    prior=None,
     normalize_with: RunSet | None = None,
 ) -> tuple[ModelArrays, list[RunInfo]]:
     """Build model arrays and per-run info for every run of ``runs``.
@@ -148,149 +235,70 @@ def prepare_arrays(
     ----------
     runs : RunSet
         The observed runs (their logged prefix).
-    horizon : int or dict, optional
-        Forecast horizon (a step), one for all runs or per run id; defaults to metadata ``max_steps``.
+    plans : Plans, optional
+        Their plans (:func:`bayesgrpo.plan.plan_runs` of exactly these rows); default: planned here
+        with ``horizon``.
+    horizon : int, dict or "next", optional
+        The horizon of :func:`~bayesgrpo.plan.plan_runs` when no plans are given.
     prior : PopulationPrior, optional
-    min_points : int
-        Fewer observed points raise :class:`ForecastError` naming the run.
+        Where the momentum prior's centre for runs without a logged ``beta1`` comes from
+        (``prior.mu_default``; default :data:`ADAM_BETA1`).
     normalize_with : RunSet, optional
-        Compute each run's normalisation (loc, scale, noise estimate) from these rows instead (used to
-        fit complete runs in the units a forecast from their prefix would use; see
-        ``bench/fit_population_prior.py``).
+        Compute each run's normalisation (loc, scale, noise estimate, inferred bounds) from these rows
+        instead (used to fit complete runs in the units a forecast from their prefix would use; see
+        :func:`bayesgrpo.forecast.population.fit_run_effects`).
 
     Raises
     ------
     ForecastError
-        Too few points, no horizon, or a horizon not after the last observed step.
+        A run that cannot be forecast (its plan's reason: too few points, no horizon, ...).
     """
-    prior = prior or PopulationPrior.default()
+    if plans is None:
+        plans = plan_runs(runs, horizon=horizon, bounds_from=normalize_with).require()
+    mu_default = ADAM_BETA1 if prior is None else float(prior.mu_default)
     infos: list[RunInfo] = []
-    zs, masks_steps, noises, r0s, floors = [], [], [], [], []
-    fam_names = []
+    zs, offsets, noises, r0s, floors, fam_names = [], [], [], [], [], []
+    groups = dict(tuple(runs.data.groupby(RUN, sort=False)))
     for rid in runs.run_ids:
-        g = runs.data.loc[runs.data[RUN] == rid]
-        meta = runs.meta.loc[rid]
-        s = g[STEP].to_numpy(dtype=np.int64)
-        r = g[REWARD].to_numpy(dtype=float)
-        where = f"run {rid!r}" + (f" ({runs.source})" if runs.source else "")
-        if len(s) < min_points:
-            raise ForecastError(
-                f"{where} has {len(s)} logged reward point(s); a forecast needs at least {min_points}. "
-                "Wait for more steps or drop the run (--run)."
-            )
-        if isinstance(horizon, dict):
-            H = horizon.get(rid)
-        else:
-            H = horizon
-        if H is None or (isinstance(H, float) and math.isnan(H)):
-            H = _num(meta, "max_steps")
-            if math.isnan(H):
-                raise ForecastError(
-                    f"{where}: no horizon. Pass --horizon STEPS (or horizon=...) or log max_steps in the metadata."
-                )
-        H = int(H)
-        if H <= s[-1]:
-            raise ForecastError(
-                f"{where}: the horizon {H} is not after the last logged step {s[-1]}; nothing to forecast. "
-                "Pass a larger --horizon."
-            )
+        plan = plans[rid]
+        if not plan.ok:
+            raise ForecastError(plan.error)
+        s = groups[rid][STEP].to_numpy(dtype=np.int64)
+        r = groups[rid][REWARD].to_numpy(dtype=float)
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
-        lo_b, hi_b, bsrc = reward_bounds(meta, rn)
-        if bsrc == "metadata":  # declared bounds the log contradicts would clip every forecast silently
-            tol = 1e-9 * max(1.0, abs(lo_b) if math.isfinite(lo_b) else 0.0, abs(hi_b) if math.isfinite(hi_b) else 0.0)
-            for bad, name, bound in (
-                (r > hi_b + tol, "above reward_max", hi_b),
-                (r < lo_b - tol, "below reward_min", lo_b),
-            ):
-                if bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    raise ForecastError(
-                        f"{where}: the logged reward {r[k]:g} at step {int(s[k])} is {name} {bound:g} (metadata or "
-                        f"--reward-range; {int(bad.sum())} point(s) outside); give the reward's true range"
-                    )
-        loc = start_level(rn)
-        # the full range of the prefix, not a robust one: the rare batches that already reach a high
-        # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are
-        # what shows how far the run can rise before the rise
-        scale = float(np.ptp(rn)) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
-        width = hi_b - lo_b if math.isfinite(hi_b) and math.isfinite(lo_b) else float("nan")
-        if math.isfinite(width):
-            scale = max(scale, SCALE_FLOOR * width)
-        elif scale <= 0.0:
-            scale = CONSTANT_SCALE * max(abs(loc), 1.0)
-            warnings.warn(
-                f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
-                f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
-                "for an honest one)",
-                DataWarning,
-                stacklevel=2,
-            )
-        z = (r - loc) / scale
-        zn = z if normalize_with is None else (rn - loc) / scale  # the rows the normalisation comes from
-        noises.append(_noise_estimate(zn))
-        r0s.append(float(start_level(zn)))  # the start level, in normalised units
-        floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
-        interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
-        ms_ = _num(meta, "max_steps")
-        planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
-        K = _num(meta, "refresh_interval")
-        K = int(K) if not math.isnan(K) and K >= 1 else 1
-        infos.append(
-            RunInfo(
-                run_id=rid,
-                s0=int(s[0]),
-                last_step=int(s[-1]),
-                horizon=H,
-                interval=max(interval, 1),
-                loc=loc,
-                scale=scale,
-                n_obs=len(s),
-                refresh_interval=K,
-                model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "",
-                planned=planned,
-                reward_min=lo_b,
-                reward_max=hi_b,
-                bounds=bsrc,
-            )
-        )
-        zs.append(z)
-        masks_steps.append(s - s[0])
-        fam_names.append(_family(meta))
-    T = max(int(ms[-1]) + 1 for ms in masks_steps)
-    R = len(infos)
-    y = np.zeros((T, R))
-    mask = np.zeros((T, R))
-    for j, (z, ms) in enumerate(zip(zs, masks_steps)):
-        y[ms, j] = z
-        mask[ms, j] = 1.0
+        where = f"run {rid!r}" + (f" ({runs.source})" if runs.source else "")
+        z, off, noise, r0, floor, info = _run_arrays(plan, s, r, rn, runs.meta.loc[rid], where=where)
+        for lst, v in ((zs, z), (offsets, off), (noises, noise), (r0s, r0), (floors, floor), (infos, info)):
+            lst.append(v)
+        fam_names.append(_family(runs.meta.loc[rid]))
+    return _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_default), infos
+
+
+def _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_default) -> ModelArrays:
+    T = max(int(o[-1]) + 1 for o in offsets)
+    y = np.zeros((T, len(infos)))
+    mask = np.zeros((T, len(infos)))
+    for j, (z, o) in enumerate(zip(zs, offsets, strict=True)):
+        y[o, j] = z
+        mask[o, j] = 1.0
     fam_order = list(dict.fromkeys(fam_names))
-    fam_idx = np.array([fam_order.index(f) if f in fam_order else 0 for f in fam_names], dtype=np.int64)
-    beta1 = np.array([_num(runs.meta.loc[i.run_id], "beta1") for i in infos])
-    mu_known = (~np.isnan(beta1)).astype(float)
-    mu_mean = np.where(np.isnan(beta1), prior.mu_default, np.clip(beta1, 0.01, 0.99))
-    size = np.array([_num(runs.meta.loc[i.run_id], "params_b") for i in infos])
+    beta1 = np.array([meta_number(runs.meta.loc[i.run_id], "beta1") for i in infos])
+    size = np.array([meta_number(runs.meta.loc[i.run_id], "params_b") for i in infos])
     size_known = (np.isfinite(size) & (size > 0)).astype(float)
-    log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
     floor = np.array(floors, dtype=float)
-    arrays = ModelArrays(
-        y=y,
-        mask=mask,
+    return ModelArrays(
+        y=y, mask=mask,
         refresh=np.array([i.refresh_interval for i in infos], dtype=np.int64),  # lag pattern: lag_sequence
-        span=np.array([float(i.horizon - i.s0) for i in infos]),
-        noise=np.array(noises),
-        mu_mean=mu_mean,
-        mu_known=mu_known,
-        family_idx=fam_idx,
-        log_size=log_size,
-        size_known=size_known,
-        r0_obs=np.array(r0s),
-        floor=np.where(np.isfinite(floor), floor, 0.0),
-        floor_known=np.isfinite(floor).astype(float),
+        span=np.array([float(i.horizon - i.s0) for i in infos]), noise=np.array(noises),
+        mu_mean=np.where(np.isnan(beta1), mu_default, np.clip(beta1, 0.01, 0.99)),
+        mu_known=(~np.isnan(beta1)).astype(float),
+        family_idx=np.array([fam_order.index(f) for f in fam_names], dtype=np.int64),
+        log_size=np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0),
+        size_known=size_known, r0_obs=np.array(r0s),
+        floor=np.where(np.isfinite(floor), floor, 0.0), floor_known=np.isfinite(floor).astype(float),
         fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
-        run_ids=tuple(i.run_id for i in infos),
-        families=tuple(fam_order),
-    )
-    return arrays, infos
+        run_ids=tuple(i.run_id for i in infos), families=tuple(fam_order),
+    )  # fmt: skip
 
 
 def lag_sequence(info: RunInfo, steps_from_s0: np.ndarray) -> np.ndarray:

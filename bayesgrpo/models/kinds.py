@@ -32,83 +32,16 @@ Adding a kind is one edit: a :class:`ModelKind` entry in :data:`MODEL_KINDS` (wi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
+from bayesgrpo.models.arrays import LOG_SIZE_SD, ModelArrays
+from bayesgrpo.models.prior import PopulationPrior, prior_resource
 
-#: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
-DATA_VARS = (
-    "y",
-    "mask",
-    "refresh",
-    "span",
-    "noise",
-    "r0_obs",
-    "family_idx",
-    "log_size",
-    "size_known",
-    "mu_mean",
-    "mu_known",
-    "floor",
-    "floor_known",
-    "fraction",
-)
-
-
-@dataclass(frozen=True)
-class ModelArrays:
-    """Arrays the PyMC graph is built from (all in normalised units).
-
-    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
-    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first
-    step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
-    (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
-    (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
-    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
-    """
-
-    y: np.ndarray
-    mask: np.ndarray
-    refresh: np.ndarray
-    span: np.ndarray
-    noise: np.ndarray
-    mu_mean: np.ndarray
-    mu_known: np.ndarray
-    family_idx: np.ndarray
-    log_size: np.ndarray
-    r0_obs: np.ndarray
-    run_ids: tuple[str, ...]
-    families: tuple[str, ...]
-    size_known: np.ndarray = None
-    floor: np.ndarray = None
-    floor_known: np.ndarray = None
-    fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
-
-    def __post_init__(self):
-        R = len(self.r0_obs)
-        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
-            if getattr(self, name) is None:  # arrays saved before these fields existed
-                object.__setattr__(self, name, np.full(R, default))
-
-    def data(self, prior=None) -> dict:
-        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
-        hyperparameters ``prior_<name>`` of ``prior`` at each run's observed fraction when given."""
-        out = {n: getattr(self, n) for n in DATA_VARS}
-        if prior is not None:
-            out.update({f"prior_{k}": v for k, v in prior.values_at(self.fraction).items()})
-        return out
-
-    def subset(self, idx) -> ModelArrays:
-        """The arrays of runs ``idx`` (grid cut to their longest run)."""
-        idx = np.asarray(idx)
-        T = int(max(np.nonzero(self.mask[:, j])[0].max() for j in idx)) + 1
-        fields = {n: getattr(self, n) for n in DATA_VARS}
-        out = {}
-        for n, v in fields.items():
-            out[n] = v[:T, idx] if v.ndim >= 2 else v[idx]
-        return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
+__all__ = ["MODEL_KINDS", "ModelKind", "build_model", "get_kind", "prior_kind", "default_prior", "default_prior_path"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +97,6 @@ class ModelKind:
         import pytensor.tensor as pt
 
         from bayesgrpo.models import components as C
-        from bayesgrpo.models.arrays import LOG_SIZE_SD
 
         T, R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
@@ -304,7 +236,7 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     kind : str
         A key of :data:`MODEL_KINDS`.
     prior : bayesgrpo.models.prior.PopulationPrior, optional
-        Fixed population hyperparameters (default: the packaged population prior).
+        Fixed population hyperparameters (default: the kind's packaged prior, :func:`default_prior`).
     hierarchical : bool
         Learn the population means/sds across the runs given (partial pooling by family), with the
         prior as hyperprior.
@@ -313,6 +245,37 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     -------
     pymc.Model
     """
-    from bayesgrpo.models.prior import PopulationPrior
+    return get_kind(kind).build(arr, prior=prior or default_prior(kind), hierarchical=hierarchical)
 
-    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical)
+
+def prior_kind(kind: str, has) -> str:
+    """The kind whose population prior ``kind`` uses: its own if ``has(kind)``, else (a degeneracy kind
+    without its own fit, e.g. ``logistic``) the degeneracy kind's if ``has("degeneracy")``, else the
+    oscillator's (the linear kinds share it). ``has`` says whether a kind's fit exists (a packaged
+    file, or per-run fits in a benchmark's table)."""
+    if has(kind):
+        return kind
+    spec = MODEL_KINDS.get(kind)
+    if spec is not None and spec.degeneracy and has("degeneracy"):
+        return "degeneracy"
+    return "oscillator"
+
+
+def default_prior_path(kind: str = "oscillator"):
+    """``$BAYESGRPO_PRIOR`` if set, else the packaged prior :func:`prior_kind` picks for ``kind``
+    (a :class:`pathlib.Path` or an :mod:`importlib.resources` traversable)."""
+    env = os.environ.get("BAYESGRPO_PRIOR")
+    if env:
+        return Path(env)
+    return prior_resource(prior_kind(kind, lambda k: prior_resource(k).is_file()))
+
+
+def default_prior(kind: str = "oscillator") -> PopulationPrior:
+    """The packaged population prior of a model kind (or ``$BAYESGRPO_PRIOR``).
+
+    Kinds with their own fitted prior ship ``population_prior_<kind>.json``; a degeneracy kind without
+    one (``logistic``) uses the degeneracy kind's (its ``lam`` keeps the default prior); the linear
+    kinds share ``population_prior.json``. There is no silent fallback: a missing or invalid file
+    raises :class:`~bayesgrpo.errors.PriorError` naming it.
+    """
+    return PopulationPrior.load(default_prior_path(kind))

@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, DEFAULT_FINAL_WINDOW, HEADLINE, QUANTILES, interval_bounds, interval_label
 from bayesgrpo.conventions import INTERVALS as LEVELS
 from bayesgrpo.evaluation.backtest import example_path, load_example
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
 from bayesgrpo.evaluation.metrics import final_reward
+from bayesgrpo.io.output import save_figure
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["plot_all", "plot_examples"]
@@ -84,8 +86,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     ax.grid(alpha=0.3)
     fig.suptitle("Calibration: PIT histograms (flat = calibrated; U = too narrow; hump = too wide)", fontsize=10)
     p = out / f"{prefix}calibration.png"
-    fig.savefig(p, dpi=110)
-    figs.append(p)
+    figs.append(save_figure(fig, p))
 
     # error and CRPS vs cutoff
     for metric, fname, ylab, agg in (
@@ -104,8 +105,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
         p = out / f"{prefix}{fname}"
-        fig.savefig(p, dpi=110)
-        figs.append(p)
+        figs.append(save_figure(fig, p))
 
     # examples
     if runs is not None and example_runs:
@@ -146,28 +146,34 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         if key:
             b = d[key]
             st, q = np.array(b["steps"]), np.array(b["q"])
+            lv = list(b.get("levels", QUANTILES))
             if st.size:
-                ax.fill_between(st, q[0], q[6], color="#1f6fb4", alpha=0.18, lw=0, label="bayesgrpo 90%")
-                ax.fill_between(st, q[1], q[5], color="#1f6fb4", alpha=0.25, lw=0, label="bayesgrpo 80%")
+                for mass, alpha in ((CI_PROB, 0.18), (HEADLINE, 0.25)):
+                    lo, hi = (lv.index(x) for x in interval_bounds(mass))
+                    ax.fill_between(st, q[lo], q[hi], color="#1f6fb4", alpha=alpha, lw=0,
+                                    label=f"bayesgrpo {interval_label(mass)}")  # fmt: skip
                 ax.plot(st, b["latent_median"], color="#1f6fb4", lw=1.6, label="bayesgrpo median (latent)")
-        truth = final_reward(df[STEP], df[REWARD], final_window=0.1)
+        truth = final_reward(df[STEP], df[REWARD], final_window=DEFAULT_FINAL_WINDOW)
         # final-reward intervals at the horizon, offset per method
         meths = [m for m in d if m in (BAYES, BAYES_CTX)] + sorted(m for m in d if m not in (BAYES, BAYES_CTX))
         span = H - df[STEP].iloc[0]
         for k, m in enumerate(meths):
-            fq = d[m]["final_q"]
+            fq = d[m]["final_q"]  # at its "levels" (files written before they were stored: 5, 10, 50, 90, 95%)
+            lv = list(d[m].get("levels", (0.05, 0.1, 0.5, 0.9, 0.95)))
+            f_lo, f_hi = (fq[lv.index(x)] for x in interval_bounds(HEADLINE))
+            f_med = fq[lv.index(0.5)]
             x = H + span * (0.03 + 0.025 * k)
             cc = (colors or {}).get(m, "C%d" % k)
             ax.errorbar(
                 [x],
-                [fq[2]],
-                yerr=[[fq[2] - fq[1]], [fq[3] - fq[2]]],
+                [f_med],
+                yerr=[[f_med - f_lo], [f_hi - f_med]],
                 fmt="o",
                 ms=3.5,
                 color=cc,
                 capsize=2,
                 lw=1.4,
-                label=f"{m} final 80%",
+                label=f"{m} final {interval_label(HEADLINE)}",
             )
         ax.axhline(truth, color="#c0392b", lw=1, ls="--", label="true final reward")
         ax.axvline(last, color="0.3", ls=":", lw=1)
@@ -185,5 +191,4 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         f"Example backtests at cutoff {c:g}: bands = bayesgrpo predictive logged reward; bars right of the horizon = each method's 80% interval of the final reward",
         fontsize=9,
     )
-    fig.savefig(path, dpi=105)
-    return path
+    return save_figure(fig, path, dpi=105)

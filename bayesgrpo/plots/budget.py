@@ -7,6 +7,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, interval_bounds
 from bayesgrpo.decisions.budget import StopRecommendation, budget_table
 from bayesgrpo.forecast.paths import PathDraws
 
@@ -55,7 +56,7 @@ def plot_budget(
     if truth is not None and len(truth):
         later = truth.loc[truth["step"] > draws.last_step]
         ax.plot(later["step"], later["reward"], ".", ms=2.5, color="0.72", label="logged later (truth)")
-    oq = np.quantile(draws.observed, [0.05, 0.95], axis=0)
+    oq = np.quantile(draws.observed, interval_bounds(CI_PROB), axis=0)
     ax.fill_between(draws.steps, oq[0], oq[1], color="C0", alpha=0.12, lw=0, label="90% predictive (logged)")
     ax.fill_between(
         table["step"], table["reward_q05"], table["reward_q95"], color="C0", alpha=0.3, lw=0, label="90% latent reward"

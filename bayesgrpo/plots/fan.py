@@ -6,7 +6,9 @@ import textwrap
 
 import numpy as np
 
-from bayesgrpo.conventions import INTERVALS, interval_bounds, interval_label
+from bayesgrpo.conventions import HEADLINE, INTERVALS, interval_bounds, interval_label
+from bayesgrpo.forecast.paths import stop_quantile
+from bayesgrpo.plan import final_window_threshold
 from bayesgrpo.schema import REWARD, STEP
 
 __all__ = ["fan_chart", "BAND_COLOR"]
@@ -61,19 +63,19 @@ def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     if truth is not None:
         t = truth.loc[truth[STEP] > info.last_step]
         ax.plot(t[STEP], t[REWARD], ".", color="0.6", ms=2.5, label="logged later (truth)")
-    win_lo = info.s0 + (1 - fit.config.final_window) * (info.horizon - info.s0)
+    win_lo = final_window_threshold(s0=info.s0, horizon=info.horizon, final_window=fit.config.final_window)
     fin = fit.final_draws(run_id)
-    q = np.quantile(fin, [0.1, 0.5, 0.9])
+    q = np.quantile(fin, [interval_bounds(HEADLINE)[0], 0.5, interval_bounds(HEADLINE)[1]])
     ax.errorbar([info.horizon], [q[1]], yerr=[[q[1] - q[0]], [q[2] - q[1]]], fmt="D", color="#c0392b", capsize=4,
-                label=f"final reward {q[1]:.3g} (80%: {q[0]:.3g} to {q[2]:.3g})")  # fmt: skip
+                label=f"final reward {q[1]:.3g} ({interval_label(HEADLINE)}: {q[0]:.3g} to {q[2]:.3g})")  # fmt: skip
     ax.axvspan(win_lo, info.horizon, color="#c0392b", alpha=0.06, lw=0)
     ax.axvline(info.last_step, color="0.3", ls=":", lw=1)
     ax.text(info.last_step, 1.0, " forecast from here", transform=ax.get_xaxis_transform(), va="top", fontsize=8,
             color="0.3")  # fmt: skip
-    stop, reached = fit.stop_draws(run_id)
+    reached = pdraws.stop_reached
     note = ""
     if reached.mean() >= 0.5:
-        s50 = float(np.quantile(stop, 0.5, method="inverted_cdf"))
+        s50 = stop_quantile(pdraws, 0.5)
         if s50 > info.last_step:
             ax.axvline(s50, color="#27ae60", ls="--", lw=1.2, label=f"predicted stop step {s50:.0f}")
         else:

@@ -286,3 +286,57 @@ def test_old_trl_key_names_none_values_and_rows_without_reward_map_through_the_p
         and dn.loc[0, "completion_length"] == 48.0
         and dn.loc[0, "frac_reward_zero_std"] == 0.4
     )
+
+
+# ------------------------------------------------------------------ issue 17.7: live channels
+LIVE = {  # channel -> the key TRL 1.x logs it under
+    "reward_std_batch": "reward_std",  # TRL >= 0.27 logs the batch std under "reward_std"
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl": "kl",
+    "entropy": "entropy",
+    "completion_length": "completions/mean_length",
+    "frac_truncated": "completions/clipped_ratio",
+    "clip_ratio": "clip_ratio/region_mean",
+    "reward_fn/reward_has_x": "rewards/reward_has_x/mean",
+}
+
+
+def test_callback_and_watch_feed_the_channels_trl_logged(tmp_path):
+    """A real GRPOTrainer (beta > 0, so TRL logs kl): the live RunSet of the callback and the one ``watch``
+    reads from the run's checkpoint carry every channel with exactly the values in state.log_history."""
+    import trl
+
+    from bayesgrpo.integrations._worker import request_runs
+    from bayesgrpo.integrations.watch import LogSource
+
+    fake = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=4, worker=fake, warmup=False, history=False)
+    out = tmp_path / "out"
+    tr = tiny_grpo.make_trainer(out, max_steps=12, callbacks=[cb], beta=0.04, save_strategy="steps", save_steps=12)
+    tr.train()
+    logged = {e["step"]: e for e in tr.state.log_history if "reward" in e}
+    assert len(logged) == 12 and all(all(k in e for k in LIVE.values()) for e in logged.values())
+
+    live = cb.runs
+    rid = live.run_ids[0]
+    assert live.channels(rid) == tuple(LIVE)  # and no "reward_std": TRL 1.x does not log the within-group mean
+    assert live.meta.loc[rid, "trl_version"] == trl.__version__ and live.meta.loc[rid, "scale_rewards"] == "group"
+    d = live.run(rid).set_index("step")
+    for step, e in logged.items():
+        for ch, key in LIVE.items():
+            assert d.loc[step, ch] == e[key], (step, ch)
+        assert d.loc[step, "reward"] == e["reward"]
+    # the worker builds the same RunSet from the request it was sent (one mapping, both sides)
+    last = [r for r in fake.requests if r.get("kind") == "forecast"][-1]
+    sent = request_runs(last).run(rid).set_index("step")
+    assert sent.loc[sent.index, list(LIVE)].equals(d.loc[sent.index, list(LIVE)])
+
+    # watch follows the output folder: checkpoint-12/trainer_state.json + TRL's model card (README.md, "- TRL: x")
+    assert f"- TRL: {trl.__version__}" in (out / "README.md").read_text()
+    src = LogSource(out)
+    assert src.poll() == 12
+    w = src.frame().set_index("step")
+    assert [c for c in LIVE if c in w.columns] == list(LIVE) and "reward_std" not in w.columns
+    for step, e in logged.items():
+        for ch, key in LIVE.items():
+            assert w.loc[step, ch] == e[key], (step, ch)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -150,6 +151,9 @@ def _few(ids, n: int = 8) -> str:
     return ", ".join(repr(i) for i in ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
+_NUMBER = re.compile(r"([-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?|[<>]\d+|)(\.\.[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?)?")
+
+
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
     """Print a table on stdout: a rich table on a terminal; in a pipe, a title line and one line per
     row, columns aligned, every id and number in full (nothing folded or cut)."""
@@ -165,7 +169,8 @@ def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> No
 
         t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
         for c in cells.columns:
-            t.add_column(escape(str(c)), overflow="fold")
+            # numbers never break over lines; ids and lists fold instead
+            t.add_column(escape(str(c)), overflow="fold", no_wrap=all(_NUMBER.fullmatch(v) for v in cells[c]))
         for row in cells.itertuples(index=False):
             t.add_row(*[escape(v) for v in row])
         out_console().print(t)

@@ -40,6 +40,7 @@ from pathlib import Path
 __all__ = [
     "ForecastWorker",
     "forecast_request",
+    "request_runs",
     "summarize_fit",
     "SEVERITY_RANK",
     "HISTORY_COLUMNS",
@@ -62,10 +63,9 @@ _THREAD_VARS = (
 def _lib():
     """Everything this package uses from bayesgrpo, imported in ONE place.
 
-    ``Forecaster``, ``SamplerConfig``, ``RunSet``, ``diagnose_runs``,
-    ``recommend_stop``, the importers' metric mapping (``map_metric_columns``, ``numeric_columns``,
-    ``canonical_name``, ``ALIASES``) and the error types. Imported lazily (the training process
-    only needs the light names; PyMC is imported in the worker only).
+    ``Forecaster``, ``SamplerConfig``, ``forecast_batch`` (the one forecasting core), ``diagnose_runs``,
+    ``recommend_stop`` and the error types, plus everything of :func:`_light`. Imported lazily (the
+    training process only needs the light names; PyMC is imported in the worker only).
     """
     import types
 
@@ -74,31 +74,39 @@ def _lib():
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
     from bayesgrpo.forecast import Forecaster, SamplerConfig
     from bayesgrpo.forecast.batch import forecast_batch
-    from bayesgrpo.io._common import ALIASES, canonical_name, map_metric_columns, numeric_columns
-    from bayesgrpo.schema import RunSet
 
     return types.SimpleNamespace(
-        Forecaster=Forecaster, SamplerConfig=SamplerConfig, RunSet=RunSet, forecast_batch=forecast_batch,
+        **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, forecast_batch=forecast_batch,
         recommend_stop=recommend_stop,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
-        LogFormatError=LogFormatError, ALIASES=ALIASES, canonical_name=canonical_name,
-        map_metric_columns=map_metric_columns, numeric_columns=numeric_columns,
+        LogFormatError=LogFormatError,
     )  # fmt: skip
 
 
 def _light():
     """The light part of the adapter, safe to import in the training process (no PyMC).
 
-    ``ALIASES`` / ``canonical_name`` of the importers' key mapping, the schema's ``META_FIELDS`` and
+    The importers' key mapping (``ALIASES``, ``canonical_name``, ``map_metric_columns``,
+    ``numeric_columns``, ``reward_std_definition``), the schema's ``RunSet`` and ``META_FIELDS`` and
     the error types.
     """
     import types
 
     import bayesgrpo.errors as errors
-    from bayesgrpo.io._common import ALIASES, canonical_name
-    from bayesgrpo.schema import META_FIELDS
+    from bayesgrpo.io._common import (
+        ALIASES,
+        canonical_name,
+        map_metric_columns,
+        numeric_columns,
+        reward_std_definition,
+    )
+    from bayesgrpo.schema import META_FIELDS, RunSet
 
-    return types.SimpleNamespace(ALIASES=ALIASES, canonical_name=canonical_name, errors=errors, META_FIELDS=META_FIELDS)
+    return types.SimpleNamespace(
+        ALIASES=ALIASES, canonical_name=canonical_name, map_metric_columns=map_metric_columns,
+        numeric_columns=numeric_columns, reward_std_definition=reward_std_definition, RunSet=RunSet,
+        errors=errors, META_FIELDS=META_FIELDS,
+    )  # fmt: skip
 
 
 def reward_keys() -> frozenset:
@@ -164,10 +172,30 @@ def forecast_request(
 
 
 # ----------------------------------------------------------------------------- the fit (worker side)
-def _frame_from_rows(rows: list[dict], run_id: str):
+def request_runs(req: dict):
+    """The :class:`~bayesgrpo.schema.RunSet` a forecast request describes (what the worker fits).
+
+    Raw ``rows`` are mapped onto the schema's channels with the importers' one table
+    (:func:`bayesgrpo.io._common.map_metric_columns`; the request's ``meta`` says what TRL's
+    ``reward_std`` measures); a ``frame`` is already mapped (``watch`` reads logs with ``read_runs``).
+    Light: usable in the training process (no PyMC).
+    """
     import pandas as pd
 
-    lib = _lib()
+    rid = req["run_id"]
+    if req.get("frame") is not None:
+        df = pd.DataFrame(req["frame"]).copy()
+    else:
+        df = _frame_from_rows(req["rows"], rid, meta=req.get("meta"))
+    df["run_id"] = rid  # every refit swaps its data into the one compiled model (lagged runs included)
+    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": rid}])
+    return _light().RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
+
+
+def _frame_from_rows(rows: list[dict], run_id: str, *, meta: dict | None = None):
+    import pandas as pd
+
+    lib = _light()
     merged: dict[int, dict] = {}
     for r in rows:
         st = r.get("step")
@@ -175,14 +203,14 @@ def _frame_from_rows(rows: list[dict], run_id: str):
             continue
         merged.setdefault(int(st), {}).update({k: v for k, v in r.items() if v is not None})
     if not merged:
-        raise lib.ForecastError(f"run {run_id!r}: no logged row with a step")
+        raise lib.errors.ForecastError(f"run {run_id!r}: no logged row with a step")
     df = pd.DataFrame.from_records(list(merged.values()))
     df["step"] = list(merged)
     df["run_id"] = run_id
     df = lib.numeric_columns(df)
-    df, _ = lib.map_metric_columns(df)
+    df, _ = lib.map_metric_columns(df, reward_std=lib.reward_std_definition(meta or {}))
     if "reward" not in df.columns:
-        raise lib.ForecastError(
+        raise lib.errors.ForecastError(
             f"run {run_id!r}: none of the {len(df)} logged rows has a reward (keys: "
             f"{sorted(c for c in df.columns if c not in ('run_id', 'step'))[:10]}); expected 'reward' or another reward key"
         )
@@ -258,22 +286,14 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
 
 
 def _handle(req: dict) -> dict:
-    import pandas as pd
-
     lib = _lib()
     if req.get("kind") == "warmup":
         return _warmup(req)
     rid = req["run_id"]
-    if req.get("frame") is not None:
-        df = pd.DataFrame(req["frame"]).copy()
-    else:
-        df = _frame_from_rows(req["rows"], rid)
-    fid = rid  # every refit swaps its data into the one compiled model (lagged runs included)
-    df["run_id"] = fid
-    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": fid}])
+    fid = rid
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = lib.RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
+        runs = request_runs(req)
         fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
         # the same core as every CLI verb: the run's plan (the live horizon rule), then the fit
         res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, live=True, strict=True)

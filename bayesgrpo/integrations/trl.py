@@ -34,6 +34,7 @@ from bayesgrpo.integrations._worker import (
     ForecastWorker,
     append_history,
     forecast_request,
+    request_runs,
     reward_keys,
     write_latest,
 )
@@ -420,6 +421,13 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.log_calls = 0
         self.hook_calls = 0
         self.end_seconds = 0.0
+
+    @property
+    def runs(self):
+        """The live :class:`~bayesgrpo.schema.RunSet`: the rows logged so far, mapped onto the schema's
+        channels as the worker maps them (``runs.channels(run_id)``; raises ``ForecastError`` before
+        the first reward is logged)."""
+        return request_runs(self._request())
 
     # ------------------------------------------------------------------ ExportableState
     def state(self) -> dict:

@@ -98,7 +98,9 @@ def read_trainer_state(path: Path):
     same ``step``) are merged into the training row of that step as ``eval/<name>``; the final
     summary entry (``train_runtime``, ...) is skipped. ``max_steps``, ``logging_steps``,
     ``eval_steps``, ``save_steps``, ``global_step``, ``num_train_epochs``, ``train_batch_size``
-    (per device) go to the metadata. Bare ``NaN``/``Infinity`` tokens are accepted.
+    (per device) go to the metadata, and ``trl_version`` when TRL's model card lies beside the file
+    (it says what ``reward_std`` measures, :func:`bayesgrpo.io._common.trl_reward_std_definition`).
+    Bare ``NaN``/``Infinity`` tokens are accepted.
     """
     path = Path(path)
     text = read_text(path)
@@ -146,7 +148,28 @@ def read_trainer_state(path: Path):
     for k in _STATE_META:
         if k in obj and obj[k] is not None:
             meta[k] = obj[k]
+    version = _model_card_trl_version(path)
+    if version is not None:
+        meta["trl_version"] = version
     return data, pd.DataFrame([meta])
+
+
+_CARD_TRL = re.compile(r"^- TRL: (\S+)\s*$", re.M)
+
+
+def _model_card_trl_version(path: Path) -> str | None:
+    """The TRL version in the model card TRL writes at every checkpoint save (``<output_dir>/README.md``,
+    line ``- TRL: x.y.z``), beside ``trainer_state.json`` or one folder up from ``checkpoint-N/``."""
+    folders = [path.parent]
+    if re.fullmatch(r"checkpoint-\d+", path.parent.name):
+        folders.append(path.parent.parent)
+    for d in folders:
+        card = d / "README.md"
+        if card.is_file():
+            m = _CARD_TRL.search(read_text(card)[:100_000])
+            if m:
+                return m.group(1)
+    return None
 
 
 # ----------------------------------------------------------------------------- console logs
@@ -385,7 +408,9 @@ def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None
     -------
     dict
         Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
-        logging_steps, prompts_per_step`` that the configuration holds.
+        logging_steps, prompts_per_step, scale_rewards`` that the configuration holds, and
+        ``trl_version`` for a TRL configuration (with ``scale_rewards`` it says what TRL's ``reward_std``
+        measures: :func:`bayesgrpo.io._common.trl_reward_std_definition`).
 
     Examples
     --------
@@ -422,4 +447,14 @@ def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None
     ls = _get(config, "logging_steps")
     if isinstance(ls, (int, float)) and ls >= 1:
         out["logging_steps"] = int(ls)
+    sr = _get(config, "scale_rewards")  # with the TRL version: what TRL's reward_std measures
+    if sr is not None:
+        out["scale_rewards"] = {True: "group", False: "none"}.get(sr, str(sr)) if isinstance(sr, bool) else str(sr)
+    if type(config).__module__.startswith("trl."):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            out["trl_version"] = version("trl")
+        except PackageNotFoundError:
+            pass
     return out

@@ -45,7 +45,7 @@ __all__ = [
     "RunPlan", "Plans", "PlanOptions", "plan_runs", "truncate", "logging_interval", "is_unit_interval",
     "reward_bounds", "final_window_threshold", "final_window_mask", "final_window_steps", "future_steps",
     "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_FUTURE_STEPS", "MAX_STORED_STEPS",
-    "NEXT", "HORIZON_SOURCES", "meta_number",
+    "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error",
 ]  # fmt: skip
 
 #: a forecast needs at least this many logged reward points
@@ -236,7 +236,7 @@ class RunPlan:
 
     def with_horizon(self, horizon: int) -> RunPlan:
         """The same run forecast to another horizon (``"option"``); the planned length stays the fit's."""
-        err = _horizon_error(self._where(), horizon, self.last_step, None, self.interval) if self.ok else self.error
+        err = horizon_error(self._where(), horizon, self.last_step, None, self.interval) if self.ok else self.error
         return _replace(self, horizon=int(horizon), horizon_from="option", error=err)
 
     def _where(self) -> str:
@@ -319,8 +319,9 @@ def _planned(meta_row, last_obs: int, horizon: int) -> int:
     return int(ms) if math.isfinite(ms) and ms > last_obs else horizon
 
 
-def _horizon_error(where: str, horizon: int | None, last: int, n_draws: int | None = None, interval: int = 1):
-    """Why a run cannot be forecast to ``horizon`` (None: it can)."""
+def horizon_error(where: str, horizon: int | None, last: int, n_draws: int | None = None, interval: int = 1):
+    """Why a run (``where``: e.g. ``"run 'a'"``) logged up to step ``last`` cannot be forecast to
+    ``horizon`` (no horizon, not after the log, the memory or distance limit), or None."""
     if horizon is None:
         return f"{where}: no horizon; pass --horizon STEPS or log max_steps in the metadata"
     if horizon <= last:
@@ -356,7 +357,7 @@ def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_dra
     interval = logging_interval(s)
     h, src = _horizon(horizon, rid, meta_row, int(s[-1]), last_full, interval, live)
     lo, hi, bsrc = reward_bounds(meta_row, r if bound_rows is None else bound_rows)
-    err = _horizon_error(where, h, int(s[-1]), n_draws, interval)
+    err = horizon_error(where, h, int(s[-1]), n_draws, interval)
     if err is None and bsrc == "metadata":
         bad = _contradiction(s, r, lo, hi)
         err = f"{where}: {bad}" if bad else None

@@ -200,7 +200,7 @@ def main():
         ]
         out[name] = dict(per_case=S.to_dict("records"), source_weighted=W.to_dict("records"),
                          choice=score.to_dict("records"), shipped=shipped)  # fmt: skip
-        kind = FB.CONFIGS[name]["model"]
+        kind = FB.CONFIGS[name]["kind"]
         if name == kind and shipped == "none":  # no layer pays: the kind ships none (a stale one is removed)
             (ROOT / "bayesgrpo" / "resources" / f"calibration_{kind}.json").unlink(missing_ok=True)
             md += [f"No layer ships for `{kind}` (`none` met the most targets).", ""]

@@ -73,7 +73,7 @@ def fit(name: str) -> None:
 
     runs, kw = load(name)
     if name.endswith("_saturation"):  # robustness check: the best-LOO, well-mixing kind alone
-        kw["models"] = ("saturation",)
+        kw["kinds"] = ("saturation",)
     t0 = time.perf_counter()
     res = compare_runs(runs, sampler=SamplerConfig(draws=DRAWS, tune=TUNE, chains=CHAINS), seed=0, **kw)
     dt = time.perf_counter() - t0

@@ -332,7 +332,8 @@ def batch_child(runs_csv: str, meta_csv: str, workers: int, out_csv: str, draws:
     t0 = time.perf_counter()
     from bayesgrpo.forecast import Forecaster, SamplerConfig
     from bayesgrpo.forecast.batch import forecast_batch
-    from bayesgrpo.forecast.forecaster import PATH_CACHE_RUNS, STORED_VARS
+    from bayesgrpo.forecast.config import STORED_VARS
+    from bayesgrpo.forecast.fitted import PATH_CACHE_RUNS
     from bayesgrpo.inference.executor import make_executor
     from bayesgrpo.io import read_runs
 

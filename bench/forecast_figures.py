@@ -59,7 +59,7 @@ def main():
         cal = None
         if shipped != "none":
             cal = CS.fit_variant(b.iloc[tr], [draws[i] for i in tr], CS.VARIANTS[shipped], f"loso-{shipped}")
-        prior = FB.loso_prior(table, FB.CONFIGS[CONFIG]["model"], s)
+        prior = FB.loso_prior(table, FB.CONFIGS[CONFIG]["kind"], s)
         full = runs.select([r["run_id"]])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

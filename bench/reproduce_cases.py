@@ -106,16 +106,15 @@ def compare_rows(new: dict, old: pd.Series) -> list[str]:
 
 
 def reforecast(name: str, case: pd.Series, runs, table: pd.DataFrame, work: Path, reference: dict) -> dict:
-    kind = FB.CONFIGS[name]["model"]
+    kind = FB.CONFIGS[name]["kind"]
     prior = FB.loso_prior(table, kind, case["source"])
     out = work / f"{name}-{FB.slug(case['run_id'])}-{case['cutoff']:g}"
     t0 = time.time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        res = backtest(runs.select([case["run_id"]]), cutoffs=(float(case["cutoff"]),), model=kind, peers=(),
+        res = backtest(runs.select([case["run_id"]]), cutoffs=(float(case["cutoff"]),), kind=kind, peers=(),
                        sampler=SamplerConfig(draws=FB.DEFAULT_SAMPLER.draws, tune=FB.DEFAULT_SAMPLER.tune, seed=0),
-                       prior=prior, calibration=False, out_dir=out, resume=False, save_draws=400,
-                       **_no_figures())  # fmt: skip
+                       prior=prior, calibration=False, out_dir=out, resume=False, save_draws=400)  # fmt: skip
     row = {k: (None if isinstance(v, float) and np.isnan(v) else v) for k, v in res.cases.iloc[0].to_dict().items()}
     key = f"{case['run_id']}|{case['cutoff']:g}|bayesgrpo"
     with np.load(out / "draws.npz") as z:
@@ -136,13 +135,6 @@ def _draw_diff(a: np.ndarray, b: np.ndarray) -> list[str]:
         return [f"draws: shape {a.shape} vs {b.shape}"]
     d = float(np.max(np.abs(a - b.astype(float))))
     return [] if d == 0.0 else [f"draws: max |difference| {d:.3g}"]
-
-
-def _no_figures() -> dict:
-    """``backtest`` of the landed code takes ``make_figures``; the refactored one draws no figures."""
-    import inspect
-
-    return {"make_figures": False} if "make_figures" in inspect.signature(backtest).parameters else {}
 
 
 def check_calibrated() -> list[dict]:

@@ -156,7 +156,7 @@ NB = {
             'runs.meta[["family", "model", "params_b", "group_size", "learning_rate"]]'
         ),
         new_code_cell(
-            'res = compare_runs(runs, by=("model", "group_size"), models=("oscillator", "saturation"),\n'
+            'res = compare_runs(runs, by=("model", "group_size"), kinds=("oscillator", "saturation"),\n'
             "                   sampler=SamplerConfig(draws=max(100, DRAWS // 4), tune=max(150, DRAWS // 4), seed=0), max_steps=400)\n"
             "res.contrasts.round(3)"
         ),

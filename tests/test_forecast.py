@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from bayesgrpo.errors import ForecastError
-from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
+from bayesgrpo.forecast import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
 from bayesgrpo.schema import RunSet
 
 
@@ -159,7 +159,7 @@ def test_saved_forecast_of_format_1_still_loads():
     data = Path(__file__).parent / "data" / "artefacts"
     fit = FittedForecast.load(data / "forecast_v1.nc")
     old = pd.read_csv(data / "forecast_v1_table.csv").iloc[0]
-    assert fit.forecast_ids == ["old-run"] and fit.config.model == "oscillator"
+    assert fit.forecast_ids == ["old-run"] and fit.config.kind == "oscillator"
     assert fit.posterior["r_star"].shape == (2, 50, 1)
     row = fit.table().iloc[0]
     assert row.plateau_q50 == pytest.approx(old.plateau_q50, rel=1e-12)  # posterior draws: exactly as saved
@@ -278,7 +278,7 @@ def test_forecast_with_context_uses_the_pooled_prior(mock_sampler):
 def test_every_kind_keeps_what_its_forecast_needs(mock_sampler, kind):
     """A fit keeps a subset of the posterior (STORED_VARS): every kind's forecast parameters must be in it
     (the logistic kind's lam was once dropped, and every logistic forecast failed)."""
-    from bayesgrpo.forecast.forecaster import STORED_VARS
+    from bayesgrpo.forecast.config import STORED_VARS
     from bayesgrpo.models.kinds import get_kind
 
     assert set(get_kind(kind).param_names) <= set(STORED_VARS)
@@ -315,3 +315,78 @@ def test_flat_prefix_at_the_floor_is_not_a_narrow_future():
     assert 0.0 <= row.final_q05 <= row.final_q50 <= 0.1  # most likely still near the floor by step 116
     raw = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=116).table().iloc[0]
     assert raw.final_q90 - raw.final_q50 < row.final_q90 - row.final_q50
+
+
+# ------------------------------------------------------------------ the API of a fit: ArviZ data, identity, any horizon
+def test_saved_forecast_of_format_2_loads_and_forecasts_exactly_as_then():
+    """A forecast saved by the landed code of bayesgrpo 0.1 in format 2 (tests/data/artefacts/forecast_v2.nc:
+    the example run to step 120, real sampling) loads and gives the table saved beside it, number for number
+    (its config said ``model`` for the kind and carried the identity fields of the calibration variants)."""
+    data = Path(__file__).parent / "data" / "artefacts"
+    fit = FittedForecast.load(data / "forecast_v2.nc")
+    old = pd.read_csv(data / "forecast_v2_table.csv")
+    assert fit.config.kind == "oscillator" and fit.sample_stats is None  # format 2 kept no sampler statistics
+    new = fit.table()
+    assert list(new["kind"]) == list(old["model"])
+    num = [c for c in old.columns if c not in ("run_id", "model")]
+    np.testing.assert_allclose(new[num].to_numpy(float), old[num].to_numpy(float), rtol=1e-12, atol=0)
+
+
+def test_saved_file_is_arviz_inference_data(mock_sampler, tmp_path):
+    import arviz as az
+
+    mock_sampler["spread"] = 0.1
+    fit = Forecaster(sampler=SMALL).fit(_runs())
+    fit.save(tmp_path / "fit.nc")
+    dt = xr.open_datatree(str(tmp_path / "fit.nc"), engine="h5netcdf")
+    for group in ("posterior", "sample_stats", "observed_data", "posterior_predictive", "constant_data"):
+        assert group in dt.children, group
+    assert dt["sample_stats"]["diverging"].dims == ("chain", "draw", "run")
+    assert dt["observed_data"]["reward"].sizes["step"] == 120
+    summ = az.summary(dt, var_names=["r_star", "tau"], kind="stats", ci_prob=0.9)
+    assert len(summ) == 2  # one row per variable and run
+    pp = dt["posterior_predictive"]["final_reward"].to_numpy().ravel()
+    assert np.median(pp) == pytest.approx(fit.table()["final_q50"].iloc[0], rel=1e-12)
+    assert dt.attrs["model_identity"] == fit.config.identity and dt.attrs["bayesgrpo_schema"] == "bayesgrpo.forecast/3"
+    back = FittedForecast.load(tmp_path / "fit.nc")
+    xr.testing.assert_identical(back.sample_stats, fit.sample_stats)
+
+
+def test_identity_is_checked_on_load(mock_sampler, tmp_path):
+    from bayesgrpo.errors import ArtefactError
+
+    fc = Forecaster(sampler=SMALL)
+    fit = fc.fit(_runs())
+    fit.save(tmp_path / "fit.nc")
+    assert FittedForecast.load(tmp_path / "fit.nc", expected=fc).config.identity == fc.config.identity
+    with pytest.raises(ArtefactError, match="saved by a different model.*kind oscillator.*kind saturation"):
+        FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster("saturation"))
+    with pytest.raises(ArtefactError, match="saved by a different model"):
+        FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster(final_window=0.2))
+    dt = fit.to_datatree()
+    dt.attrs["model_identity"] = "sha256:0000000000000000"
+    dt.to_netcdf(str(tmp_path / "edited.nc"), engine="h5netcdf")
+    with pytest.raises(ArtefactError, match="does not match its configuration.*edited or is damaged"):
+        FittedForecast.load(tmp_path / "edited.nc")
+    # the identity is the model's, not the sampler's
+    assert Forecaster(sampler=SamplerConfig(draws=50)).config.identity == fc.config.identity
+
+
+def test_predict_to_any_horizon_without_refitting(mock_sampler):
+    mock_sampler["spread"] = 0.1
+    runs = _runs(max_steps=400)
+    fit = Forecaster(sampler=SMALL).fit(runs, horizon=300)
+    n_calls = len(mock_sampler["calls"])
+    far = fit.predict(horizon=600)
+    assert len(mock_sampler["calls"]) == n_calls  # nothing sampled again
+    assert far.posterior is fit.posterior and far.infos["r1"].planned == fit.infos["r1"].planned == 400
+    assert fit.infos["r1"].horizon == 300 and far.infos["r1"].horizon == 600  # the fit itself is unchanged
+    # the same numbers as a fit made to that horizon (the posterior depends on the planned length only)
+    direct = Forecaster(sampler=SMALL).fit(runs, horizon=600)
+    cols = [c for c in TABLE_COLUMNS if c != "seconds"]
+    pd.testing.assert_frame_equal(far.table()[cols], direct.table()[cols])
+    pd.testing.assert_frame_equal(fit.table(horizon=600)[cols], direct.table()[cols])
+    assert far.paths("r1").steps[-1] == 600 and fit.paths("r1").steps[-1] == 300
+    with pytest.raises(ForecastError, match="run 'r1': the horizon 100 is not after the last logged step 120"):
+        fit.predict(horizon=100)
+    assert fit.predict(horizon={"r1": 500}).table()["horizon"].iloc[0] == 500

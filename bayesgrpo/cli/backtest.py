@@ -11,7 +11,7 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
-    DEFAULT_MODEL,
+    DEFAULT_KIND,
     DEFAULT_TUNE,
     ChainsOpt,
     ContextMetaOpt,
@@ -20,7 +20,8 @@ from bayesgrpo.cli.options import (
     ExcludeOpt,
     FormatOpt,
     MetaOpt,
-    ModelOpt,
+    KindOpt,
+    ModelAliasOpt,
     OutDirOpt,
     OutOpt,
     RewardRangeOpt,
@@ -44,7 +45,8 @@ def backtest_cmd(
     cutoffs: Annotated[
         str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")
     ] = "0.1,0.2,0.3,0.5",
-    model: ModelOpt = DEFAULT_MODEL,
+    kind: KindOpt = DEFAULT_KIND,
+    model: ModelAliasOpt = None,
     reward_range: RewardRangeOpt = None,
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
@@ -77,7 +79,7 @@ def backtest_cmd(
     from bayesgrpo.io.output import write_table
     from bayesgrpo.plan import PlanOptions
 
-    C.validate_model(model)
+    kind = C.model_kind(kind, model)
     try:
         cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
     except ValueError:
@@ -98,7 +100,7 @@ def backtest_cmd(
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
     with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
-        res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
+        res = backtest(rs, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
                        resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
     if len(res.cases):
         from bayesgrpo.plots.backtest import plot_all

@@ -11,7 +11,7 @@ from bayesgrpo.cli.forecast import run_forecast
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
-    DEFAULT_MODEL,
+    DEFAULT_KIND,
     DEFAULT_TUNE,
     ChainsOpt,
     DrawsOpt,
@@ -19,7 +19,8 @@ from bayesgrpo.cli.options import (
     FormatOpt,
     HorizonOpt,
     MetaOpt,
-    ModelOpt,
+    KindOpt,
+    ModelAliasOpt,
     OutDirOpt,
     OutOpt,
     RewardRangeOpt,
@@ -44,7 +45,8 @@ def budget_cmd(
     horizon: HorizonOpt = None,
     until_step: UntilStepOpt = None,
     until_fraction: UntilFractionOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
+    kind: KindOpt = DEFAULT_KIND,
+    model: ModelAliasOpt = None,
     reward_range: RewardRangeOpt = None,
     target: Annotated[float | None, typer.Option("--target", help="target reward (the run's units)")] = None,
     cost_per_step: Annotated[
@@ -85,7 +87,7 @@ def budget_cmd(
                 value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-                       until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
+                       until_fraction=until_fraction, kind=kind, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
                        strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
     fit = res.fit
     recs = []

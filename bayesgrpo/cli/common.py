@@ -252,11 +252,18 @@ def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
     return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed)
 
 
-def validate_model(model: str) -> None:
+def model_kind(kind: str, model: str | None = None) -> str:
+    """The ``--kind`` asked for (``--model``, its old name, with a warning), checked against the registry."""
     from bayesgrpo.models.kinds import MODEL_KINDS
 
-    if model not in MODEL_KINDS:
-        fail(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    option = "--kind"
+    if model is not None:
+        err_console().print("[yellow]warning:[/] --model is deprecated: the model kind is --kind (the word 'model' "
+                            "is the LLM of the metadata)")  # fmt: skip
+        kind, option = model, "--model"
+    if kind not in MODEL_KINDS:
+        fail(f"{option} {kind!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    return kind
 
 
 def plan_options(**values):
@@ -283,7 +290,7 @@ def check_field(model_cls, field: str, value, *, option: str | None = None) -> N
 def forecast_options(*, final_window: float, stop_fraction: float) -> None:
     """The forecast definitions, checked against :class:`bayesgrpo.forecast.ForecastConfig`'s bounds
     (before any prior is loaded)."""
-    from bayesgrpo.forecast.forecaster import ForecastConfig
+    from bayesgrpo.forecast.config import ForecastConfig
 
     check_field(ForecastConfig, "final_window", final_window)
     check_field(ForecastConfig, "stop_fraction", stop_fraction)

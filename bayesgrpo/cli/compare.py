@@ -40,9 +40,10 @@ def compare_cmd(
             "--by", help="comma-separated metadata columns: family column first, then factors (e.g. group_size)"
         ),
     ] = "family,group_size",
-    models: Annotated[
-        str, typer.Option("--models", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
+    kinds: Annotated[
+        str, typer.Option("--kinds", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
     ] = "oscillator,saturation,scaling",
+    models: Annotated[str | None, typer.Option("--models", hidden=True, help="deprecated: use --kinds")] = None,
     fixed_g_exponent: Annotated[
         bool,
         typer.Option(
@@ -71,12 +72,17 @@ def compare_cmd(
     from bayesgrpo.plots.forest import forest_plot
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
-    kinds = tuple(s.strip() for s in models.split(",") if s.strip())
+    option = "--kinds"
+    if models is not None:
+        C.err_console().print("[yellow]warning:[/] --models is deprecated: use --kinds")
+        kinds, option = models, "--models"
+    spec = kinds
+    kinds = tuple(s.strip() for s in spec.split(",") if s.strip())
     if not by_t:
         C.fail("--by must name at least the family column, e.g. --by family,group_size")
     bad = [k for k in kinds if k not in COMPARE_KINDS]
     if bad or not kinds:
-        C.fail(f"--models {bad[0] if bad else models!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+        C.fail(f"{option} {bad[0] if bad else spec!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
     if max_steps is not None and max_steps < 2:
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
@@ -89,17 +95,17 @@ def compare_cmd(
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
     C.status(
-        f"compare: {len(rs)} runs, by {', '.join(by_t)}, models {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}"
+        f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}"
     )
     with C.guard():
-        res = compare_runs(rs, by=by_t, models=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
+        res = compare_runs(rs, by=by_t, kinds=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
                            scale=scale, max_steps=max_steps)  # fmt: skip
         for msg in res.caveats():
             import warnings
 
             warnings.warn(msg, UserWarning, stacklevel=1)
     C.print_table(
-        res.contrasts.drop(columns=["model"]),
+        res.contrasts.drop(columns=["kind"]),
         title=f"contrasts ({res.primary} model; 90% intervals)",
         floatfmt="{:.3g}",
     )

@@ -10,7 +10,7 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
-    DEFAULT_MODEL,
+    DEFAULT_KIND,
     DEFAULT_TUNE,
     ChainsOpt,
     DrawsOpt,
@@ -18,7 +18,8 @@ from bayesgrpo.cli.options import (
     FormatOpt,
     HorizonOpt,
     MetaOpt,
-    ModelOpt,
+    KindOpt,
+    ModelAliasOpt,
     OutDirOpt,
     OutOpt,
     RunOpt,
@@ -46,7 +47,8 @@ def diagnose_cmd(
         bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")
     ] = False,
     horizon: HorizonOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
+    kind: KindOpt = DEFAULT_KIND,
+    model: ModelAliasOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
     seed: SeedOpt = 0,
@@ -59,7 +61,7 @@ def diagnose_cmd(
     from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
-    C.validate_model(model)
+    kind = C.model_kind(kind, model)
     C.plan_options(horizon=horizon)
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
@@ -74,10 +76,10 @@ def diagnose_cmd(
 
         # complete runs: the posterior of the logged curve needs no future, one logged step ahead suffices
         hz = horizon if horizon is not None else NEXT
-        C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
+        C.status(f"fitting the {kind} kind to {len(rs)} run(s) for the instability check")
         with C.guard(), C.progress_bar("sampling") as bar:
             res = forecast_batch(
-                rs, forecaster=Forecaster(model, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
+                rs, forecaster=Forecaster(kind, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
             )
         posts = {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
     with C.guard():

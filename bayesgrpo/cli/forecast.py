@@ -11,7 +11,7 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
-    DEFAULT_MODEL,
+    DEFAULT_KIND,
     DEFAULT_TUNE,
     ChainsOpt,
     ContextMetaOpt,
@@ -22,7 +22,8 @@ from bayesgrpo.cli.options import (
     FormatOpt,
     HorizonOpt,
     MetaOpt,
-    ModelOpt,
+    KindOpt,
+    ModelAliasOpt,
     OutDirOpt,
     OutOpt,
     RewardRangeOpt,
@@ -67,7 +68,7 @@ def display_table(table):
 
 def run_forecast(
     runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
-    context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
+    context=None, context_meta=None, kind=DEFAULT_KIND, model=None, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
     scheduler=None,
@@ -82,7 +83,7 @@ def run_forecast(
     from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
 
     # ---- every option before any reading or sampling
-    C.validate_model(model)
+    kind = C.model_kind(kind, model)
     C.forecast_options(final_window=final_window, stop_fraction=stop_fraction)
     C.plan_options(horizon=horizon, until_step=until_step, until_fraction=until_fraction, final_window=final_window)
     sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
@@ -94,12 +95,12 @@ def run_forecast(
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
-        fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
+        fc = Forecaster(kind, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     where = (
         f"; on {workers} local worker(s)" if workers else (f"; on the Dask cluster at {scheduler}" if scheduler else "")
     )
     C.status(
-        f"{title}: {len(runs)} run(s), model {model}"
+        f"{title}: {len(runs)} run(s), kind {kind}"
         + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
         + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
         "later runs load it from the disk cache), then about 1 s per run"
@@ -152,7 +153,8 @@ def forecast_cmd(
     until_fraction: UntilFractionOpt = None,
     context: ContextOpt = None,
     context_meta: ContextMetaOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
+    kind: KindOpt = DEFAULT_KIND,
+    model: ModelAliasOpt = None,
     reward_range: RewardRangeOpt = None,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -173,7 +175,7 @@ def forecast_cmd(
     """
     run_forecast(
         runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-        until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, out=out,
+        until_fraction=until_fraction, context=context, context_meta=context_meta, kind=kind, model=model, out=out,
         out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
         chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
     )  # fmt: skip

@@ -4,7 +4,7 @@ Grammar (every verb that reads runs)::
 
     bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
-                           [--model KIND] [--draws N] [--tune N] [--chains N] [--seed N]
+                           [--kind KIND] [--draws N] [--tune N] [--chains N] [--seed N]
                            [--workers N | --scheduler ADDRESS]
                            [--out FILE.csv|.json|.parquet] [--out-dir DIR] [--strict]
 
@@ -49,7 +49,9 @@ UntilStepOpt = Annotated[
 UntilFractionOpt = Annotated[
     float | None, typer.Option("--until-fraction", help="use only the first fraction (0, 1) of each run's logged steps")
 ]
-ModelOpt = Annotated[str, typer.Option("--model", help="model kind (see `bayesgrpo models`)")]
+KindOpt = Annotated[str, typer.Option("--kind", help="model kind (see `bayesgrpo models`)")]
+#: the old name of --kind (the word "model" is the LLM, metadata ``model``): kept, hidden, with a warning
+ModelAliasOpt = Annotated[str | None, typer.Option("--model", hidden=True, help="deprecated: use --kind")]
 DrawsOpt = Annotated[int, typer.Option("--draws", help="posterior draws per chain")]
 TuneOpt = Annotated[int, typer.Option("--tune", help="tuning steps per chain")]
 ChainsOpt = Annotated[int, typer.Option("--chains", help="MCMC chains")]
@@ -97,7 +99,7 @@ StopFractionOpt = Annotated[
     ),
 ]
 
-DEFAULT_MODEL = "oscillator"
+DEFAULT_KIND = "oscillator"
 DEFAULT_DRAWS = _S.draws
 DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains

@@ -81,7 +81,7 @@ log = logging.getLogger("bayesgrpo")
 COMPARE_KINDS = tuple(k for k, v in MODEL_KINDS.items() if not v.degeneracy)
 CONTRAST_COLUMNS = [
     "quantity", "factor", "level_a", "level_b", "mean", "sd", "ci_low", "ci_high",
-    "p_gt_0", "predicted", "covers_predicted", "model",
+    "p_gt_0", "predicted", "covers_predicted", "kind",
 ]  # fmt: skip
 RUN_VARS = ("r0", "r_star", "tau", "mu", "a", "sigma_p", "sigma_m")
 HEALTH_VARS = ("r_star", "tau", "sigma_p", "sigma_m", "r0")
@@ -410,7 +410,7 @@ class CompareResult:
         lines.append(
             f"- reward scales: {len(set(self.arrays.scale_groups))} normalisation group(s); primary model for contrasts: `{self.primary}`"
         )
-        lines += ["", "## Contrasts (90% equal-tailed intervals)", "", _md(self.contrasts.drop(columns=["model"]))]
+        lines += ["", "## Contrasts (90% equal-tailed intervals)", "", _md(self.contrasts.drop(columns=["kind"]))]
         if len(self.tau_by_size):
             lines += ["", "## Timescale vs model size", "", _md(self.tau_by_size)]
         lines += ["", "## PSIS-LOO, leave-one-run-out", "", _md(self.loo)]
@@ -546,7 +546,7 @@ def _health(idata, kind: str, seconds: float) -> dict:
     h = sampling.health(post, _ds(idata["sample_stats"]), var_names=names, dim=None)
     et = az.ess(post[names], method="tail")
     return {
-        "model": kind,
+        "kind": kind,
         "r_hat_max": h["r_hat_max"],
         "ess_bulk_min": h["ess_min"],
         "ess_tail_min": float(min(float(et[v].min()) for v in names)),
@@ -561,7 +561,7 @@ def compare_runs(
     runs: RunSet,
     *,
     by=("family", "group_size"),
-    models=COMPARE_KINDS,
+    kinds=COMPARE_KINDS,
     free_g_exponent: bool = True,
     sampler: SamplerConfig | None = None,
     seed: int = 0,
@@ -580,7 +580,7 @@ def compare_runs(
         Metadata columns: ``by[0]`` is the family (family-level means of plateau, timescale and noise
         temperature), the others get categorical effects on plateau and log timescale
         (``group_size`` additionally enters the noise temperature through ``G^-b``).
-    models : tuple of {"oscillator", "saturation", "scaling"}
+    kinds : tuple of {"oscillator", "saturation", "scaling"}
         Model kinds to fit and compare by PSIS-LOO.
     free_g_exponent : bool
         ``b`` free with prior N(1, 1) (test the 1/G law) or fixed at 1.
@@ -604,14 +604,14 @@ def compare_runs(
 
     sampler = sampler or SamplerConfig()
     prior = prior or default_prior()
-    models = tuple(models)
-    for k in models:
+    kinds = tuple(kinds)
+    for k in kinds:
         if k not in COMPARE_KINDS:
             raise ValueError(f"unknown model kind {k!r}; choose from {', '.join(COMPARE_KINDS)}")
     by = tuple(by)
     arr = prepare_compare(runs, by=by, scale=scale, max_steps=max_steps)
     fits, health, loos = {}, [], {}
-    for i, kind in enumerate(models):
+    for i, kind in enumerate(kinds):
         t0 = time.perf_counter()
         # the comparison graph folds the runs into its structure (factor codes), so it is not cached
         compiled = sampling.compile_model(
@@ -642,7 +642,7 @@ def compare_runs(
             loos[kind] = az.loo(tree, pointwise=True, var_name="reward")
     if primary is None:
         sizes_vary = len(set(np.round(arr.log_size, 6))) > 1
-        primary = "scaling" if ("scaling" in models and sizes_vary) else models[0]
+        primary = "scaling" if ("scaling" in kinds and sizes_vary) else kinds[0]
     contrasts = _contrasts(arr, fits[primary]["posterior"], primary)
     loo_df, k_df = _loo_table(loos, arr)
     tau_size = _tau_by_size(arr, fits[primary]["posterior"], runs.meta)
@@ -667,11 +667,11 @@ def _loo_table(loos: dict, arr: CompareArrays) -> tuple[pd.DataFrame, pd.DataFra
         k = np.asarray(lo.pareto_k).reshape(-1)
         kcols[kind] = k
         rows.append({
-            "model": kind, "elpd_loo": float(lo.elpd), "se": float(lo.se), "p_loo": float(lo.p),
+            "kind": kind, "elpd_loo": float(lo.elpd), "se": float(lo.se), "p_loo": float(lo.p),
             "k_good(<=0.7)": int(np.sum(k <= 0.7)), "k_bad(0.7-1]": int(np.sum((k > 0.7) & (k <= 1))),
             "k_very_bad(>1)": int(np.sum(k > 1)), "k_max": float(np.max(k)) if np.isfinite(k).any() else float("nan"),
         })  # fmt: skip
-    df = pd.DataFrame(rows).set_index("model")
+    df = pd.DataFrame(rows).set_index("kind")
     if len(loos) > 1:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -122,7 +122,7 @@ def backtest(
     runs: RunSet,
     *,
     cutoffs: Iterable[float] = (0.1, 0.2, 0.3, 0.5),
-    model: str = "oscillator",
+    kind: str = "oscillator",
     context: RunSet | None = None,
     peers: Iterable[str] | str | None = DEFAULT_PEERS,
     final_window: float = DEFAULT_FINAL_WINDOW,
@@ -153,7 +153,7 @@ def backtest(
         Complete runs (each run's last logged step is its horizon).
     cutoffs : floats in (0, 1)
         Fractions of each run's step span that are observed.
-    model : str
+    kind : str
         bayesgrpo's model kind.
     context : RunSet, optional
         Complete runs pooled with each forecast run ("with context", method ``bayesgrpo_ctx``): up to
@@ -211,7 +211,7 @@ def backtest(
         if methods and n in methods:
             impl[n] = methods[n]
         elif n in (BAYES, BAYES_CTX):
-            impl[n] = get_method(n, model=model, sampler=sampler, prior=prior, calibration=calibration,
+            impl[n] = get_method(n, kind=kind, sampler=sampler, prior=prior, calibration=calibration,
                                  final_window=final_window, executor=executor)  # fmt: skip
         else:
             impl[n] = get_method(n, **(peer_kwargs or {}).get(n, {}))

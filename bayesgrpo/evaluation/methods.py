@@ -65,7 +65,7 @@ class Case:
 
 
 class BayesGRPOMethod:
-    """bayesgrpo as a backtest method: ``Forecaster(model).fit`` on the prefixes of the cases.
+    """bayesgrpo as a backtest method: ``Forecaster(kind).fit`` on the prefixes of the cases.
 
     Parameters
     ----------
@@ -74,7 +74,7 @@ class BayesGRPOMethod:
     forecaster : callable, optional
         ``forecaster(hierarchical: bool) -> object with .fit(runs, horizon=..., context=...)`` returning
         an object with ``table()``, ``final_draws(run_id)`` (and optionally ``paths``); default builds
-        :class:`bayesgrpo.forecast.Forecaster` from ``model``, ``sampler`` and ``prior``.
+        :class:`bayesgrpo.forecast.Forecaster` from ``kind``, ``sampler`` and ``prior``.
     chunk : int
         Cases per ``fit`` call without context (the compiled model is reused across calls).
     executor : Executor, optional
@@ -83,14 +83,14 @@ class BayesGRPOMethod:
         ``chunk x workers`` cases at a time. Default: this process.
     """
 
-    def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None, calibration=True,
+    def __init__(self, name: str = BAYES, *, kind: str = "oscillator", sampler=None, prior=None, calibration=True,
                  forecaster: Callable | None = None, chunk: int = 20, final_window: float = DEFAULT_FINAL_WINDOW, executor=None):  # fmt: skip
         self.name = name
         self.executor = executor
         self._group = int(chunk)
         if executor is not None and executor.n_workers > 1:
             chunk = int(chunk) * executor.n_workers
-        self.model = model
+        self.kind = kind
         self.sampler = sampler
         self.prior = prior
         self.calibration = calibration
@@ -104,7 +104,7 @@ class BayesGRPOMethod:
             return self._factory(hierarchical)
         from bayesgrpo.forecast import Forecaster
 
-        return Forecaster(self.model, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
+        return Forecaster(self.kind, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
                           prior=self.prior, calibration=self.calibration)  # fmt: skip
 
     def __getstate__(self):

@@ -96,7 +96,8 @@ def forecast_batch(
     -------
     BatchResult
     """
-    from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast
+    from bayesgrpo.forecast.config import TABLE_COLUMNS
+    from bayesgrpo.forecast.fitted import FittedForecast
 
     plans = plan_runs(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
                       final_window=forecaster.config.final_window, min_points=min_points,
@@ -124,7 +125,7 @@ def forecast_batch(
     for rid in runs.run_ids:
         if rid in errors:
             p = plans[rid]
-            rows.append({"run_id": rid, "model": forecaster.config.model,
+            rows.append({"run_id": rid, "kind": forecaster.config.kind,
                          "observed_until": p.last_step if p.last_step is not None else np.nan, "n_obs": p.n_obs,
                          "horizon": p.horizon if p.horizon is not None else np.nan, "status": "error",
                          "error": errors[rid]})  # fmt: skip

@@ -122,7 +122,7 @@ def forecast_request(
     frame=None,
     meta: dict | None = None,
     horizon: int | None = None,
-    model: str = "oscillator",
+    kind: str = "oscillator",
     sampler: dict | None = None,
     target: float | None = None,
     improve: dict | None = None,
@@ -145,8 +145,9 @@ def forecast_request(
         Run metadata (``max_steps``, ``group_size``, ``beta1``, ``refresh_interval`` ...).
     horizon : int, optional
         Step to forecast to (default: ``meta["max_steps"]``).
-    model, sampler
-        ``Forecaster`` model kind and ``SamplerConfig`` fields.
+    kind, sampler
+        ``Forecaster`` model kind and ``SamplerConfig`` fields (the request carries the kind as
+        ``model_kind``: its ``kind`` says what the request is).
     target : float, optional
         Adds ``p_target`` = P(final reward >= target).
     improve : dict, optional
@@ -166,7 +167,7 @@ def forecast_request(
         raise ValueError("forecast_request needs rows or frame")
     return dict(
         kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
-        model=model, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
+        model_kind=kind, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
         ceiling=ceiling, plot=plot, diagnose=diagnose,
     )  # fmt: skip
 
@@ -285,6 +286,11 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     return out
 
 
+def _kind(req: dict) -> str:
+    """The model kind a request asks for (``model_kind``; requests of bayesgrpo 0.1 said ``model``)."""
+    return req.get("model_kind") or req.get("model") or "oscillator"
+
+
 def _handle(req: dict) -> dict:
     lib = _lib()
     if req.get("kind") == "warmup":
@@ -294,7 +300,7 @@ def _handle(req: dict) -> dict:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = request_runs(req)
-        fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
+        fc = lib.Forecaster(_kind(req), sampler=lib.SamplerConfig(**req.get("sampler", {})))
         # the same core as every CLI verb: the run's plan (the live horizon rule), then the fit
         res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, live=True, strict=True)
         fit = res.fit
@@ -336,7 +342,7 @@ def _warmup(req: dict) -> dict:
     smp = {**req.get("sampler", {}), "draws": 10, "tune": 10}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**smp)).fit(runs, horizon=3 * n)
+        lib.Forecaster(_kind(req), sampler=lib.SamplerConfig(**smp)).fit(runs, horizon=3 * n)
     return {"run_id": "warmup"}
 
 

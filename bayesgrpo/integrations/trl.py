@@ -25,6 +25,7 @@ import logging
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from transformers.trainer_callback import CallbackHandler, ExportableState, TrainerCallback
@@ -354,7 +355,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         target: float | None = None,
         horizon: int | None = None,
         stop=None,
-        model: str = "oscillator",
+        kind: str = "oscillator",
         sampler: dict | None = None,
         min_points: int = 6,
         ceiling: float | None = None,
@@ -366,7 +367,12 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         max_wait: float = 120.0,
         threads: int = 1,
         worker: ForecastWorker | None = None,
+        model: str | None = None,
     ):
+        if model is not None:  # the statistical kind was once called "model" (still in old checkpoints' state)
+            warnings.warn("BayesGRPOCallback(model=...) is deprecated: the model kind is kind=...; 'model' is the "
+                          "LLM being trained", DeprecationWarning, stacklevel=2)  # fmt: skip
+            kind = model
         if every is not None and int(every) < 1:
             raise ValueError(f"every must be >= 1; got {every}")
         if min_points < 5:
@@ -375,7 +381,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.target = None if target is None else float(target)
         self.horizon = None if horizon is None else int(horizon)
         self.stop = _stop_rule(stop)
-        self.model = model
+        self.kind = kind
         self.sampler = dict(
             LIVE_SAMPLER if sampler is None else (sampler.model_dump() if hasattr(sampler, "model_dump") else sampler)
         )
@@ -437,7 +443,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             latest = {k: v for k, v in self.latest.items() if k not in ("table", "traceback", "warnings")}
         return {
             "args": {
-                "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "model": self.model,
+                "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "kind": self.kind,
                 "sampler": self.sampler, "min_points": self.min_points, "ceiling": self.ceiling,
                 "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "warmup": self.warmup,
                 "final_wait": self.final_wait, "max_wait": self.max_wait, "threads": self.threads,
@@ -491,7 +497,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                 )
                 self._own_worker = True
             if self.warmup:
-                self._safe_submit({"kind": "warmup", "model": self.model, "sampler": self.sampler,
+                self._safe_submit({"kind": "warmup", "model_kind": self.kind, "sampler": self.sampler,
                                    "meta": {k: v for k, v in self._meta.items() if k in ("beta1", "refresh_interval")}})  # fmt: skip
             log.info(
                 "bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id
@@ -590,7 +596,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     def _request(self) -> dict:
         extra = self.stop.request() if self.stop is not None else {}
         return forecast_request(
-            run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, model=self.model,
+            run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, kind=self.kind,
             sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
             plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None, **extra,
         )  # fmt: skip

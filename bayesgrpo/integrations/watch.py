@@ -233,7 +233,7 @@ def watch(
     horizon: int | None = None,
     target: float | None = None,
     utility: dict | None = None,
-    model: str = "oscillator",
+    kind: str = "oscillator",
     sampler: dict | None = None,
     fmt: str | None = None,
     run: str | None = None,
@@ -267,7 +267,7 @@ def watch(
     utility : dict, optional
         ``recommend_stop`` keyword arguments (``cost_per_step``, ``value_per_reward``, ...): adds the
         budget's recommended stop step.
-    model, sampler
+    kind, sampler
         ``Forecaster`` model kind and ``SamplerConfig`` fields (default 2 chains of 400 + 400).
     fmt, run
         Log format (files) and run id (logs with several runs).
@@ -329,7 +329,7 @@ def watch(
         if hz is None or (isinstance(hz, float) and math.isnan(hz)):
             raise _light().errors.ForecastError(f"{path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
         req = forecast_request(
-            run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), model=model,
+            run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), kind=kind,
             sampler=smp, target=target, utility=utility, ceiling=ceiling, plot=str(plot) if plot else None,
         )  # fmt: skip
         status(f"forecasting from step {src.last_step} ({n} logged rewards)")
@@ -354,7 +354,7 @@ def watch(
         return False
 
     try:
-        w.submit({"kind": "warmup", "model": model, "sampler": smp})
+        w.submit({"kind": "warmup", "model_kind": kind, "sampler": smp})
         while True:
             if stop_event is not None and stop_event.is_set():
                 break

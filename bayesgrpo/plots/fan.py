@@ -87,7 +87,7 @@ def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("training reward")
     title = textwrap.fill(str(run_id), 90)
-    ax.set_title(f"{title}\nmodel {fit.config.model}{note}", fontsize=9.5, loc="left")
+    ax.set_title(f"{title}\nkind {fit.config.kind}{note}", fontsize=9.5, loc="left")
     ax.grid(alpha=0.25)
     from matplotlib.layout_engine import ConstrainedLayoutEngine
 

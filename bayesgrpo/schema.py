@@ -240,94 +240,9 @@ class RunSet:
             )
         if len(data) == 0:
             raise DataValidationError(f"run data{where_src} contain no rows")
-        df = data.copy()
-        df[RUN] = df[RUN].astype(str)
-        # step: numeric, finite, integer-valued
-        step = pd.to_numeric(df[STEP], errors="coerce")
-        bad = step.isna() | ~np.isfinite(step.to_numpy(dtype=float, na_value=np.nan))
-        if bad.any():
-            i = bad[bad].index[0]
-            raise DataValidationError(
-                f"step {data.loc[i, STEP]!r} is not a finite number ({_where(df, i, source)}); "
-                f"{int(bad.sum())} such row(s). Steps must be integers."
-            )
-        if (step != np.round(step)).any():
-            i = step[step != np.round(step)].index[0]
-            raise DataValidationError(
-                f"step {float(step[i]):g} is not an integer ({_where(df, i, source)}). Steps must be "
-                "optimizer step counts; convert fractional epochs to steps first."
-            )
-        df[STEP] = step.astype(np.int64)
-        # reward and every other metric: numeric
-        for col in df.columns:
-            if col in (RUN, STEP, SOURCE_FILE):
-                continue
-            if df[col].dtype.kind in "fiub":
-                continue
-            conv = pd.to_numeric(df[col], errors="coerce")
-            newly_nan = conv.isna() & df[col].notna()
-            if newly_nan.any():
-                i = newly_nan[newly_nan].index[0]
-                if col == REWARD:
-                    raise DataValidationError(
-                        f"reward {data.loc[i, col]!r} is not a number ({_where(df, i, source)}); "
-                        f"{int(newly_nan.sum())} such row(s)."
-                    )
-                if col == SOURCE_LINE:
-                    continue
-                # a non-numeric free-form column (e.g. a tag) is kept as it is
-                continue
-            df[col] = conv.astype(float)
-        rew = df[REWARD].to_numpy(dtype=float)
-        inf = np.isinf(rew)
-        if inf.any():
-            i = df.index[inf][0]
-            raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
-        nan = np.isnan(rew)
-        if nan.any():
-            idx = df.index[nan]
-            runs = sorted(set(df.loc[idx, RUN]))
-            warnings.warn(
-                f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
-                f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
-                DataWarning,
-                stacklevel=2,
-            )
-            df = df.loc[~nan]
-        # order of runs: first appearance; steps sorted within run
-        order = pd.unique(df[RUN])
-        pos = {r: k for k, r in enumerate(order)}
-        for rid, g in df.groupby(RUN, sort=False):
-            s = g[STEP].to_numpy()
-            if len(s) > 1 and np.any(np.diff(s) < 0):
-                k = int(np.argmax(np.diff(s) < 0)) + 1
-                warnings.warn(
-                    f"steps of run {rid!r}{where_src} are not sorted (step {s[k]} follows {s[k - 1]} "
-                    f"at {_where(df, g.index[k], source)}); sorted them.",
-                    DataWarning,
-                    stacklevel=2,
-                )
-        df["_run_pos"] = df[RUN].map(pos)
-        df["_orig"] = np.arange(len(df))
-        df = df.sort_values(["_run_pos", STEP, "_orig"], kind="stable")
-        dup = df.duplicated([RUN, STEP], keep=False)
-        if dup.any():
-            first = df.index[dup.to_numpy()][0]
-            rid = df.loc[first, RUN]
-            steps = sorted(set(df.loc[dup & (df[RUN] == rid), STEP]))
-            msg = (
-                f"run {rid!r}{where_src} logs step(s) {steps[:8]}{' ...' if len(steps) > 8 else ''} more "
-                f"than once (first at {_where(df, first, source)}); {int(dup.sum())} rows involved"
-            )
-            if on_duplicate == "error":
-                raise DataValidationError(
-                    msg + ". A resumed run? Pass on_duplicate='last' (keep the later log) or clean the file."
-                )
-            if on_duplicate not in ("last", "first"):
-                raise ValueError(f"on_duplicate must be 'error', 'last' or 'first', got {on_duplicate!r}")
-            warnings.warn(msg + f"; kept the {on_duplicate} occurrence of each.", DataWarning, stacklevel=2)
-            df = df.drop_duplicates([RUN, STEP], keep=on_duplicate)
-        df = df.drop(columns=["_run_pos", "_orig"]).reset_index(drop=True)
+        df = _numeric(data, source)
+        df = _drop_missing_rewards(df, source)
+        df = _sorted_unique(df, source, on_duplicate)
         counts = df.groupby(RUN, sort=False).size()
         few = counts[counts < min_points]
         if len(few):
@@ -589,3 +504,97 @@ def _present(v) -> bool:
     if isinstance(v, float) and np.isnan(v):
         return False
     return not (isinstance(v, str) and v == "")
+
+
+def _numeric(data: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """A copy with string run ids, integer steps and numeric metrics (one-line errors naming the row)."""
+    df = data.copy()
+    df[RUN] = df[RUN].astype(str)
+    step = pd.to_numeric(df[STEP], errors="coerce")  # numeric, finite, integer-valued
+    bad = step.isna() | ~np.isfinite(step.to_numpy(dtype=float, na_value=np.nan))
+    if bad.any():
+        i = bad[bad].index[0]
+        raise DataValidationError(
+            f"step {data.loc[i, STEP]!r} is not a finite number ({_where(df, i, source)}); "
+            f"{int(bad.sum())} such row(s). Steps must be integers."
+        )
+    if (step != np.round(step)).any():
+        i = step[step != np.round(step)].index[0]
+        raise DataValidationError(
+            f"step {float(step[i]):g} is not an integer ({_where(df, i, source)}). Steps must be "
+            "optimizer step counts; convert fractional epochs to steps first."
+        )
+    df[STEP] = step.astype(np.int64)
+    for col in df.columns:  # reward and every other metric: numeric
+        if col in (RUN, STEP, SOURCE_FILE) or df[col].dtype.kind in "fiub":
+            continue
+        conv = pd.to_numeric(df[col], errors="coerce")
+        newly_nan = conv.isna() & df[col].notna()
+        if newly_nan.any():
+            i = newly_nan[newly_nan].index[0]
+            if col == REWARD:
+                raise DataValidationError(
+                    f"reward {data.loc[i, col]!r} is not a number ({_where(df, i, source)}); "
+                    f"{int(newly_nan.sum())} such row(s)."
+                )
+            continue  # a non-numeric free-form column (e.g. a tag) or line number is kept as it is
+        df[col] = conv.astype(float)
+    return df
+
+
+def _drop_missing_rewards(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """Refuse infinite rewards; drop NaN ones with a warning naming the first row and the runs."""
+    rew = df[REWARD].to_numpy(dtype=float)
+    inf = np.isinf(rew)
+    if inf.any():
+        i = df.index[inf][0]
+        raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
+    nan = np.isnan(rew)
+    if not nan.any():
+        return df
+    idx = df.index[nan]
+    runs = sorted(set(df.loc[idx, RUN]))
+    where_src = f" in {source}" if source else ""
+    warnings.warn(
+        f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
+        f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
+        DataWarning,
+        stacklevel=4,
+    )
+    return df.loc[~nan]
+
+
+def _sorted_unique(df: pd.DataFrame, source: str | None, on_duplicate: str) -> pd.DataFrame:
+    """Runs in order of first appearance, steps sorted within a run (warned), one row per step."""
+    where_src = f" in {source}" if source else ""
+    pos = {r: k for k, r in enumerate(pd.unique(df[RUN]))}
+    for rid, g in df.groupby(RUN, sort=False):
+        s = g[STEP].to_numpy()
+        if len(s) > 1 and np.any(np.diff(s) < 0):
+            k = int(np.argmax(np.diff(s) < 0)) + 1
+            warnings.warn(
+                f"steps of run {rid!r}{where_src} are not sorted (step {s[k]} follows {s[k - 1]} "
+                f"at {_where(df, g.index[k], source)}); sorted them.",
+                DataWarning,
+                stacklevel=4,
+            )
+    df = df.assign(_run_pos=df[RUN].map(pos), _orig=np.arange(len(df)))
+    df = df.sort_values(["_run_pos", STEP, "_orig"], kind="stable")
+    dup = df.duplicated([RUN, STEP], keep=False)
+    if dup.any():
+        first = df.index[dup.to_numpy()][0]
+        rid = df.loc[first, RUN]
+        steps = sorted(set(df.loc[dup & (df[RUN] == rid), STEP]))
+        msg = (
+            f"run {rid!r}{where_src} logs step(s) {steps[:8]}{' ...' if len(steps) > 8 else ''} more "
+            f"than once (first at {_where(df, first, source)}); {int(dup.sum())} rows involved"
+        )
+        if on_duplicate == "error":
+            raise DataValidationError(
+                msg + ". A resumed run? Pass on_duplicate='last' (keep the later log) or clean the file."
+            )
+        if on_duplicate not in ("last", "first"):
+            raise ValueError(f"on_duplicate must be 'error', 'last' or 'first', got {on_duplicate!r}")
+        warnings.warn(msg + f"; kept the {on_duplicate} occurrence of each.", DataWarning, stacklevel=4)
+        df = df.drop_duplicates([RUN, STEP], keep=on_duplicate)
+    return df.drop(columns=["_run_pos", "_orig"]).reset_index(drop=True)

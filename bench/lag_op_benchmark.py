@@ -95,7 +95,8 @@ def kernel_times():
 def simulated_runs(K: int):
     import pandas as pd
 
-    from bayesgrpo.physics.dynamics import simulate, spectral_radius
+    from bayesgrpo.physics.dynamics import simulate
+    from bayesgrpo.physics.stability import spectral_radius
     from bayesgrpo.schema import RunSet
 
     rho = spectral_radius(a=SIM["a"], momentum=SIM["momentum"], refresh_interval=K)

@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bayesgrpo.physics import dynamics  # noqa: E402
+import bayesgrpo.physics as dynamics  # noqa: E402  (dynamics + stability)
 
 DATA = ROOT / "data" / "testbed"
 OUT = ROOT / "bench" / "results"

@@ -13,7 +13,7 @@ from bayesgrpo.diagnose.failure_modes import (
     posterior_instability,
 )
 from bayesgrpo.forecast.paths import PathDraws
-from bayesgrpo.physics.dynamics import spectral_radius
+from bayesgrpo.physics.stability import spectral_radius
 from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.schema import RunSet
 

@@ -139,7 +139,7 @@ def test_forecast_and_budget_agree_on_the_stop_step(mock_sampler):
     """The no-cost budget recommendation IS the forecast's stop_q50 (one definition, same draws), in
     the over- and the underdamped regime."""
     from bayesgrpo.decisions import recommend_stop
-    from bayesgrpo.physics.dynamics import is_underdamped
+    from bayesgrpo.physics.stability import is_underdamped
 
     for tau, mu in ((60.0, 0.9), (3.0, 0.9)):  # a = 0.0017 (overdamped), a = 0.033 (underdamped, rings)
         mock_sampler["params"].update(tau=tau, mu=mu)
@@ -233,7 +233,7 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
 
 def test_unstable_share_equals_spectral_radius_per_draw():
     """The vectorised instability flag of lagged draws equals dynamics.spectral_radius draw by draw."""
-    from bayesgrpo.physics.dynamics import is_stable, spectral_radius
+    from bayesgrpo.physics.stability import is_stable, spectral_radius
 
     rng = np.random.default_rng(4)
     for K in (2, 7, 32, 128):

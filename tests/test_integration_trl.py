@@ -251,7 +251,7 @@ def test_run_config_from_a_grpo_config(tmp_path):
 
 
 def test_old_trl_key_names_none_values_and_rows_without_reward_map_through_the_project_mapping():
-    from bayesgrpo.integrations._worker import _frame_from_rows
+    from bayesgrpo.integrations._requests import _frame_from_rows
 
     old = [  # TRL <= 0.16 names
         {"step": 1, "loss": 0.1},  # logged between generations: no reward
@@ -306,7 +306,7 @@ def test_callback_and_watch_feed_the_channels_trl_logged(tmp_path):
     reads from the run's checkpoint carry every channel with exactly the values in state.log_history."""
     import trl
 
-    from bayesgrpo.integrations._worker import request_runs
+    from bayesgrpo.integrations._requests import request_runs
     from bayesgrpo.integrations.watch import LogSource
 
     fake = FakeWorker(_answer(0.5))

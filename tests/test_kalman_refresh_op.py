@@ -10,7 +10,7 @@ from scipy.stats import multivariate_normal
 
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad, refresh3_loglik_grad, refresh_loglik_grad
-from bayesgrpo.physics import dynamics
+import bayesgrpo.physics as dynamics  # dynamics + stability
 
 KS = [1, 2, 3, 7, 32, 128]
 KERNELS = {"dispatch": refresh_loglik_grad, "three_state": refresh3_loglik_grad}

@@ -211,7 +211,7 @@ def test_domhan_ensemble_final_value():
 
 def test_domhan_families_increasing_under_their_priors():
     """Sign-constrained priors make every family non-decreasing on the x axis (paper's constraint)."""
-    from bayesgrpo.evaluation.peers import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
+    from bayesgrpo.evaluation.domhan import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
 
     rng = np.random.default_rng(0)
     x = np.linspace(1, 100, 400)

@@ -19,8 +19,8 @@ from bayesgrpo.cli.options import (
     DrawsOpt,
     ExcludeOpt,
     FormatOpt,
-    MetaOpt,
     KindOpt,
+    MetaOpt,
     ModelAliasOpt,
     OutDirOpt,
     OutOpt,
@@ -76,18 +76,9 @@ def backtest_cmd(
     from bayesgrpo.evaluation.backtest import backtest
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
-    from bayesgrpo.io.output import write_table
-    from bayesgrpo.plan import PlanOptions
 
     kind = C.model_kind(kind, model)
-    try:
-        cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
-    except ValueError:
-        C.fail(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}")
-    if not cut:
-        C.fail("--cutoffs: give at least one cutoff, e.g. 0.1,0.3")
-    for c in cut:  # a cutoff is the plan's until_fraction: the same bounds
-        C.check_field(PlanOptions, "until_fraction", c, option="--cutoffs: every cutoff")
+    cut = _cutoffs(cutoffs)
     try:
         resolve_methods(peers)
     except ValueError as e:
@@ -102,6 +93,26 @@ def backtest_cmd(
     with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
         res = backtest(rs, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
                        resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
+    _show_and_write(res, rs, out=out, out_dir=out_dir)
+
+
+def _cutoffs(text: str) -> tuple[float, ...]:
+    from bayesgrpo.plan import PlanOptions
+
+    try:
+        cut = tuple(float(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        C.fail(f"--cutoffs must be a comma list of numbers, got {text!r}")
+    if not cut:
+        C.fail("--cutoffs: give at least one cutoff, e.g. 0.1,0.3")
+    for c in cut:  # a cutoff is the plan's until_fraction: the same bounds
+        C.check_field(PlanOptions, "until_fraction", c, option="--cutoffs: every cutoff")
+    return cut
+
+
+def _show_and_write(res, rs, *, out, out_dir) -> None:
+    from bayesgrpo.io.output import write_table
+
     if len(res.cases):
         from bayesgrpo.plots.backtest import plot_all
 

@@ -18,8 +18,8 @@ from bayesgrpo.cli.options import (
     ExcludeOpt,
     FormatOpt,
     HorizonOpt,
-    MetaOpt,
     KindOpt,
+    MetaOpt,
     ModelAliasOpt,
     OutDirOpt,
     OutOpt,
@@ -78,9 +78,8 @@ def budget_cmd(
     """
     import pandas as pd
 
-    from bayesgrpo.decisions.budget import Costs, budget_table
-    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
-    from bayesgrpo.plots.budget import plot_budget
+    from bayesgrpo.decisions.budget import Costs
+    from bayesgrpo.io.output import write_table
 
     # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
     C.validated(Costs, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
@@ -89,36 +88,39 @@ def budget_cmd(
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, kind=kind, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
                        strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
-    fit = res.fit
-    recs = []
+    costs = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
+                 value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
     taken: set[str] = set()
-    for rid in fit.forecast_ids:
-        info = fit.infos[rid]
-        kw = dict(target=target, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
-                  value_per_reward=value_per_reward, epoch_steps=epoch_steps, max_steps=info.horizon)  # fmt: skip
-        with C.guard():
-            draws_ = fit.paths(rid)
-            tab = budget_table(draws_, **kw)
-        rec = tab.attrs["recommendation"]
-        recs.append(rec.to_dict())
-        cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
-                            "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
-        C.print_table(
-            tab[cols].iloc[:: max(1, len(tab) // 12)],
-            title=f"{rid}: budget (every {max(1, len(tab) // 12)}th forecast step)",
-        )
-        C.status(rec.summary())
-        if out_dir is not None:
-            stem = safe_file_stem(rid, taken)
-            truth = res.full.run(rid) if res.truncated else None
-            with C.guard():
-                write_table(tab, out_dir / f"{stem}_budget.csv")
-                fig = plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth)
-                save_figure(fig, out_dir / f"{stem}_budget.png")
-            C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
+    recs = [_one_run(res, rid, target=target, costs=costs, out_dir=out_dir, taken=taken) for rid in res.fit.forecast_ids]
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if out is not None:
         with C.guard():
             write_table(table, out)
         C.status(f"wrote {out}")
+
+
+def _one_run(res, rid: str, *, target, costs: dict, out_dir, taken: set) -> dict:
+    """One run's budget table (printed; with ``out_dir`` written with its figure) and its recommendation."""
+    from bayesgrpo.decisions.budget import budget_table
+    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
+    from bayesgrpo.plots.budget import plot_budget
+
+    fit = res.fit
+    with C.guard():
+        draws_ = fit.paths(rid)
+        tab = budget_table(draws_, target=target, max_steps=fit.infos[rid].horizon, **costs)
+    rec = tab.attrs["recommendation"]
+    cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
+                        "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
+    every = max(1, len(tab) // 12)
+    C.print_table(tab[cols].iloc[::every], title=f"{rid}: budget (every {every}th forecast step)")
+    C.status(rec.summary())
+    if out_dir is not None:
+        stem = safe_file_stem(rid, taken)
+        truth = res.full.run(rid) if res.truncated else None
+        with C.guard():
+            write_table(tab, out_dir / f"{stem}_budget.csv")
+            save_figure(plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth), out_dir / f"{stem}_budget.png")
+        C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
+    return rec.to_dict()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -67,22 +68,12 @@ def compare_cmd(
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
     tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
     table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
-    from bayesgrpo.compare import COMPARE_KINDS, compare_runs
-    from bayesgrpo.io.output import save_figure, write_table, write_text
-    from bayesgrpo.plots.forest import forest_plot
+    from bayesgrpo.compare import compare_runs
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
-    option = "--kinds"
-    if models is not None:
-        C.err_console().print("[yellow]warning:[/] --models is deprecated: use --kinds")
-        kinds, option = models, "--models"
-    spec = kinds
-    kinds = tuple(s.strip() for s in spec.split(",") if s.strip())
     if not by_t:
         C.fail("--by must name at least the family column, e.g. --by family,group_size")
-    bad = [k for k in kinds if k not in COMPARE_KINDS]
-    if bad or not kinds:
-        C.fail(f"{option} {bad[0] if bad else spec!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+    kinds_t = _kinds(kinds, models)
     if max_steps is not None and max_steps < 2:
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
@@ -94,21 +85,37 @@ def compare_cmd(
         C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
-    C.status(
-        f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}"
-    )
+    b = "fixed at 1" if fixed_g_exponent else "free"
+    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds_t)}, b {b}")
     with C.guard():
-        res = compare_runs(rs, by=by_t, kinds=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
+        res = compare_runs(rs, by=by_t, kinds=kinds_t, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
                            scale=scale, max_steps=max_steps)  # fmt: skip
         for msg in res.caveats():
-            import warnings
-
             warnings.warn(msg, UserWarning, stacklevel=1)
-    C.print_table(
-        res.contrasts.drop(columns=["kind"]),
-        title=f"contrasts ({res.primary} model; 90% intervals)",
-        floatfmt="{:.3g}",
-    )
+    _show_and_write(res, out=out, out_dir=out_dir)
+
+
+def _kinds(kinds: str, models: str | None) -> tuple[str, ...]:
+    """The ``--kinds`` asked for (``--models``, the old name, with a warning), checked."""
+    from bayesgrpo.compare import COMPARE_KINDS
+
+    option = "--kinds"
+    if models is not None:
+        C.err_console().print("[yellow]warning:[/] --models is deprecated: use --kinds")
+        kinds, option = models, "--models"
+    out = tuple(s.strip() for s in kinds.split(",") if s.strip())
+    bad = [k for k in out if k not in COMPARE_KINDS]
+    if bad or not out:
+        C.fail(f"{option} {bad[0] if bad else kinds!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+    return out
+
+
+def _show_and_write(res, *, out, out_dir) -> None:
+    from bayesgrpo.io.output import save_figure, write_table, write_text
+    from bayesgrpo.plots.forest import forest_plot
+
+    C.print_table(res.contrasts.drop(columns=["kind"]), title=f"contrasts ({res.primary} model; 90% intervals)",
+                  floatfmt="{:.3g}")  # fmt: skip
     if len(res.tau_by_size):
         C.print_table(res.tau_by_size, title="timescale vs model size", floatfmt="{:.3g}")
     C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
@@ -123,6 +130,4 @@ def compare_cmd(
             write_table(df, out_dir / f"{name}.csv")
         write_text(out_dir / "summary.md", res.summary_markdown())
         save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
-    C.status(
-        f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
-    )
+    C.status(f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png")

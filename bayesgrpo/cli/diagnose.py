@@ -17,8 +17,8 @@ from bayesgrpo.cli.options import (
     ExcludeOpt,
     FormatOpt,
     HorizonOpt,
-    MetaOpt,
     KindOpt,
+    MetaOpt,
     ModelAliasOpt,
     OutDirOpt,
     OutOpt,
@@ -68,20 +68,7 @@ def diagnose_cmd(
     rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
-    posts = None
-    if posterior:
-        from bayesgrpo.forecast import Forecaster
-        from bayesgrpo.forecast.batch import forecast_batch
-        from bayesgrpo.plan import NEXT
-
-        # complete runs: the posterior of the logged curve needs no future, one logged step ahead suffices
-        hz = horizon if horizon is not None else NEXT
-        C.status(f"fitting the {kind} kind to {len(rs)} run(s) for the instability check")
-        with C.guard(), C.progress_bar("sampling") as bar:
-            res = forecast_batch(
-                rs, forecaster=Forecaster(kind, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
-            )
-        posts = {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
+    posts = _posteriors(rs, kind=kind, sampler=smp, horizon=horizon) if posterior else None
     with C.guard():
         res = diagnose_runs(rs, posteriors=posts, ceiling=ceil)
     sev = res["severity"].astype(str)
@@ -110,6 +97,19 @@ def diagnose_cmd(
         for rid in rs.run_ids:
             with C.guard():
                 fig = plot_diagnosis(rs, rid, res, ceiling=ceil.get(rid), posteriors=posts)
-                path = out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png"
-                save_figure(fig, path, dpi=100)
+                save_figure(fig, out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png", dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")
+
+
+def _posteriors(rs, *, kind: str, sampler, horizon) -> dict:
+    """Posterior path draws per run for the instability check (the plan's ``next`` horizon by default)."""
+    from bayesgrpo.forecast import Forecaster
+    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.plan import NEXT
+
+    # complete runs: the posterior of the logged curve needs no future, one logged step ahead suffices
+    C.status(f"fitting the {kind} kind to {len(rs)} run(s) for the instability check")
+    with C.guard(), C.progress_bar("sampling") as bar:
+        res = forecast_batch(rs, forecaster=Forecaster(kind, sampler=sampler),
+                             horizon=horizon if horizon is not None else NEXT, progress=lambda d, n: bar(d, n))  # fmt: skip
+    return {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}

@@ -196,102 +196,99 @@ def backtest(
     BacktestResult
     """
     cutoffs = tuple(float(c) for c in cutoffs)
-    peer_names = resolve_methods(peers)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     src = sources(runs, source_col)
     ctx_src = sources(context, source_col) if context is not None else {}
     names = ([BAYES] if (context is None or include_single) else []) + ([BAYES_CTX] if context is not None else [])
-    if not include_bayes:
-        names = []
-    names += [p for p in peer_names if p not in names]
-    impl = {}
-    for n in names:
-        if methods and n in methods:
-            impl[n] = methods[n]
-        elif n in (BAYES, BAYES_CTX):
-            impl[n] = get_method(n, kind=kind, sampler=sampler, prior=prior, calibration=calibration,
-                                 final_window=final_window, executor=executor)  # fmt: skip
-        else:
-            impl[n] = get_method(n, **(peer_kwargs or {}).get(n, {}))
-
-    # ---------------------------------------------------------------- ledger
-    rows: list[dict] = []
-    if out is not None and resume and (out / "cases.csv").exists():
-        rows = pd.read_csv(out / "cases.csv").to_dict("records")
-    done = {(str(r["run_id"]), round(float(r["cutoff"]), 6), str(r["method"])) for r in rows}
-
-    kept: dict = {}
-    if save_draws and out is not None and (out / "draws.npz").exists() and resume:
-        with np.load(out / "draws.npz") as z:
-            kept.update({k: z[k] for k in z.files})
-
-    def flush():
-        if out is None:
-            return
-        if save_draws and kept:
-            with atomic_path(out / "draws.npz") as tmp, open(tmp, "wb") as fh:
-                np.savez_compressed(fh, **kept)
-        write_table(pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS),
-                    out / "cases.csv")  # fmt: skip
-
+    names = (names if include_bayes else []) + [p for p in resolve_methods(peers) if p not in names]
+    bayes_kw = dict(kind=kind, sampler=sampler, prior=prior, calibration=calibration, final_window=final_window,
+                    executor=executor)  # fmt: skip
+    impl = {n: (methods or {}).get(n) or get_method(n, **(bayes_kw if n in (BAYES, BAYES_CTX) else
+                                                          (peer_kwargs or {}).get(n, {}))) for n in names}  # fmt: skip
+    ledger = _Ledger(out, resume=resume, save_draws=save_draws)
     facts = _facts(runs, final_window)
     plans, plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
     total = sum(len(v) for v in plan.values()) * len(names)
-    n_done = sum(1 for c, ids in plan.items() for r in ids for m in names if (r, round(c, 6), m) in done)
+    n_done = sum(1 for c, ids in plan.items() for r in ids for m in names if ledger.has(r, c, m))
     example_runs = list(example_runs) if example_runs is not None else _pick_examples(plan, src)
     ex_dir = out / "examples" if out is not None else None
     if progress is not None:
         progress(n_done, total, "resumed" if n_done else "starting")
-
     for c in cutoffs:
         for name in names:
-            todo = [r for r in plan[c] if (r, round(c, 6), name) not in done]
-            if not todo:
-                continue
+            todo = [r for r in plan[c] if not ledger.has(r, c, name)]
             method = impl[name]
-            step = getattr(method, "chunk", 20) if not getattr(method, "uses_context", False) else 1
-            for k in range(0, len(todo), max(1, step)):
-                part = todo[k : k + max(1, step)]
+            step = max(1, getattr(method, "chunk", 20) if not getattr(method, "uses_context", False) else 1)
+            for k in range(0, len(todo), step):
+                part = todo[k : k + step]
                 cases = [_case(r, plans[c], facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
                                                    seed=[seed, int(round(c * 1000)), k])  # fmt: skip
                 msgs = "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
-                for case, res in zip(cases, results):
-                    row = _row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs)
-                    rows.append(row)
-                    if save_draws and out is not None and res.ok:
-                        x = np.sort(np.asarray(res.final_draws, dtype=float))
-                        idx = np.linspace(0, x.size - 1, min(save_draws, x.size)).round().astype(int)
-                        kept[f"{case.run_id}|{c:g}|{name}"] = x[idx].astype(np.float32)
+                for case, res in zip(cases, results, strict=True):
+                    ledger.add(_row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs), res)
                     if ex_dir is not None and case.run_id in example_runs and res.ok:
                         _save_example(ex_dir, case.run_id, c, name, res)
-                flush()
+                ledger.flush()
                 n_done += len(part)
                 if progress is not None:
                     progress(n_done, total, f"{name} @ {c:g}")
+    return _result(ledger.rows, runs, names, cutoffs, skipped, out, example_runs)
 
+
+class _Ledger:
+    """The rows scored so far (``out_dir/cases.csv``, the resume state) and the kept draws (``draws.npz``)."""
+
+    def __init__(self, out: Path | None, *, resume: bool, save_draws: int):
+        self.out, self.save_draws = out, int(save_draws)
+        self.rows: list[dict] = []
+        if out is not None and resume and (out / "cases.csv").exists():
+            self.rows = pd.read_csv(out / "cases.csv").to_dict("records")
+        self.done = {(str(r["run_id"]), round(float(r["cutoff"]), 6), str(r["method"])) for r in self.rows}
+        self.kept: dict = {}
+        if self.save_draws and out is not None and (out / "draws.npz").exists() and resume:
+            with np.load(out / "draws.npz") as z:
+                self.kept.update({k: z[k] for k in z.files})
+
+    def has(self, run_id: str, cutoff: float, method: str) -> bool:
+        return (run_id, round(cutoff, 6), method) in self.done
+
+    def add(self, row: dict, res) -> None:
+        self.rows.append(row)
+        if self.save_draws and self.out is not None and res.ok:
+            x = np.sort(np.asarray(res.final_draws, dtype=float))
+            idx = np.linspace(0, x.size - 1, min(self.save_draws, x.size)).round().astype(int)
+            self.kept[f"{row['run_id']}|{row['cutoff']:g}|{row['method']}"] = x[idx].astype(np.float32)
+
+    def flush(self) -> None:
+        if self.out is None:
+            return
+        if self.save_draws and self.kept:
+            with atomic_path(self.out / "draws.npz") as tmp, open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **self.kept)
+        rows = pd.DataFrame(self.rows, columns=CASE_COLUMNS) if self.rows else pd.DataFrame(columns=CASE_COLUMNS)
+        write_table(rows, self.out / "cases.csv")
+
+
+def _result(rows, runs, names, cutoffs, skipped, out, example_runs) -> BacktestResult:
     cases_df = pd.DataFrame(rows, columns=CASE_COLUMNS)
     cases_df = cases_df[
         cases_df["method"].isin(names) & cases_df["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])
     ]
     cases_df = cases_df[cases_df["run_id"].isin(runs.run_ids)].reset_index(drop=True)
     res = BacktestResult(
-        cases=cases_df,
-        skipped=pd.DataFrame(skipped, columns=["run_id", "source", "cutoff", "reason"]),
-        summary=summarize(cases_df),
-        summary_by_source=summarize(cases_df, by=("source", "cutoff", "method")),
-        summary_weighted=summarize_weighted(cases_df),
-        out_dir=out,
-    )
+        cases=cases_df, skipped=pd.DataFrame(skipped, columns=["run_id", "source", "cutoff", "reason"]),
+        summary=summarize(cases_df), summary_by_source=summarize(cases_df, by=("source", "cutoff", "method")),
+        summary_weighted=summarize_weighted(cases_df), out_dir=out, example_runs=list(example_runs),
+    )  # fmt: skip
     if out is not None:
         from bayesgrpo.evaluation.report import write_outputs
 
         write_outputs(res)
-    res.example_runs = list(example_runs)
     return res
 
 

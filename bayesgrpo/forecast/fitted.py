@@ -25,7 +25,7 @@ from bayesgrpo.forecast.paths import PathDraws, stop_quantile
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import DATA_VARS, ModelArrays, RunInfo
 from bayesgrpo.models.kinds import get_kind
-from bayesgrpo.physics.dynamics import is_stable, is_underdamped
+from bayesgrpo.physics.stability import is_stable, is_underdamped
 from bayesgrpo.plan import MAX_STORED_STEPS, horizon_error
 from bayesgrpo.schema import REWARD, STEP, RunSet
 

@@ -31,6 +31,7 @@ __all__ = [
     "nuts",
     "batch_seed",
     "posterior_dataset",
+    "as_dataset",
     "health",
     "is_cached",
 ]
@@ -177,10 +178,14 @@ def batch_seed(seed: int, run_ids: Sequence[str]) -> int:
     return int(np.random.default_rng([int(seed), zlib.crc32("\x1f".join(run_ids).encode())]).integers(2**31))
 
 
+def as_dataset(node):
+    """The ``xarray.Dataset`` of a DataTree node (a Dataset is returned as it is)."""
+    return node.to_dataset() if hasattr(node, "to_dataset") else node
+
+
 def posterior_dataset(idata, group: str = "posterior"):
     """The ``xarray.Dataset`` of one group of a sampler result (DataTree or dict of Datasets)."""
-    node = idata[group]
-    return node.to_dataset() if hasattr(node, "to_dataset") else node
+    return as_dataset(idata[group])
 
 
 def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str | None = "run") -> dict:

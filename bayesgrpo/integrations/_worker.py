@@ -4,7 +4,7 @@ and ``bayesgrpo watch``.
 One persistent worker process per training run (or per ``watch``), so the model is compiled once
 (the first compile takes 15-30 s; later fits about 1 s):
 
-* started as a fresh interpreter (``python -m bayesgrpo.integrations._worker``: a *spawn*, never a
+* started as a fresh interpreter (``python -m bayesgrpo.integrations._serve``: a *spawn*, never a
   fork of the training process, and it never re-imports the user's training script), in its own
   session (a Ctrl-C in the terminal does not reach it), with CUDA hidden, BLAS / numba / OpenMP
   threads capped and a lower CPU priority (``nice``);
@@ -16,406 +16,34 @@ One persistent worker process per training run (or per ``watch``), so the model 
 * a fit that raises is answered with ``{"ok": False, "error": ...}``; a worker that dies is restarted
   (at most ``max_restarts`` times) on the next request.
 
-This module is also the single adapter to bayesgrpo modules below the top-level API (``diagnose``,
-``decisions``, ``io._common``, ``errors``): when those modules move, only :func:`_lib` (worker side)
-and :func:`_light` (training-process side) change.
+This module is the parent side (:class:`ForecastWorker`); the worker process is
+:mod:`bayesgrpo.integrations._serve`, the requests and protocol :mod:`bayesgrpo.integrations._requests`
+(the one adapter to the modules below), the record of results :mod:`bayesgrpo.integrations.history`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import pickle
 import queue
-import struct
 import subprocess
 import sys
 import threading
 import time
-import traceback
-import warnings
 from pathlib import Path
 
-__all__ = [
-    "ForecastWorker",
-    "forecast_request",
-    "request_runs",
-    "summarize_fit",
-    "SEVERITY_RANK",
-    "HISTORY_COLUMNS",
-    "append_history",
-    "write_latest",
-]
+from bayesgrpo.integrations._requests import _recv, _send
+
+__all__ = ["ForecastWorker"]
 
 log = logging.getLogger("bayesgrpo")
 
-#: severity of a diagnose finding -> the number logged as ``bayesgrpo/flag/<mode>``
-SEVERITY_RANK = {"none": 0.0, "watch": 1.0, "warning": 2.0, "critical": 3.0}
 
 _THREAD_VARS = (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS", "NUMBA_NUM_THREADS", "RAYON_NUM_THREADS",
 )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- the one adapter
-def _lib():
-    """Everything this package uses from bayesgrpo, imported in ONE place.
-
-    ``Forecaster``, ``SamplerConfig``, ``forecast_batch`` (the one forecasting core), ``diagnose_runs``,
-    ``recommend_stop`` and the error types, plus everything of :func:`_light`. Imported lazily (the
-    training process only needs the light names; PyMC is imported in the worker only).
-    """
-    import types
-
-    from bayesgrpo.decisions import recommend_stop
-    from bayesgrpo.diagnose import diagnose_runs
-    from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
-    from bayesgrpo.forecast import Forecaster, SamplerConfig
-    from bayesgrpo.forecast.batch import forecast_batch
-
-    return types.SimpleNamespace(
-        **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, forecast_batch=forecast_batch,
-        recommend_stop=recommend_stop,
-        diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
-        LogFormatError=LogFormatError,
-    )  # fmt: skip
-
-
-def _light():
-    """The light part of the adapter, safe to import in the training process (no PyMC).
-
-    The importers' key mapping (``ALIASES``, ``canonical_name``, ``map_metric_columns``,
-    ``numeric_columns``, ``reward_std_definition``), the schema's ``RunSet`` and ``META_FIELDS`` and
-    the error types.
-    """
-    import types
-
-    import bayesgrpo.errors as errors
-    from bayesgrpo.io._common import (
-        ALIASES,
-        canonical_name,
-        map_metric_columns,
-        numeric_columns,
-        reward_std_definition,
-    )
-    from bayesgrpo.schema import META_FIELDS, RunSet
-
-    return types.SimpleNamespace(
-        ALIASES=ALIASES, canonical_name=canonical_name, map_metric_columns=map_metric_columns,
-        numeric_columns=numeric_columns, reward_std_definition=reward_std_definition, RunSet=RunSet,
-        errors=errors, META_FIELDS=META_FIELDS,
-    )  # fmt: skip
-
-
-def reward_keys() -> frozenset:
-    """Source metric names that carry the reward (the importers' aliases), for cheap row checks."""
-    return frozenset(_light().ALIASES["reward"])
-
-
-# ----------------------------------------------------------------------------- requests
-def forecast_request(
-    *,
-    run_id: str,
-    rows: list[dict] | None = None,
-    frame=None,
-    meta: dict | None = None,
-    horizon: int | None = None,
-    kind: str = "oscillator",
-    sampler: dict | None = None,
-    target: float | None = None,
-    improve: dict | None = None,
-    utility: dict | None = None,
-    ceiling: float | None = None,
-    plot: str | None = None,
-    diagnose: bool = True,
-) -> dict:
-    """Build one forecast request for :meth:`ForecastWorker.submit`.
-
-    Parameters
-    ----------
-    run_id : str
-    rows : list of dict, optional
-        Raw logged rows (trainer key names, ``step`` included); mapped onto the schema in the worker
-        with the importers' key mapping. Rows of the same step are merged (eval rows into train rows).
-    frame : pandas.DataFrame, optional
-        Already mapped long rows (``step``, ``reward``, ...), e.g. ``RunSet.data`` of one run.
-    meta : dict, optional
-        Run metadata (``max_steps``, ``group_size``, ``beta1``, ``refresh_interval`` ...).
-    horizon : int, optional
-        Step to forecast to (default: ``meta["max_steps"]``).
-    kind, sampler
-        ``Forecaster`` model kind and ``SamplerConfig`` fields (the request carries the kind as
-        ``model_kind``: its ``kind`` says what the request is).
-    target : float, optional
-        Adds ``p_target`` = P(final reward >= target).
-    improve : dict, optional
-        ``{"delta": d, "window": w}``: adds ``best`` (largest mean of ``w`` consecutive logged
-        rewards so far) and ``p_improve`` = P(final reward >= best + d).
-    utility : dict, optional
-        Keyword arguments of ``recommend_stop`` (``cost_per_step``, ``value_per_reward``, ...):
-        adds ``recommended_stop`` and ``stop_now``.
-    ceiling : float, optional
-        Verifiable reward ceiling for the diagnostics.
-    plot : str, optional
-        Write the fan chart (PNG) to this path.
-    diagnose : bool
-        Add the failure-mode flags (``flags``: mode -> severity).
-    """
-    if rows is None and frame is None:
-        raise ValueError("forecast_request needs rows or frame")
-    return dict(
-        kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
-        model_kind=kind, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
-        ceiling=ceiling, plot=plot, diagnose=diagnose,
-    )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- the fit (worker side)
-def request_runs(req: dict):
-    """The :class:`~bayesgrpo.schema.RunSet` a forecast request describes (what the worker fits).
-
-    Raw ``rows`` are mapped onto the schema's channels with the importers' one table
-    (:func:`bayesgrpo.io._common.map_metric_columns`; the request's ``meta`` says what TRL's
-    ``reward_std`` measures); a ``frame`` is already mapped (``watch`` reads logs with ``read_runs``).
-    Light: usable in the training process (no PyMC).
-    """
-    import pandas as pd
-
-    rid = req["run_id"]
-    if req.get("frame") is not None:
-        df = pd.DataFrame(req["frame"]).copy()
-    else:
-        df = _frame_from_rows(req["rows"], rid, meta=req.get("meta"))
-    df["run_id"] = rid  # every refit swaps its data into the one compiled model (lagged runs included)
-    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": rid}])
-    return _light().RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
-
-
-def _frame_from_rows(rows: list[dict], run_id: str, *, meta: dict | None = None):
-    import pandas as pd
-
-    lib = _light()
-    merged: dict[int, dict] = {}
-    for r in rows:
-        st = r.get("step")
-        if st is None:
-            continue
-        merged.setdefault(int(st), {}).update({k: v for k, v in r.items() if v is not None})
-    if not merged:
-        raise lib.errors.ForecastError(f"run {run_id!r}: no logged row with a step")
-    df = pd.DataFrame.from_records(list(merged.values()))
-    df["step"] = list(merged)
-    df["run_id"] = run_id
-    df = lib.numeric_columns(df)
-    df, _ = lib.map_metric_columns(df, reward_std=lib.reward_std_definition(meta or {}))
-    if "reward" not in df.columns:
-        raise lib.errors.ForecastError(
-            f"run {run_id!r}: none of the {len(df)} logged rows has a reward (keys: "
-            f"{sorted(c for c in df.columns if c not in ('run_id', 'step'))[:10]}); expected 'reward' or another reward key"
-        )
-    return df
-
-
-def _best_window_mean(y, window: int) -> float:
-    import numpy as np
-
-    y = np.asarray(y, dtype=float)
-    y = y[np.isfinite(y)]
-    if len(y) == 0:
-        return math.nan
-    w = max(1, min(int(window), len(y)))
-    c = np.convolve(y, np.ones(w) / w, mode="valid")
-    return float(c.max())
-
-
-def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
-    """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
-
-    Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
-    final_q50, final_q90, stop_step_q50, p_plateaued, plateau_q50, p_underdamped, r_hat_max,
-    divergences`` plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with ``improve``),
-    ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and ``flags``
-    (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability that the
-    latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the plateau.
-    """
-    import numpy as np
-
-    lib = _lib()
-    tab = fit.table()
-    row = tab.loc[tab["run_id"] == run_id].iloc[0]
-    fin = np.asarray(fit.final_draws(run_id), dtype=float)
-    pdr = fit.paths(run_id)
-    out = {
-        "run_id": run_id,
-        "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]), "horizon": int(row["horizon"]),
-        "final_mean": float(row["final_mean"]), "final_q10": float(row["final_q10"]),
-        "final_q50": float(row["final_q50"]), "final_q90": float(row["final_q90"]),
-        "stop_step_q50": float(row["stop_q50"]), "plateau_q50": float(row["plateau_q50"]),
-        "p_underdamped": float(row["p_underdamped"]), "r_hat_max": float(row["r_hat_max"]),
-        "divergences": float(row["divergences"]),
-    }  # fmt: skip
-    sf = float(fit.config.stop_fraction)
-    if pdr.latent_now is not None:
-        gain = pdr.r_star - pdr.r0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(np.abs(gain) > 1e-12, (pdr.latent_now - pdr.r0) / gain, 1.0)
-        out["p_plateaued"] = float(np.mean(frac >= sf))
-    else:
-        out["p_plateaued"] = math.nan
-    if target is not None:
-        out["p_target"] = float(np.mean(fin >= float(target)))
-    if improve is not None:
-        obs = fit.runs.run(run_id)["reward"].to_numpy(dtype=float)
-        best = _best_window_mean(obs, int(improve.get("window", 5)))
-        out["best"] = best
-        out["p_improve"] = float(np.mean(fin >= best + float(improve.get("delta", 0.0))))
-    if utility:
-        kw = dict(utility)
-        kw.setdefault("max_steps", out["horizon"])
-        rec = lib.recommend_stop(pdr, **kw)
-        out["recommended_stop"] = float(rec.step)
-        out["stop_now"] = bool(rec.step <= out["observed_until"])
-        out["expected_reward_at_stop"] = float(rec.expected_reward)
-        out["stop_rule"] = rec.rule
-    if diagnose:
-        res = lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)
-        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"])}
-    out["table"] = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.to_dict().items()}
-    return out
-
-
-def _kind(req: dict) -> str:
-    """The model kind a request asks for (``model_kind``; requests of bayesgrpo 0.1 said ``model``)."""
-    return req.get("model_kind") or req.get("model") or "oscillator"
-
-
-def _handle(req: dict) -> dict:
-    lib = _lib()
-    if req.get("kind") == "warmup":
-        return _warmup(req)
-    rid = req["run_id"]
-    fid = rid
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        runs = request_runs(req)
-        fc = lib.Forecaster(_kind(req), sampler=lib.SamplerConfig(**req.get("sampler", {})))
-        # the same core as every CLI verb: the run's plan (the live horizon rule), then the fit
-        res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, live=True, strict=True)
-        fit = res.fit
-        out = summarize_fit(
-            fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
-            ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
-        )  # fmt: skip
-        if req.get("plot"):
-            _plot(fit, fid, req["plot"])
-            out["plot"] = str(req["plot"])
-        out["run_id"] = rid
-    caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
-    out["warnings"] = caught_msgs[:10]
-    out["horizon_extended"] = res.plans[fid].horizon_from == "live"
-    return out
-
-
-def _plot(fit, run_id: str, path: str) -> None:
-    """The fan chart of the live forecast, written atomically (readers never see a half-written chart)."""
-    from bayesgrpo.io.output import save_figure
-    from bayesgrpo.plots.fan import fan_chart
-
-    save_figure(fan_chart(fit, run_id), path, dpi=100)  # a Figure without pyplot: no backend to switch
-
-
-def _warmup(req: dict) -> dict:
-    """Compile the model on a synthetic curve so the first real forecast takes seconds."""
-    import numpy as np
-    import pandas as pd
-
-    lib = _lib()
-    n = 12
-    steps = np.arange(1, n + 1)
-    rng = np.random.default_rng(0)
-    y = 0.6 - 0.4 * np.exp(-steps / 8.0) + 0.02 * rng.standard_normal(n)
-    df = pd.DataFrame({"run_id": "warmup", "step": steps, "reward": y})
-    meta = {k: v for k, v in req.get("meta", {}).items() if k in ("beta1", "refresh_interval")}
-    runs = lib.RunSet.from_frames(df, pd.DataFrame([{"run_id": "warmup", **meta}]))
-    smp = {**req.get("sampler", {}), "draws": 10, "tune": 10}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lib.Forecaster(_kind(req), sampler=lib.SamplerConfig(**smp)).fit(runs, horizon=3 * n)
-    return {"run_id": "warmup"}
-
-
-# ----------------------------------------------------------------------------- forecast history
-#: columns of the forecast history CSV written by the callback and ``watch --history``
-HISTORY_COLUMNS = (
-    "time", "logged_at_step", "ok", "observed_until", "n_obs", "horizon", "final_mean", "final_q10", "final_q50",
-    "final_q90", "p_target", "stop_step_q50", "p_plateaued", "plateau_q50", "best", "p_improve",
-    "recommended_stop", "flag_reward_hacking", "flag_advantage_degeneracy", "flag_policy_concentration",
-    "flag_dynamical_instability", "r_hat_max", "divergences", "seconds", "error",
-)  # fmt: skip
-
-
-def history_row(result: dict, *, logged_at_step=None) -> dict:
-    """One row of the forecast history (:data:`HISTORY_COLUMNS`) from a worker result."""
-    row = {c: result.get(c) for c in HISTORY_COLUMNS}
-    row["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    row["logged_at_step"] = logged_at_step
-    for mode, sev in (result.get("flags") or {}).items():
-        row[f"flag_{mode}"] = sev
-    row["error"] = result.get("error")
-    return row
-
-
-def append_history(path, result: dict, *, logged_at_step=None) -> None:
-    """Append one result to a forecast-history CSV (header written when the file is new)."""
-    import csv
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    new = not p.exists() or p.stat().st_size == 0
-    with open(p, "a", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(HISTORY_COLUMNS))
-        if new:
-            w.writeheader()
-        row = history_row(result, logged_at_step=logged_at_step)
-        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
-
-
-def write_latest(path, result: dict) -> None:
-    """Write the latest result as JSON (atomically; the per-run table row included)."""
-    import json
-
-    from bayesgrpo.io.output import write_text
-
-    keep = {k: v for k, v in result.items() if k not in ("traceback",)}
-    write_text(path, json.dumps(keep, indent=2, default=str))
-
-
-# ----------------------------------------------------------------------------- framing
-def _send(fh, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.write(struct.pack(">Q", len(data)) + data)
-    fh.flush()
-
-
-def _read_exact(fh, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        chunk = fh.read(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
-def _recv(fh):
-    head = _read_exact(fh, 8)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">Q", head)
-    body = _read_exact(fh, n)
-    return None if body is None else pickle.loads(body)
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -493,7 +121,7 @@ class ForecastWorker:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
             self._log_fh = open(self.log_file, "ab")
         self._proc = subprocess.Popen(
-            [self.python, "-m", "bayesgrpo.integrations._worker"],
+            [self.python, "-m", "bayesgrpo.integrations._serve"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log_fh if self._log_fh is not None else subprocess.DEVNULL,
             env=self._env(), start_new_session=True, close_fds=True,
@@ -682,38 +310,3 @@ class ForecastWorker:
                 self._cv.notify_all()
 
 
-# ----------------------------------------------------------------------------- worker side
-def main() -> None:  # pragma: no cover - runs in the child process (exercised by the tests)
-    """Entry point of the worker process: answer requests from stdin until EOF or shutdown."""
-    proto_in = sys.stdin.buffer
-    proto_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed by libraries goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    try:
-        os.nice(int(os.environ.get("BAYESGRPO_WORKER_NICE", "19")))
-    except (OSError, ValueError, AttributeError) as e:
-        print(f"bayesgrpo worker: could not lower priority ({e})", file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    while True:
-        req = _recv(proto_in)
-        if req is None or req.get("kind") == "shutdown":
-            break
-        t0 = time.perf_counter()
-        try:
-            res = _handle(req)
-            res["ok"] = True
-        except Exception as e:  # noqa: BLE001 - every failure is reported back, the worker lives on
-            res = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)}
-            print(f"bayesgrpo worker: request {req.get('id')} failed\n{res['traceback']}", file=sys.stderr)
-        res["id"] = req.get("id")
-        res["kind"] = req.get("kind", "forecast")
-        res["seconds"] = time.perf_counter() - t0
-        try:
-            _send(proto_out, res)
-        except (OSError, ValueError) as e:
-            print(f"bayesgrpo worker: parent gone ({e}); exiting", file=sys.stderr)
-            break
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -78,7 +78,7 @@ def watch_cmd(
     """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
     from rich.console import Console
 
-    from bayesgrpo.integrations._worker import _light
+    from bayesgrpo.integrations._requests import _light
     from bayesgrpo.integrations.watch import format_line, watch
 
     con = Console(highlight=False, soft_wrap=True)

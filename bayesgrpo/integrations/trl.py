@@ -23,22 +23,16 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
 
-from transformers.trainer_callback import CallbackHandler, ExportableState, TrainerCallback
+from transformers.trainer_callback import ExportableState, TrainerCallback
 
-from bayesgrpo.integrations._worker import (
-    SEVERITY_RANK,
-    ForecastWorker,
-    append_history,
-    forecast_request,
-    request_runs,
-    reward_keys,
-    write_latest,
-)
+from bayesgrpo.integrations._requests import SEVERITY_RANK, forecast_request, request_runs, reward_keys
+from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
+from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.history import HistoryWriter
 from bayesgrpo.io.trl import run_config_meta
 
 __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
@@ -196,82 +190,6 @@ def _stop_rule(spec):
     raise TypeError(f"stop must be ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}")
 
 
-# ----------------------------------------------------------------------------- helpers
-def _find_handler(depth: int = 8):
-    """The ``CallbackHandler`` calling the current event (found on the call stack), or None."""
-    f = sys._getframe(2)
-    for _ in range(depth):
-        if f is None:
-            return None
-        obj = f.f_locals.get("self")
-        if isinstance(obj, CallbackHandler):
-            return obj
-        f = f.f_back
-    return None
-
-
-def _broadcast(obj):
-    """``obj`` of rank 0 on every rank (identity when not distributed)."""
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return obj
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def _model_meta(model) -> dict:
-    out = {}
-    cfg = getattr(model, "config", None)
-    name = getattr(cfg, "_name_or_path", None) or getattr(cfg, "model_type", None)
-    if isinstance(name, str) and name:
-        out["model"] = name
-    try:
-        n = sum(p.numel() for p in model.parameters())
-        if n > 0:
-            out["params_b"] = n / 1e9
-    except (AttributeError, TypeError, RuntimeError) as e:
-        log.debug("bayesgrpo: could not count the model's parameters (%s)", e)
-    return out
-
-
-class _HistoryWriter:
-    """Writes the forecast history files from a daemon thread (file I/O stays out of training steps)."""
-
-    def __init__(self):
-        import queue
-        import threading
-
-        self.q: queue.Queue = queue.Queue()
-        self.t = threading.Thread(target=self._run, name="bayesgrpo-history", daemon=True)
-        self.t.start()
-
-    def put(self, item) -> None:
-        self.q.put(item)
-
-    def _run(self) -> None:
-        while True:
-            item = self.q.get()
-            try:
-                if item is None:
-                    return
-                folder, res, step = item
-                append_history(folder / "forecasts.csv", res, logged_at_step=step)
-                if res.get("ok"):
-                    write_latest(folder / "latest.json", res)
-            except OSError as e:
-                log.warning("bayesgrpo: could not write the forecast history in %s (%s)", item[0], e)
-            finally:
-                self.q.task_done()
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.q.put(None)
-        self.t.join(timeout)
-
-
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
@@ -418,7 +336,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._hz = None
         self._run_id = "run"
         self._hist_dir: Path | None = None
-        self._files: _HistoryWriter | None = None
+        self._files: HistoryWriter | None = None
         self._every = self.every or 5
         self._reward_keys = frozenset()
         self.overhead_seconds = 0.0
@@ -490,7 +408,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             if self.history:
                 self._hist_dir = Path(self.history) if isinstance(self.history, str) else out / "bayesgrpo"
             if self._hist_dir is not None:
-                self._files = _HistoryWriter()
+                self._files = HistoryWriter()
             if self._worker is None:
                 self._worker = ForecastWorker(
                     threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None

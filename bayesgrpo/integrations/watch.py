@@ -26,7 +26,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from bayesgrpo.integrations._worker import ForecastWorker, _light, append_history, forecast_request, write_latest
+from bayesgrpo.integrations._requests import _light, forecast_request
+from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.history import append_history, write_latest
 
 __all__ = ["watch", "LogSource", "format_line"]
 
@@ -317,79 +319,89 @@ def watch(
     src = LogSource(path, fmt=fmt, run=run, wandb_api=wandb_api)
     own = worker is None
     w = worker or ForecastWorker(log_file=(Path(history).parent / "worker.log") if history else None)
-    results: list[dict] = []
-    submitted_n = 0
-    changed_since = 0
-    last_change = time.monotonic()
     status(f"following {path} (re-forecast every {every} new steps; first forecast after {min_points})")
-    smp = dict(sampler or {"draws": 400, "tune": 400})
+    loop = _Watch(src, w, path=path, horizon=horizon, status=status, history=history, on_update=on_update,
+                  max_updates=max_updates, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
+                                                        target=target, utility=utility, ceiling=ceiling,
+                                                        plot=str(plot) if plot else None))  # fmt: skip
+    try:
+        w.submit({"kind": "warmup", "model_kind": kind, "sampler": loop.request["sampler"]})
+        loop.run(every=every, interval=interval, min_points=min_points, idle_timeout=idle_timeout,
+                 final_wait=final_wait, stop_event=stop_event)  # fmt: skip
+    except KeyboardInterrupt:
+        status(f"interrupted; {len(loop.results)} forecast(s) made")
+    finally:
+        if own:
+            w.close()
+    return loop.results
 
-    def submit(n):
-        hz = horizon or src.meta.get("max_steps")
+
+class _Watch:
+    """The loop of :func:`watch`: poll the log, submit a forecast every ``every`` new steps, hand results on."""
+
+    def __init__(self, src, worker, *, path, horizon, status, history, on_update, max_updates, request: dict):
+        self.src, self.w, self.path, self.horizon, self.status = src, worker, path, horizon, status
+        self.history, self.on_update, self.max_updates, self.request = history, on_update, max_updates, request
+        self.results: list[dict] = []
+
+    def submit(self, n: int) -> int:
+        src = self.src
+        hz = self.horizon or src.meta.get("max_steps")
         if hz is None or (isinstance(hz, float) and math.isnan(hz)):
-            raise _light().errors.ForecastError(f"{path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
-        req = forecast_request(
-            run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), kind=kind,
-            sampler=smp, target=target, utility=utility, ceiling=ceiling, plot=str(plot) if plot else None,
-        )  # fmt: skip
-        status(f"forecasting from step {src.last_step} ({n} logged rewards)")
-        return w.submit(req)
+            raise _light().errors.ForecastError(f"{self.path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
+        req = forecast_request(run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz),
+                               **self.request)  # fmt: skip
+        self.status(f"forecasting from step {src.last_step} ({n} logged rewards)")
+        return self.w.submit(req)
 
-    def collect() -> bool:
+    def collect(self) -> bool:
         """Hand new results on; True when max_updates is reached."""
-        for res in w.poll():
+        for res in self.w.poll():
             if res.get("kind") == "warmup":
                 if not res.get("ok"):
-                    status(f"model warm-up failed: {res.get('error')}")
+                    self.status(f"model warm-up failed: {res.get('error')}")
                 continue
-            results.append(res)
-            if history:
-                append_history(history, res, logged_at_step=src.last_step)
+            self.results.append(res)
+            if self.history:
+                append_history(self.history, res, logged_at_step=self.src.last_step)
                 if res.get("ok"):
-                    write_latest(Path(history).with_name("latest.json"), res)
-            if on_update is not None:
-                on_update(res)
-            if max_updates is not None and len(results) >= max_updates:
+                    write_latest(Path(self.history).with_name("latest.json"), res)
+            if self.on_update is not None:
+                self.on_update(res)
+            if self.max_updates is not None and len(self.results) >= self.max_updates:
                 return True
         return False
 
-    try:
-        w.submit({"kind": "warmup", "model_kind": kind, "sampler": smp})
-        while True:
-            if stop_event is not None and stop_event.is_set():
-                break
+    def run(self, *, every, interval, min_points, idle_timeout, final_wait, stop_event) -> None:
+        src, w = self.src, self.w
+        submitted_n, changed_since, last_change = 0, 0, time.monotonic()
+        while not (stop_event is not None and stop_event.is_set()):
             n_new = src.poll()
             if n_new:
                 changed_since += n_new
                 last_change = time.monotonic()
             n = src.n_reward
             if n >= min_points and (submitted_n == 0 or changed_since >= every):
-                submit(n)
+                self.submit(n)
                 submitted_n, changed_since = n, 0
-            if collect():
-                return results
+            if self.collect():
+                return
             if idle_timeout is not None and time.monotonic() - last_change > idle_timeout and not w.busy:
                 if changed_since and src.n_reward >= min_points:
                     # the log went quiet with steps not yet forecast: one last forecast (bounded wait)
-                    submit(src.n_reward)
+                    self.submit(src.n_reward)
                     changed_since = 0
                     deadline = time.monotonic() + final_wait
                     while w.busy and time.monotonic() < deadline:
                         time.sleep(0.1)
-                    collect()
-                status(f"no new steps for {idle_timeout:g} s; stopping")
-                break
+                    self.collect()
+                self.status(f"no new steps for {idle_timeout:g} s; stopping")
+                return
             if stop_event is not None:
                 if stop_event.wait(interval):
-                    break
+                    return
             else:
                 time.sleep(interval)
-    except KeyboardInterrupt:
-        status(f"interrupted; {len(results)} forecast(s) made")
-    finally:
-        if own:
-            w.close()
-    return results
 
 
 def _meta(meta: dict) -> dict:

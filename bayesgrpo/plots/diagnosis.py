@@ -5,16 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.diagnose.failure_modes import (
-    MODES,
-    _ceiling_for,
-    _is_unit,
-    _present,
-    _rolling_median,
-    _window,
-    degenerate_share,
-    diagnose_run,
-)
+from bayesgrpo.diagnose.common import MODES, _is_unit, _present, _rolling_median, _window, degenerate_share
+from bayesgrpo.diagnose.failure_modes import _ceiling_for, diagnose_run
 
 __all__ = ["plot_diagnosis"]
 

@@ -329,30 +329,11 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
     task, pol, params, info = build(cfg)
     ref = params.copy()
     rng = np.random.default_rng([cfg.seed, 11])
-    if cfg.optimizer == "adam":
-        opt = Adam(pol.n_params, cfg.learning_rate, cfg.momentum, cfg.beta2, cfg.adam_eps)
-    else:
-        opt = HeavyBall(pol.n_params, cfg.learning_rate, cfg.momentum)
+    opt = _optimizer(cfg, pol.n_params)
     B, G, L, V = cfg.batch_size, cfg.group_size, cfg.length, cfg.vocab_size
     P = len(task.train)
     T = cfg.max_steps
-    cols = {
-        k: np.full(T, np.nan)
-        for k in (
-            "reward",
-            "reward_std",
-            "frac_reward_zero_std",
-            "entropy",
-            "kl",
-            "eval/accuracy",
-            "reward_expected",
-            "reward_current",
-            "clip_frac",
-            "grad_norm",
-        )
-    }
-    if cfg.hack_token is not None:
-        cols["eval/true_accuracy_train"] = np.full(T, np.nan)
+    cols = _columns(cfg, T)
     old = params.copy()
     # exact expected reward is tracked on all training prompts (bandit) or a fixed subset (contextual)
     all_train = task.train if cfg.task == "bandit" else task.train[: min(cfg.n_monitor_prompts, P)]
@@ -411,7 +392,42 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
             raise FloatingPointError(f"parameters became non-finite at step {n}")
     df = pd.DataFrame({"step": np.arange(T), **cols})
     init_acc = float(cols["reward_expected"][0])
-    meta = {
+    return df, _metadata(cfg, task, info, init_acc)
+
+
+def _optimizer(cfg: TrainerConfig, n_params: int) -> Adam | HeavyBall:
+    """The optimizer the config names."""
+    if cfg.optimizer == "adam":
+        return Adam(n_params, cfg.learning_rate, cfg.momentum, cfg.beta2, cfg.adam_eps)
+    return HeavyBall(n_params, cfg.learning_rate, cfg.momentum)
+
+
+def _columns(cfg: TrainerConfig, T: int) -> dict[str, np.ndarray]:
+    """The logged channels of a run of ``T`` steps, all NaN until written."""
+    cols = {
+        k: np.full(T, np.nan)
+        for k in (
+            "reward",
+            "reward_std",
+            "frac_reward_zero_std",
+            "entropy",
+            "kl",
+            "eval/accuracy",
+            "reward_expected",
+            "reward_current",
+            "clip_frac",
+            "grad_norm",
+        )
+    }
+    if cfg.hack_token is not None:
+        cols["eval/true_accuracy_train"] = np.full(T, np.nan)
+    return cols
+
+
+def _metadata(cfg: TrainerConfig, task: Task, info: dict, init_acc: float) -> dict:
+    """The run's metadata row."""
+    B, G, T = cfg.batch_size, cfg.group_size, cfg.max_steps
+    return {
         "model": cfg.model_name,
         "family": cfg.family,
         "params_b": cfg.n_params / 1e9,
@@ -440,7 +456,6 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
         "pretrain_steps": info["pretrain_steps"],
         "reward_ceiling": _ceiling(cfg, task),
     }
-    return df, meta
 
 
 def _ceiling(cfg: TrainerConfig, task: Task) -> float:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -61,7 +61,7 @@ MAX_FUTURE_STEPS = 10_000_000
 #: window is accumulated exactly while propagating)
 MAX_STORED_STEPS = 2000
 #: ``horizon=NEXT``: one logged step after each run's last (a complete curve; no future is wanted)
-NEXT = "next"
+NEXT: Final = "next"
 #: where a plan's horizon came from
 HORIZON_SOURCES = ("option", "max_steps", "log", "next", "live", "")
 
@@ -218,25 +218,36 @@ class RunPlan:
     def ok(self) -> bool:
         return self.error is None
 
+    def span(self) -> tuple[int, int, int]:
+        """``(s0, last_step, horizon)`` of a run that has all three, else the plan's error (ForecastError)."""
+        if self.s0 is None or self.last_step is None or self.horizon is None:
+            raise ForecastError(self.error or f"{self._where()}: no horizon")
+        return self.s0, self.last_step, self.horizon
+
     @property
     def fraction(self) -> float:
         """The observed share of the planned run, ``(last - s0) / (planned - s0)``."""
-        return (self.last_step - self.s0) / max(1, self.planned - self.s0)
+        s0, last, h = self.span()
+        return (last - s0) / max(1, (self.planned if self.planned is not None else h) - s0)
 
     def future_steps(self) -> np.ndarray:
-        return future_steps(last_step=self.last_step, horizon=self.horizon, interval=self.interval)
+        _, last, h = self.span()
+        return future_steps(last_step=last, horizon=h, interval=self.interval)
 
     def final_steps(self) -> np.ndarray:
-        return final_window_steps(s0=self.s0, horizon=self.horizon, interval=self.interval,
-                                  final_window=self.final_window)  # fmt: skip
+        s0, _, h = self.span()
+        return final_window_steps(s0=s0, horizon=h, interval=self.interval, final_window=self.final_window)
 
     def stored_steps(self) -> int:
         """How many future steps a forecast stores per path (:data:`MAX_STORED_STEPS` at most)."""
-        return min((self.horizon - self.last_step) // self.interval + 1, MAX_STORED_STEPS)
+        _, last, h = self.span()
+        return min((h - last) // self.interval + 1, MAX_STORED_STEPS)
 
     def with_horizon(self, horizon: int) -> RunPlan:
         """The same run forecast to another horizon (``"option"``); the planned length stays the fit's."""
-        err = horizon_error(self._where(), horizon, self.last_step, None, self.interval) if self.ok else self.error
+        err = self.error
+        if self.ok:
+            err = horizon_error(self._where(), horizon, self.span()[1], None, self.interval)
         return _replace(self, horizon=int(horizon), horizon_from="option", error=err)
 
     def _where(self) -> str:
@@ -271,7 +282,7 @@ class Plans:
 
     @property
     def errors(self) -> dict[str, str]:
-        return {r: p.error for r, p in self.plans.items() if not p.ok}
+        return {r: p.error for r, p in self.plans.items() if p.error is not None}
 
     def horizons(self) -> dict[str, int | None]:
         return {r: p.horizon for r, p in self.plans.items()}
@@ -289,7 +300,7 @@ class Plans:
                      self.truncated, self.options)  # fmt: skip
 
 
-def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int, interval: int, live: bool):
+def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, interval: int, live: bool):
     """``(horizon or None, where it came from)`` of one run (module docstring)."""
     h = spec.get(rid) if isinstance(spec, Mapping) else spec
     if isinstance(h, float) and math.isnan(h):
@@ -303,7 +314,7 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int, interval: 
         ms = meta_number(meta_row, "max_steps")
         if math.isfinite(ms) and ms > 0:
             cands.append((int(ms), "max_steps"))
-        if last_full > last_obs:
+        if last_full is not None and last_full > last_obs:
             cands.append((last_full, "log"))
         if not cands:
             return None, ""
@@ -408,8 +419,8 @@ def plan_runs(
     except ValueError as e:
         raise OptionError(_first_error(e)) from None
     observed = truncate(runs, until_step=until_step, until_fraction=until_fraction)
-    obs_groups = {r: g for r, g in observed.data.groupby(RUN, sort=False)}
-    full_groups = {r: g for r, g in runs.data.groupby(RUN, sort=False)}
+    obs_groups = dict(tuple(observed.data.groupby(RUN, sort=False)))  # a GroupBy is no mapping for dict()
+    full_groups = dict(tuple(runs.data.groupby(RUN, sort=False)))
     empty = runs.data.iloc[:0]
     plans = {}
     for rid in runs.run_ids:

@@ -117,33 +117,14 @@ def is_channel(name: str) -> bool:
     )
 
 
-META_FIELDS = (
-    "model",
-    "family",
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "dataset",
-    "algorithm",
-    "reward_min",
-    "reward_max",
-    "source_file",
-)
-NUMERIC_META = (
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "reward_min",
-    "reward_max",
-)
+#: the run metadata fields, each with its kind (``num``: a number, else text)
+_META_KINDS = {
+    "model": "text", "family": "text", "params_b": "num", "group_size": "num", "learning_rate": "num",
+    "beta1": "num", "refresh_interval": "num", "batch_size": "num", "max_steps": "num", "dataset": "text",
+    "algorithm": "text", "reward_min": "num", "reward_max": "num", "source_file": "text",
+}  # fmt: skip
+META_FIELDS = tuple(_META_KINDS)
+NUMERIC_META = tuple(f for f, kind in _META_KINDS.items() if kind == "num")
 _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
 # lower bound and whether it is exclusive, per numeric metadata field (values outside are missing)
 _META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
@@ -348,7 +329,7 @@ class RunSet:
     def truncate(self, *, fraction: float | None = None, until_step: int | None = None) -> RunSet:
         """Keep each run's first ``fraction`` of its step span (or steps <= ``until_step``)."""
         parts = []
-        for rid, g in self.data.groupby(RUN, sort=False):
+        for _, g in self.data.groupby(RUN, sort=False):
             if fraction is not None:
                 s0, s1 = g[STEP].iloc[0], g[STEP].iloc[-1]
                 cut = s0 + fraction * (s1 - s0)

@@ -71,7 +71,7 @@ def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
     """The config's scored bayesgrpo cases with their draws, the anchors of the leave component."""
     cases, draws = FB.load_cases(name), FB.load_draws(name)
     b = cases[cases["ok"].astype(bool)].copy()
-    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"])]
+    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"], strict=True)]
     b = b[b["key"].isin(draws)].reset_index(drop=True)
     anchors = []
     for r in b.itertuples():
@@ -79,7 +79,7 @@ def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
         rmin = runs.meta.loc[r.run_id].get("reward_min", np.nan) if "reward_min" in runs.meta else np.nan
         anchors.append(leave_anchor(d.loc[d["step"] <= r.observed_until, "reward"].to_numpy(),
                                     float(rmin) if pd.notna(rmin) else np.nan))  # fmt: skip
-    b["level"], b["floor"] = (np.array(a) for a in zip(*anchors))
+    b["level"], b["floor"] = (np.array(a) for a in zip(*anchors, strict=True))
     drop = []  # the running peak of the prefix above its level (leave_anchor's: the mean of the last tenth)
     for r in b.itertuples():
         d = runs.run(r.run_id)

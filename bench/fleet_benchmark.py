@@ -30,6 +30,7 @@ Wall clock on this 2-core machine shared with other work: load averages are reco
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -70,10 +71,8 @@ def _tree_rss(pid: int) -> int:
         return 0
     total = 0
     for q in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += q.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 
@@ -265,10 +264,8 @@ def k_child(cache: str) -> dict:
             )
             n_grad = 0
             for g in ("sample_stats", "warmup_sample_stats"):
-                try:
+                with contextlib.suppress(KeyError):
                     n_grad += int(sampling.posterior_dataset(idata, g)["n_steps"].sum())
-                except KeyError:
-                    pass
             rows.append({"fit_s": t_fit, "nuts_s": fit.seconds[rid], "paths_s": t_paths, "quantiles_s": t_table,
                          "grad_evals": n_grad, "r_hat": fit.health[rid]["r_hat_max"]})  # fmt: skip
         # cost of one log-density + gradient evaluation of the compiled model: its C callback called
@@ -456,7 +453,7 @@ def write(res: dict) -> None:
     ]
     for k, v in K.items():
         rows = v["runs"]
-        med = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
+        med = lambda key, rows=rows: statistics.median(r[key] for r in rows)  # noqa: E731
         md.append(f"| {k} | {med('fit_s'):.2f} | {med('nuts_s'):.2f} | {med('grad_evals'):,.0f} | {1e6 * v['logp_grad_eval_s']:.1f} | "
                   f"{1e6 * med('nuts_s') / max(1, med('grad_evals')):.1f} | {med('paths_s'):.3f} | {med('quantiles_s'):.3f} | "
                   f"{max(r['r_hat'] for r in rows):.3f} |")  # fmt: skip

@@ -11,8 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
-import fleet_benchmark as F
-import pandas as pd
+import fleet_benchmark as F  # noqa: E402 - after the path insert
+import pandas as pd  # noqa: E402
 
 
 def main():

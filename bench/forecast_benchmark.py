@@ -191,7 +191,7 @@ def per_source(cases: pd.DataFrame) -> str:
     for s in t.index:
         vals = t.loc[s, methods]
         best = vals.min()
-        cells = [("**%.3f**" % v if v == best else "%.3f" % v) if np.isfinite(v) else "–" for v in vals]
+        cells = [(f"**{v:.3f}**" if v == best else f"{v:.3f}") if np.isfinite(v) else "–" for v in vals]
         c80 = cov.loc[s, bm[0]] if bm and bm[0] in cov.columns else np.nan
         lines.append(f"| {s} | {int(n.get(s, 0))} | " + " | ".join(cells) + f" | {c80:.0%} |")
     return "\n".join(lines) + "\n"

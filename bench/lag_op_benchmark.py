@@ -117,7 +117,7 @@ def worker(K: int):
 
     from bayesgrpo.forecast.forecaster import Forecaster
 
-    runs, rid = simulated_runs(K)
+    runs, _rid = simulated_runs(K)
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     fit = Forecaster().fit(runs)

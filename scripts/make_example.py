@@ -50,7 +50,7 @@ meta_out = {
     for k in ("model", "family", "params_b", "group_size", "learning_rate", "beta1", "batch_size", "max_steps")
 }
 meta_out["run_id"] = "example-grpo-run"
-import pandas as pd
+import pandas as pd  # noqa: E402 - only this last step needs pandas
 
 pd.DataFrame([meta_out]).to_csv(HERE / "meta.csv", index=False)
 print(

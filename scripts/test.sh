@@ -5,6 +5,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/env.sh" test
 cd "$ROOT"
-# the layer order and no import cycles (the contracts in pyproject.toml, [tool.importlinter])
+# the house rules before any test (each configured in pyproject.toml): the layer order and no import
+# cycles ([tool.importlinter]), lint and format ([tool.ruff]), types ([tool.mypy])
 "$ROOT/.venv/bin/lint-imports" --no-cache
+"$ROOT/.venv/bin/ruff" check --no-cache .
+"$ROOT/.venv/bin/ruff" format --check --no-cache .
+"$ROOT/.venv/bin/mypy"
 exec "$ROOT/.venv/bin/python" -m pytest -q -p no:cacheprovider "$@"

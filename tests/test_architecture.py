@@ -138,7 +138,12 @@ def layer_violations(graph: dict[str, set[str]], layers: list[list[str]]) -> lis
 # ------------------------------------------------------------------------------------------ sizes
 def kernels() -> set[str]:
     """``path::function`` of the numeric kernels allowed over the function limit (ARCHITECTURE.md)."""
-    text = (ROOT / "ARCHITECTURE.md").read_text().split("Numeric kernels", 1)[1].split("\n## ", 1)[0]
+    text = (
+        (ROOT / "ARCHITECTURE.md")
+        .read_text()
+        .split("## Size limits and the numeric kernels", 1)[1]
+        .split("\n## ", 1)[0]
+    )
     return set(re.findall(r"`(bayesgrpo/[\w/]+\.py::\w+)`", text))
 
 
@@ -177,7 +182,8 @@ def test_the_layer_order_is_written_once_and_every_import_runs_down_it():
     tops = {module_name(p, PKG) for p in PKG.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
     listed = {m for g in written for m in g}
     assert tops - {"bayesgrpo", "bayesgrpo.__main__"} <= listed, f"modules in no layer: {sorted(tops - listed)}"
-    assert layer_violations(import_graph(PKG), written) == []
+    entry = "bayesgrpo.__main__"  # ``python -m bayesgrpo``: above every layer (import-linter's exhaustive_ignores)
+    assert layer_violations({m: d for m, d in import_graph(PKG).items() if m != entry}, written) == []
 
 
 def test_no_file_over_600_lines_and_no_function_over_80_but_the_named_kernels():

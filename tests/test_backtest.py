@@ -175,7 +175,7 @@ def test_peers_and_failures_recorded():
     assert (
         resolve_methods("none") == () and "domhan" in resolve_methods("all") and "lc_pfn" not in resolve_methods("all")
     )
-    with pytest.raises(ValueError, match="unknown peer.*nonexistent_peer"):
+    with pytest.raises(ValueError, match=r"unknown peer.*nonexistent_peer"):
         _bt(rs, peers=("last_value", "nonexistent_peer"), cutoffs=(0.3,))
 
 
@@ -186,7 +186,7 @@ def test_failed_fit_is_an_error_row_and_warnings_are_recorded():
 
     class Boom(FakeForecaster):
         def fit(self, runs, *, horizon=None, context=None, progress=None):
-            _w.warn("sampler health is poor", UserWarning)
+            _w.warn("sampler health is poor", UserWarning, stacklevel=2)
             if "r1" in runs.run_ids:
                 raise RuntimeError("sampling exploded")
             return FakeFit(runs, horizon, [])

@@ -13,9 +13,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from calibration_variants import VariantCalibration as Calibration  # noqa: E402
-from calibration_variants import fit_variant_layer as fit_calibration  # noqa: E402
-from calibration_variants import leave_anchor  # noqa: E402
+from calibration_variants import VariantCalibration as Calibration
+from calibration_variants import fit_variant_layer as fit_calibration
+from calibration_variants import leave_anchor
 
 
 def _cases(n=400, true_sd=2.0, skew=0.0, seed=0):
@@ -41,7 +41,7 @@ def test_conformal_widths_recover_the_miscalibration_and_its_side():
     assert np.allclose(cal.w_up, 2.0, atol=0.35) and np.allclose(cal.w_dn, 2.0, atol=0.35)
     # outcomes shifted up: the upper tail must widen more than the lower
     cal = fit_calibration(_cases(true_sd=1.0, skew=1.0))
-    assert all(u > d + 0.5 for u, d in zip(cal.w_up, cal.w_dn))
+    assert all(u > d + 0.5 for u, d in zip(cal.w_up, cal.w_dn, strict=True))
     # a calibrated forecast stays (about) as it is
     cal = fit_calibration(_cases(true_sd=1.0, n=2000))
     assert np.allclose(cal.w_up, 1.0, atol=0.15) and np.allclose(cal.w_dn, 1.0, atol=0.15)

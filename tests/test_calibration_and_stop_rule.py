@@ -24,14 +24,14 @@ def _cases(n=400, true_sd=2.0, skew=0.0, seed=0):
                 source=f"s{i % 7}",
                 cutoff=c,
                 truth=skew + true_sd * rng.standard_normal(),
-                **{f"q{q}": v for q, v in zip(("05", "10", "25", "50", "75", "90", "95"), z)},
+                **{f"q{q}": v for q, v in zip(("05", "10", "25", "50", "75", "90", "95"), z, strict=True)},
             )
         )
     return pd.DataFrame(rows)
 
 
 def test_prob_at_least_from_quantiles():
-    row = {f"q{q:02d}": v for q, v in zip((5, 10, 25, 50, 75, 90, 95), (0, 1, 2, 3, 4, 5, 6))}
+    row = {f"q{q:02d}": v for q, v in zip((5, 10, 25, 50, 75, 90, 95), (0, 1, 2, 3, 4, 5, 6), strict=True)}
     assert prob_at_least(row, 3.0) == pytest.approx(0.5)
     assert prob_at_least(row, 4.5) == pytest.approx(1 - 0.825)
     assert prob_at_least(row, 10) == 0.0 and prob_at_least(row, -5) == 1.0
@@ -48,7 +48,7 @@ def test_stop_rule_saves_steps_and_flags_bad_stops():
             q = np.full(7, 0.5 if rid == "flat" else 0.1)  # the method foresees no gain for either run
             rows.append(dict(run_id=rid, source=rid, cutoff=c, method="m", ok=True, observed_until=int(c * 100), s0=0,
                              horizon=100, truth=truth, range=rng,
-                             **{f"q{k:02d}": v for k, v in zip((5, 10, 25, 50, 75, 90, 95), q)}))  # fmt: skip
+                             **{f"q{k:02d}": v for k, v in zip((5, 10, 25, 50, 75, 90, 95), q, strict=True)}))  # fmt: skip
     stops = stop_rule_backtest(pd.DataFrame(rows), runs, delta=0.05, epsilon=0.2).set_index(["run_id", "method"])
     assert stops.loc[("flat", "m"), "stopped"] and stops.loc[("flat", "m"), "steps_saved"] == pytest.approx(0.9)
     assert not stops.loc[("flat", "m"), "bad_stop"]
@@ -108,9 +108,9 @@ def test_layers_saved_with_the_research_fields_load_when_they_change_nothing():
     assert cal.c_up == (0.3, 0.1) and cal == Calibration(
         fraction_grid=(0.1, 0.5), c_up=(0.3, 0.1), c_dn=(0, 0), name="old"
     )
-    with pytest.raises(ValueError, match="w_up .* research variant"):
+    with pytest.raises(ValueError, match=r"w_up .* research variant"):
         Calibration.model_validate({**old, "w_up": [2.0, 1.0]})
-    with pytest.raises(ValueError, match="p_leave .* research variant"):
+    with pytest.raises(ValueError, match=r"p_leave .* research variant"):
         Calibration.model_validate({**old, "p_leave": [0.1, 0.0]})
 
 

@@ -34,7 +34,7 @@ def one_error_line(res, *needles):
 def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
     rng = np.random.default_rng(0)
     rows = []
-    for k, rid in enumerate(ids):
+    for rid in ids:
         s = np.arange(1, n + 1)
         rows.append(
             pd.DataFrame(
@@ -50,7 +50,7 @@ def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
 
 # ------------------------------------------------------------------ option validation before any work
 @pytest.mark.parametrize(
-    "args, needles",
+    ("args", "needles"),
     [
         (["--until-fraction", "1.5"], ["--until-fraction", "(0, 1)"]),
         (["--until-fraction", "0.3", "--until-step", "50"], ["--until-step or --until-fraction"]),
@@ -95,7 +95,7 @@ def test_budget_costs_checked_before_sampling(tmp_path, mock_sampler):
 
 
 @pytest.mark.parametrize(
-    "cmd, needles",
+    ("cmd", "needles"),
     [
         (["diagnose", "{p}", "--run", "nosuchrun"], ["--run 'nosuchrun'"]),
         (["compare", "{p}", "--run", "nosuchrun"], ["--run 'nosuchrun'"]),

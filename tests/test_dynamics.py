@@ -178,7 +178,7 @@ def test_critical_stiffness_reference():
 
 def test_fast_time_is_optimizer_only():
     # tau_f -> (1+mu)/(2(1-mu)) = 9.5 steps for beta1 = 0.9 as a -> 0
-    assert (1 + 0.9) / (2 * (1 - 0.9)) == pytest.approx(9.5)
+    assert pytest.approx(9.5) == (1 + 0.9) / (2 * (1 - 0.9))
     assert D.coefficients(a=1e-7, momentum=0.9).tau_f == pytest.approx(9.5, abs=1e-3)
     assert D.coefficients(a=1e-4, momentum=0.9).tau_f == pytest.approx(9.5, abs=0.1)
     assert D.coefficients(a=1e-4, momentum=0.0).tau_f == pytest.approx(0.5, abs=1e-3)
@@ -496,7 +496,7 @@ def test_time_to_fraction():
 
 # ----------------------------------------------------------------------------- one stop-step definition
 @pytest.mark.parametrize(
-    "a, mu, regime, first_crossing, settled",
+    ("a", "mu", "regime", "first_crossing", "settled"),
     [
         (1e-3, 0.9, "overdamped", None, None),
         ((1 - 0.9) ** 2 / (2 * (1 + 0.9)), 0.9, "critical", None, None),

@@ -8,7 +8,9 @@ model ~10 s, the forecasting model ~30 s), so they are marked ``slow``.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -125,7 +127,7 @@ def test_corrupt_or_stale_entry_is_rebuilt_never_trusted(tiny):
     (entry,) = cache.glob("*.model")
     good = entry.read_bytes()
     digest = entry.stem
-    head, _, body = good[len(mc._MAGIC) :].partition(b"\n")
+    _head, _, body = good[len(mc._MAGIC) :].partition(b"\n")
     desc = mc._Unpickler(__import__("io").BytesIO(body)).load()["desc"]
     store = mc.ModelCache(cache)
 
@@ -256,7 +258,7 @@ def test_executor_options_are_checked_before_anything_starts():
         check_options(workers=-1)
     assert isinstance(make_executor(), SerialExecutor) and isinstance(make_executor(workers=0), SerialExecutor)
     groups = partition(list(range(103)), 2)
-    assert sum(groups, []) == list(range(103)) and max(map(len, groups)) <= 25
+    assert functools.reduce(operator.iadd, groups, []) == list(range(103)) and max(map(len, groups)) <= 25
 
 
 def test_backtest_spreads_case_groups_over_an_executor():
@@ -284,7 +286,7 @@ def test_backtest_spreads_case_groups_over_an_executor():
 
     class Fc:
         def fit(self, runs, *, horizon=None, context=None):
-            _w.warn("sampler health is poor", UserWarning)
+            _w.warn("sampler health is poor", UserWarning, stacklevel=2)
             if "r3" in runs.run_ids:
                 raise RuntimeError("sampling exploded")
             return Fit(runs)

@@ -83,10 +83,10 @@ def test_save_load_roundtrip_identical(mock_sampler, tmp_path):
 
 def test_errors_name_the_run():
     few = RunSet.from_frames(pd.DataFrame({"run_id": "tiny", "step": [1, 2, 3], "reward": [0.1, 0.2, 0.1]}))
-    with pytest.raises(ForecastError, match="'tiny'.*3 logged reward point"):
+    with pytest.raises(ForecastError, match=r"'tiny'.*3 logged reward point"):
         Forecaster().fit(few, horizon=100)
     runs = _runs(max_steps=np.nan)
-    with pytest.raises(ForecastError, match="'r1'.*no horizon"):
+    with pytest.raises(ForecastError, match=r"'r1'.*no horizon"):
         Forecaster().fit(runs)
     with pytest.raises(ForecastError, match="horizon 50 is not after the last logged step 120"):
         Forecaster().fit(_runs(), horizon=50)
@@ -176,7 +176,7 @@ def test_unknown_artefact_format_is_refused(tmp_path, mock_sampler):
     dt = fit.to_datatree()
     dt.attrs["bayesgrpo_schema"] = "bayesgrpo.forecast/99"
     dt.to_netcdf(tmp_path / "future.nc", engine="h5netcdf")
-    with pytest.raises(ArtefactError, match="format 'bayesgrpo.forecast/99'.*cannot read"):
+    with pytest.raises(ArtefactError, match=r"format 'bayesgrpo.forecast/99'.*cannot read"):
         FittedForecast.load(tmp_path / "future.nc")
     xr.Dataset({"x": ("t", np.arange(3.0))}).to_netcdf(tmp_path / "other.nc", engine="h5netcdf")
     with pytest.raises(ArtefactError, match="not a saved bayesgrpo forecast"):
@@ -215,7 +215,9 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
     seen = {}
 
     class FakeCompiled:
-        shared_var_keys = [types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")]
+        shared_var_keys = tuple(
+            types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")
+        )
 
         def with_data(self, **kw):
             seen.update(kw)
@@ -239,7 +241,7 @@ def test_unstable_share_equals_spectral_radius_per_draw():
     for K in (2, 7, 32, 128):
         a_star = (1 - 0.9) / K  # first-order threshold: draws on both sides of the exact one
         a, mu = a_star * rng.uniform(0.2, 4.0, 300), rng.uniform(0.8, 0.95, 300)
-        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu)])
+        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu, strict=True)])
         assert 0 < ref.mean() < 1
         np.testing.assert_array_equal(~is_stable(a, mu, refresh_interval=K), ref)
 
@@ -359,14 +361,14 @@ def test_identity_is_checked_on_load(mock_sampler, tmp_path):
     fit = fc.fit(_runs())
     fit.save(tmp_path / "fit.nc")
     assert FittedForecast.load(tmp_path / "fit.nc", expected=fc).config.identity == fc.config.identity
-    with pytest.raises(ArtefactError, match="saved by a different model.*kind oscillator.*kind saturation"):
+    with pytest.raises(ArtefactError, match=r"saved by a different model.*kind oscillator.*kind saturation"):
         FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster("saturation"))
     with pytest.raises(ArtefactError, match="saved by a different model"):
         FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster(final_window=0.2))
     dt = fit.to_datatree()
     dt.attrs["model_identity"] = "sha256:0000000000000000"
     dt.to_netcdf(str(tmp_path / "edited.nc"), engine="h5netcdf")
-    with pytest.raises(ArtefactError, match="does not match its configuration.*edited or is damaged"):
+    with pytest.raises(ArtefactError, match=r"does not match its configuration.*edited or is damaged"):
         FittedForecast.load(tmp_path / "edited.nc")
     # the identity is the model's, not the sampler's
     assert Forecaster(sampler=SamplerConfig(draws=50)).config.identity == fc.config.identity

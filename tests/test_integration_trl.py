@@ -21,11 +21,11 @@ pytest.importorskip("torch")
 pytest.importorskip("trl")
 pytest.importorskip("transformers")
 
-import tiny_grpo  # noqa: E402
+import tiny_grpo
 
-from bayesgrpo.integrations._worker import ForecastWorker  # noqa: E402
-from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop, UtilityStop  # noqa: E402
-from bayesgrpo.io.trl import run_config_meta  # noqa: E402
+from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop, UtilityStop
+from bayesgrpo.io.trl import run_config_meta
 
 SMALL = {"draws": 100, "tune": 100, "chains": 2}
 KEYS = (
@@ -82,8 +82,9 @@ def _forecast_entries(state):
     return [e for e in state.log_history if "bayesgrpo/final_q50" in e]
 
 
+@pytest.mark.slow  # the real worker (its compile, ~20-30 s, is the module fixture) and a real trainer
 def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
-    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30)
+    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30, report=True)
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=40, callbacks=[cb])
     tr.train()
     st = tr.state
@@ -106,14 +107,18 @@ def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
     assert cb.max_log_seconds < 0.05, cb.max_log_seconds
     assert cb.max_log_seconds < 0.2 * min(fit_s), (cb.max_log_seconds, fit_s)
     # the history written next to the trainer output
-    hist = list(csv.DictReader(open(tmp_path / "out" / "bayesgrpo" / "forecasts.csv")))
+    hist = list(csv.DictReader((tmp_path / "out" / "bayesgrpo" / "forecasts.csv").read_text().splitlines()))
     assert len(hist) == cb._n_fits >= len(ents) and all(r["ok"] == "True" for r in hist)
     latest = json.loads((tmp_path / "out" / "bayesgrpo" / "latest.json").read_text())
     assert latest["observed_until"] == 40 and latest["final_q50"] == pytest.approx(ents[-1]["bayesgrpo/final_q50"])
+    # the live HTML report of the latest forecast, reloading itself
+    page = (tmp_path / "out" / "bayesgrpo" / "report.html").read_text(encoding="utf-8")
+    assert '<meta http-equiv="refresh"' in page and "P(final" in page and page.count("<tr data-search=") == 1
     # the callback moved itself in front of the reporting callbacks
     assert tr.callback_handler.callbacks[0] is cb
 
 
+@pytest.mark.slow  # the real worker (its compile, ~20-30 s, is the module fixture) and a real trainer
 def test_tensorboard_event_files_hold_the_forecast_next_to_the_reward(tmp_path, worker):
     pytest.importorskip("tensorboard")
     pytest.importorskip("tbparse")
@@ -132,11 +137,12 @@ def test_tensorboard_event_files_hold_the_forecast_next_to_the_reward(tmp_path, 
     assert both["reward"].notna().sum() >= 1  # same TensorBoard step as train/reward
     # the scalars are the numbers in log_history
     hist = {e["step"]: e["bayesgrpo/final_q50"] for e in _forecast_entries(tr.state)}
-    for step, v in zip(both["step"], both["bayesgrpo/final_q50"]):
+    for step, v in zip(both["step"], both["bayesgrpo/final_q50"], strict=True):
         assert v == pytest.approx(hist[int(step)], rel=1e-5)
     assert int(both["step"].max()) == 30  # the end-of-training forecast reached TensorBoard
 
 
+@pytest.mark.slow  # the real worker (its compile, ~20-30 s, is the module fixture) and a real trainer
 def test_failing_fit_is_logged_and_training_goes_on(tmp_path, worker, caplog):
     # draws=5 is refused by SamplerConfig inside the worker: every fit raises there
     cb = BayesGRPOCallback(every=5, sampler={"draws": 5, "tune": 100}, worker=worker, final_wait=20, warmup=False)
@@ -146,7 +152,7 @@ def test_failing_fit_is_logged_and_training_goes_on(tmp_path, worker, caplog):
     assert tr.state.global_step == 20
     assert cb._n_failures >= 1 and cb._n_fits == 0
     assert any("forecast failed" in r.getMessage() and "draws" in r.getMessage() for r in caplog.records)
-    hist = list(csv.DictReader(open(tmp_path / "out" / "bayesgrpo" / "forecasts.csv")))
+    hist = list(csv.DictReader((tmp_path / "out" / "bayesgrpo" / "forecasts.csv").read_text().splitlines()))
     assert hist and all(r["ok"] == "False" and "draws" in r["error"] for r in hist)
 
 
@@ -186,6 +192,23 @@ def test_stop_rule_sets_should_training_stop_when_its_condition_holds(tmp_path, 
     assert msg and "P(final reward >= best so far 0.55 + 0) = 0.001 < 0.05 for 2 consecutive" in msg[0]
 
 
+def test_report_true_asks_the_worker_for_the_live_page_in_the_history_folder(tmp_path):
+    fake = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=fake, warmup=False, report=True)
+    tiny_grpo.make_trainer(tmp_path / "out", max_steps=12, callbacks=[cb]).train()
+    fc = [r for r in fake.requests if r.get("kind") == "forecast"]
+    assert fc and {r["report"] for r in fc} == {str(tmp_path / "out" / "bayesgrpo" / "report.html")}
+    assert cb.state()["args"]["report"] is True
+    other = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=other, warmup=False, report=str(tmp_path / "elsewhere.html"))
+    tiny_grpo.make_trainer(tmp_path / "out2", max_steps=8, callbacks=[cb]).train()
+    assert {r["report"] for r in other.requests if r.get("kind") == "forecast"} == {str(tmp_path / "elsewhere.html")}
+    plain = FakeWorker(_answer(0.5))
+    tiny_grpo.make_trainer(tmp_path / "out3", max_steps=8, callbacks=[BayesGRPOCallback(every=2, worker=plain,
+                                                                                        warmup=False)]).train()  # fmt: skip
+    assert all(r["report"] is None for r in plain.requests if r.get("kind") == "forecast")  # off by default
+
+
 def test_stop_rule_does_not_fire_when_improvement_is_likely(tmp_path):
     cb = BayesGRPOCallback(every=2, stop={"rule": "improvement", "epsilon": 0.05, "patience": 2},
                            worker=FakeWorker(_answer(0.4)), warmup=False)  # fmt: skip
@@ -196,11 +219,9 @@ def test_stop_rule_does_not_fire_when_improvement_is_likely(tmp_path):
 
 
 def test_utility_rule_stops_when_stopping_now_is_best(tmp_path):
-    ans = lambda req: {
-        **_answer(0.5)(req),
-        "stop_now": True,
-        "recommended_stop": float(max(r["step"] for r in req["rows"])),
-    }  # noqa: E731
+    def ans(req):
+        return {**_answer(0.5)(req), "stop_now": True, "recommended_stop": float(max(r["step"] for r in req["rows"]))}
+
     fake = FakeWorker(ans)
     cb = BayesGRPOCallback(every=2, stop=UtilityStop(cost_per_step=0.01, patience=1), worker=fake, warmup=False)
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=40, callbacks=[cb])

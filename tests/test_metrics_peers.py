@@ -145,7 +145,7 @@ def test_lsq_peer_recovers_final_value_and_covers(name):
     hits, errs = 0, []
     reps = 5
     for seed in range(reps):
-        steps, mean, y = _exp_run(seed)
+        steps, _mean, y = _exp_run(seed)
         truth = M.final_reward(steps, y)
         f = peer.forecast(steps[:cut], y[:cut], future_steps=steps[cut:], n_draws=500, seed=seed)
         assert f.ok, f.message
@@ -179,7 +179,7 @@ def test_last_value_peer_on_a_plateau():
 
 
 def test_partially_observed_window_uses_observed_points():
-    steps, mean, y = _exp_run(0, n=100)
+    steps, _mean, y = _exp_run(0, n=100)
     # cutoff inside the final window: steps 91..95 observed, 96..100 forecast
     f = get_peer("last_value").forecast(steps[:95], y[:95], future_steps=steps[95:], seed=0)
     assert f.ok

@@ -8,48 +8,17 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_KIND,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    ContextMetaOpt,
-    ContextOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    KindOpt,
-    MetaOpt,
-    ModelAliasOpt,
-    OutDirOpt,
-    OutOpt,
-    RewardRangeOpt,
-    RunOpt,
-    RunsArg,
-    SchedulerOpt,
-    SeedOpt,
-    TuneOpt,
-    WorkersOpt,
-)
+from bayesgrpo.cli.options import CONTEXT, KIND, READ, SAMPLER, WHERE, FolderOpt, RunsArg, pick, with_options
 
 __all__ = ["backtest_cmd"]
 
 
+@with_options(*READ, *KIND, "reward_range", *CONTEXT, "out", *SAMPLER, *WHERE)
 def backtest_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     cutoffs: Annotated[
         str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")
     ] = "0.1,0.2,0.3,0.5",
-    kind: KindOpt = DEFAULT_KIND,
-    model: ModelAliasOpt = None,
-    reward_range: RewardRangeOpt = None,
-    context: ContextOpt = None,
-    context_meta: ContextMetaOpt = None,
     peers: Annotated[
         str,
         typer.Option(
@@ -57,17 +26,11 @@ def backtest_cmd(
             help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast',
         ),
     ] = "all",
-    out: OutOpt = None,
-    out_dir: OutDirOpt = Path("backtest_out"),
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    out_dir: FolderOpt = Path("backtest_out"),
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")
     ] = True,
-    workers: WorkersOpt = None,
-    scheduler: SchedulerOpt = None,
+    **options,
 ) -> None:
     """Backtest forecasts: truncate each complete run at each cutoff, forecast its final reward with
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
@@ -77,22 +40,23 @@ def backtest_cmd(
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
 
-    kind = C.model_kind(kind, model)
+    kind = C.model_kind(options["kind"], options["model"])
     cut = _cutoffs(cutoffs)
     try:
         resolve_methods(peers)
     except ValueError as e:
         C.fail(f"--peers: {e}")
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
     with C.guard():
-        check_options(workers=workers, scheduler=scheduler)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_range=C.parse_reward_range(reward_range))
-    ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
+        check_options(**pick(options, WHERE))
+    rs = C.read_options(runs, options)
+    ctx = C.read_context(options)
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
+    with C.guard(), make_executor(**pick(options, WHERE)) as ex, C.progress_bar("backtest") as bar:
         res = backtest(rs, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
+                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=options["seed"], executor=ex)  # fmt: skip
     _show_and_write(res, rs, out=out, out_dir=out_dir)
 
 

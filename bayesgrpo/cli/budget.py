@@ -2,52 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from bayesgrpo.cli import common as C
 from bayesgrpo.cli.forecast import run_forecast
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_KIND,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    HorizonOpt,
-    KindOpt,
-    MetaOpt,
-    ModelAliasOpt,
-    OutDirOpt,
-    OutOpt,
-    RewardRangeOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    StrictOpt,
-    TuneOpt,
-    UntilFractionOpt,
-    UntilStepOpt,
-)
+from bayesgrpo.cli.options import KIND, OUTPUTS, PLAN, READ, SAMPLER, RunsArg, with_options
 
 __all__ = ["budget_cmd"]
 
 
+@with_options(*READ, *PLAN, *KIND, "reward_range", *OUTPUTS, *SAMPLER, "strict")
 def budget_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
-    horizon: HorizonOpt = None,
-    until_step: UntilStepOpt = None,
-    until_fraction: UntilFractionOpt = None,
-    kind: KindOpt = DEFAULT_KIND,
-    model: ModelAliasOpt = None,
-    reward_range: RewardRangeOpt = None,
     target: Annotated[float | None, typer.Option("--target", help="target reward (the run's units)")] = None,
     cost_per_step: Annotated[
         float | None,
@@ -63,13 +31,7 @@ def budget_cmd(
     epoch_steps: Annotated[
         int | None, typer.Option("--epoch-steps", help="steps per epoch (compare with paper B's 0.8-epoch rule)")
     ] = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = None,
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
-    strict: StrictOpt = False,
+    **options,
 ):
     """Probability of reaching a target by a budget, expected gains, and the best step to stop.
 
@@ -82,16 +44,16 @@ def budget_cmd(
     from bayesgrpo.io.output import write_table
 
     # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
-    C.validated(Costs, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
-                value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
-    C.validate_outputs(out=out, out_dir=out_dir)
-    res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-                       until_fraction=until_fraction, kind=kind, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
-                       strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
-    costs = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
+    costs: dict[str, Any] = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
                  value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
+    C.validated(Costs, **costs)
+    out, out_dir = options.pop("out"), options.pop("out_dir")
+    C.validate_outputs(out=out, out_dir=out_dir)
+    res = run_forecast(runs, **options, title="budget", figures=False)
     taken: set[str] = set()
-    recs = [_one_run(res, rid, target=target, costs=costs, out_dir=out_dir, taken=taken) for rid in res.fit.forecast_ids]
+    recs = [
+        _one_run(res, rid, target=target, costs=costs, out_dir=out_dir, taken=taken) for rid in res.fit.forecast_ids
+    ]
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if out is not None:
@@ -118,9 +80,11 @@ def _one_run(res, rid: str, *, target, costs: dict, out_dir, taken: set) -> dict
     C.status(rec.summary())
     if out_dir is not None:
         stem = safe_file_stem(rid, taken)
-        truth = res.full.run(rid) if res.truncated else None
+        truth = res.full.run(rid) if res.truncated and res.full is not None else None
         with C.guard():
             write_table(tab, out_dir / f"{stem}_budget.csv")
-            save_figure(plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth), out_dir / f"{stem}_budget.png")
+            save_figure(
+                plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth), out_dir / f"{stem}_budget.png"
+            )
         C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
     return rec.to_dict()

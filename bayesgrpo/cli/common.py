@@ -10,6 +10,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -146,6 +147,21 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
     return rs
 
 
+def read_options(paths: list[Path], options: dict):
+    """:func:`read_runsets` of a verb's shared options (``--meta``, ``--format``, ``--run``, ``--exclude``
+    and, where the verb has it, ``--reward-range``)."""
+    bounds = parse_reward_range(options.get("reward_range"))
+    return read_runsets(paths, options["meta"], options["fmt"], run=options["run"], exclude=options["exclude"],
+                        reward_range=bounds)  # fmt: skip
+
+
+def read_context(options: dict):
+    """The ``--context`` runs of a verb's shared options (None without them)."""
+    if not options.get("context"):
+        return None
+    return read_runsets(options["context"], options["context_meta"], None, option="--context")
+
+
 def _few(ids, n: int = 8) -> str:
     ids = list(ids)
     return ", ".join(repr(i) for i in ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
@@ -179,9 +195,9 @@ def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> No
     lines = []
     if title:
         lines.append(f"# {title}")
-    lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells.columns, widths)).rstrip())
+    lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells.columns, widths, strict=True)).rstrip())
     for row in cells.itertuples(index=False):
-        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
 
@@ -235,9 +251,11 @@ def validated(model_cls, *, options: dict | None = None, **values):
         return model_cls(**values)
     except ValidationError as e:
         err = e.errors()[0]
-        field = err["loc"][0] if err["loc"] else None
+        field = str(err["loc"][0]) if err["loc"] else ""
         if field in model_cls.model_fields and err["type"] != "value_error":
             value = values.get(field)
+            if err["type"] == "finite_number":
+                fail(f"{opt[field]} must be a finite number, got {value}")
             fail(f"{opt[field]} {_bounds_text(model_cls.model_fields[field])}, got {value:g}"
                  if isinstance(value, int | float) else f"{opt[field]}: {err['msg']}")  # fmt: skip
         msg = str(err["msg"]).removeprefix("Value error, ")
@@ -280,7 +298,7 @@ def check_field(model_cls, field: str, value, *, option: str | None = None) -> N
     from pydantic import TypeAdapter, ValidationError
 
     info = model_cls.model_fields[field]
-    kind = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+    kind: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation  # a type built here
     try:
         TypeAdapter(kind).validate_python(value)
     except ValidationError:
@@ -294,6 +312,14 @@ def forecast_options(*, final_window: float, stop_fraction: float) -> None:
 
     check_field(ForecastConfig, "final_window", final_window)
     check_field(ForecastConfig, "stop_fraction", stop_fraction)
+
+
+def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:
+    """Every name in ``columns`` is a metadata column with a value for at least one run (else a one-line error)."""
+    missing = [c for c in columns if c not in runs.meta.columns or runs.meta[c].isna().all()]
+    if missing:
+        cols = [c for c in runs.meta.columns if runs.meta[c].notna().any()]
+        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

@@ -9,32 +9,14 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    MetaOpt,
-    OutDirOpt,
-    OutOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    TuneOpt,
-)
+from bayesgrpo.cli.options import READ, SAMPLER, FolderOpt, RunsArg, pick, with_options
 
 __all__ = ["compare_cmd"]
 
 
+@with_options(*READ, "out", *SAMPLER)
 def compare_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     by: Annotated[
         str,
         typer.Option(
@@ -58,12 +40,8 @@ def compare_cmd(
         ),
     ] = "auto",
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="use only steps <= this (speed)")] = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = Path("compare_out"),
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    out_dir: FolderOpt = Path("compare_out"),
+    **options,
 ) -> None:
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
     tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
@@ -76,19 +54,17 @@ def compare_cmd(
     kinds_t = _kinds(kinds, models)
     if max_steps is not None and max_steps < 2:
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
-    missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
-    if missing:
-        cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
-        C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+    rs = C.read_options(runs, options)
+    C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
     b = "fixed at 1" if fixed_g_exponent else "free"
     C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds_t)}, b {b}")
     with C.guard():
-        res = compare_runs(rs, by=by_t, kinds=kinds_t, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
+        res = compare_runs(rs, by=by_t, kinds=kinds_t, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=options["seed"],
                            scale=scale, max_steps=max_steps)  # fmt: skip
         for msg in res.caveats():
             warnings.warn(msg, UserWarning, stacklevel=1)
@@ -130,4 +106,6 @@ def _show_and_write(res, *, out, out_dir) -> None:
             write_table(df, out_dir / f"{name}.csv")
         write_text(out_dir / "summary.md", res.summary_markdown())
         save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
-    C.status(f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png")
+    C.status(
+        f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
+    )

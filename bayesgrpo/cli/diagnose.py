@@ -7,36 +7,14 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_KIND,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    HorizonOpt,
-    KindOpt,
-    MetaOpt,
-    ModelAliasOpt,
-    OutDirOpt,
-    OutOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    TuneOpt,
-)
+from bayesgrpo.cli.options import KIND, OUTPUTS, READ, SAMPLER, RunsArg, pick, with_options
 
 __all__ = ["diagnose_cmd"]
 
 
+@with_options(*READ, "horizon", *KIND, *OUTPUTS, *SAMPLER)
 def diagnose_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     ceiling: Annotated[
         float | None,
         typer.Option(
@@ -46,26 +24,20 @@ def diagnose_cmd(
     posterior: Annotated[
         bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")
     ] = False,
-    horizon: HorizonOpt = None,
-    kind: KindOpt = DEFAULT_KIND,
-    model: ModelAliasOpt = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = None,
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    **options,
 ):
     """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
     from bayesgrpo.diagnose import diagnose_runs, resolve_ceilings
     from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
-    kind = C.model_kind(kind, model)
+    kind = C.model_kind(options["kind"], options["model"])
+    horizon = options["horizon"]
     C.plan_options(horizon=horizon)
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out, out_dir = options["out"], options["out_dir"]
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_options(runs, options)
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
     posts = _posteriors(rs, kind=kind, sampler=smp, horizon=horizon) if posterior else None

@@ -11,35 +11,17 @@ from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import (
     DEFAULT_CHAINS,
     DEFAULT_DRAWS,
+    DEFAULT_FINAL_WINDOW,
     DEFAULT_KIND,
+    DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
-    ChainsOpt,
-    ContextMetaOpt,
-    ContextOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FinalWindowOpt,
-    FormatOpt,
-    HorizonOpt,
-    KindOpt,
-    MetaOpt,
-    ModelAliasOpt,
-    OutDirOpt,
-    OutOpt,
-    RewardRangeOpt,
-    RunOpt,
+    FORECAST,
+    FolderOpt,
     RunsArg,
-    SchedulerOpt,
     SeedOpt,
-    StopFractionOpt,
-    StrictOpt,
-    TuneOpt,
-    UntilFractionOpt,
     UntilStepOpt,
-    WorkersOpt,
+    with_options,
 )
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
-from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
 __all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
 
@@ -71,9 +53,13 @@ def run_forecast(
     context=None, context_meta=None, kind=DEFAULT_KIND, model=None, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None,
+    scheduler=None, check_runs=None, exit_if_none=True,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
+
+    ``check_runs(runs)``, when given, is called after reading and before any sampling (a verb's own
+    checks of the runs, e.g. metadata columns it needs). With ``exit_if_none`` (default) a batch in
+    which no run could be forecast exits with code 1; otherwise its result (error rows only) is returned.
 
     Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
     """
@@ -93,6 +79,8 @@ def run_forecast(
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
+    if check_runs is not None:
+        check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
         fc = Forecaster(kind, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
@@ -130,59 +118,30 @@ def run_forecast(
         C.status(f"wrote {out_dir / 'paths.csv'}")
         taken: set[str] = set()
         for rid in res.fit.forecast_ids:
-            truth = res.full.run(rid) if res.truncated else None
+            truth = res.full.run(rid) if res.truncated and res.full is not None else None
             with C.guard():
                 fig = fan_chart(res.fit, rid, truth=truth)
                 path = out_dir / f"{safe_file_stem(rid, taken)}.png"
                 save_figure(fig, path)
             C.status(f"wrote {path}")
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
-    if res.fit is None:
+    if res.fit is None and exit_if_none:
         raise typer.Exit(C.EXIT_FAILED)
     return res
 
 
-def forecast_cmd(
-    runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
-    horizon: HorizonOpt = None,
-    until_step: UntilStepOpt = None,
-    until_fraction: UntilFractionOpt = None,
-    context: ContextOpt = None,
-    context_meta: ContextMetaOpt = None,
-    kind: KindOpt = DEFAULT_KIND,
-    model: ModelAliasOpt = None,
-    reward_range: RewardRangeOpt = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = None,
-    seed: SeedOpt = 0,
-    final_window: FinalWindowOpt = DEFAULT_FINAL_WINDOW,
-    stop_fraction: StopFractionOpt = DEFAULT_STOP_FRACTION,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
-    strict: StrictOpt = False,
-    workers: WorkersOpt = None,
-    scheduler: SchedulerOpt = None,
-):
+@with_options(*FORECAST)
+def forecast_cmd(runs: RunsArg, **options):
     """Forecast every run's final reward and stop step, with intervals, from its logged steps.
 
     --out-dir receives one fan chart per run (RUN.png) and paths.csv: the per-step predictive quantiles
     of the logged reward (yhat_q05..yhat_q95), its median and the latent mean, per run.
     """
-    run_forecast(
-        runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-        until_fraction=until_fraction, context=context, context_meta=context_meta, kind=kind, model=model, out=out,
-        out_dir=out_dir, seed=seed, final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune,
-        chains=chains, strict=strict, reward_range=reward_range, workers=workers, scheduler=scheduler,
-    )  # fmt: skip
+    run_forecast(runs, **options)
 
 
 def demo_cmd(
-    out_dir: OutDirOpt = Path("out/demo"),
+    out_dir: FolderOpt = Path("out/demo"),
     until_step: UntilStepOpt = 150,
     seed: SeedOpt = 0,
 ):

@@ -14,12 +14,16 @@ read or sampled (:func:`validate_common`); a bad value is one line naming the op
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.inference.sampling import SamplerConfig
+from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
 _S = SamplerConfig()
 
@@ -58,6 +62,8 @@ ChainsOpt = Annotated[int, typer.Option("--chains", help="MCMC chains")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="random seed (same seed, same numbers)")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the main table (.csv, .json or .parquet)")]
 OutDirOpt = Annotated[Path | None, typer.Option("--out-dir", help="folder for figures and reports")]
+#: the same option of a verb that always writes a folder (it has a default)
+FolderOpt = Annotated[Path, typer.Option("--out-dir", help="folder for figures and reports")]
 StrictOpt = Annotated[
     bool, typer.Option("--strict", help="any problem with one run is fatal (default: an error row, the others go on)")
 ]
@@ -103,3 +109,64 @@ DEFAULT_KIND = "oscillator"
 DEFAULT_DRAWS = _S.draws
 DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains
+
+# ------------------------------------------------------------------------------ the shared options
+#: every option several verbs share: parameter name -> (its annotated type, its default). A verb takes
+#: them with :func:`with_options` (one declaration here, not one per verb).
+OPTIONS: dict[str, tuple[Any, Any]] = {
+    "meta": (MetaOpt, None), "fmt": (FormatOpt, None), "run": (RunOpt, None), "exclude": (ExcludeOpt, None),
+    "horizon": (HorizonOpt, None), "until_step": (UntilStepOpt, None), "until_fraction": (UntilFractionOpt, None),
+    "context": (ContextOpt, None), "context_meta": (ContextMetaOpt, None),
+    "kind": (KindOpt, DEFAULT_KIND), "model": (ModelAliasOpt, None), "reward_range": (RewardRangeOpt, None),
+    "out": (OutOpt, None), "out_dir": (OutDirOpt, None),
+    "seed": (SeedOpt, 0), "final_window": (FinalWindowOpt, DEFAULT_FINAL_WINDOW),
+    "stop_fraction": (StopFractionOpt, DEFAULT_STOP_FRACTION), "draws": (DrawsOpt, DEFAULT_DRAWS),
+    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "strict": (StrictOpt, False),
+    "workers": (WorkersOpt, None), "scheduler": (SchedulerOpt, None),
+}  # fmt: skip
+#: groups of them, in the order ``--help`` lists them
+READ = ("meta", "fmt", "run", "exclude")
+PLAN = ("horizon", "until_step", "until_fraction")
+CONTEXT = ("context", "context_meta")
+KIND = ("kind", "model")
+OUTPUTS = ("out", "out_dir")
+SAMPLER = ("seed", "draws", "tune", "chains")
+DEFINITIONS = ("final_window", "stop_fraction")
+WHERE = ("workers", "scheduler")
+#: what ``forecast`` takes (and ``report``, but for its own --out)
+FORECAST = (*READ, *PLAN, *CONTEXT, *KIND, "reward_range", *OUTPUTS, "seed", *DEFINITIONS, "draws", "tune",
+            "chains", "strict", *WHERE)  # fmt: skip
+
+
+def with_options(*names: str):
+    """Decorator: the command also takes the shared options ``names`` (declared in :data:`OPTIONS`), after
+    its own parameters, in its ``**options`` (typer reads the combined signature).
+
+    >>> @with_options("draws", "tune")
+    ... def cmd(runs: RunsArg, **options): ...
+    >>> list(inspect.signature(cmd).parameters)
+    ['runs', 'draws', 'tune']
+    """
+
+    def wrap(fn):
+        own = inspect.signature(fn, eval_str=True)
+        params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        taken = {p.name for p in params}
+        extra = [n for n in names if n not in taken]  # a verb's own declaration of an option wins
+        params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=OPTIONS[n][0],
+                                     default=OPTIONS[n][1]) for n in extra]  # fmt: skip
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        command.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]  # read by typer
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return wrap
+
+
+def pick(options: dict, names) -> dict:
+    """The entries ``names`` of a verb's ``**options`` (e.g. ``SAMPLER`` for ``sampler_config``)."""
+    return {n: options[n] for n in names}

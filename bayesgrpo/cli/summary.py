@@ -78,7 +78,7 @@ def channel_labels(channels: str) -> str:
 
     names = [c for c in channels.split(",") if c]
     fam = {k: sum(n.startswith(k) for n in names) for k in _families(names) if k.endswith("/")}
-    return ",".join(f"{CHANNEL_LABELS.get(k, k)}{fam[k] if k in fam else ''}" for k in _families(names))
+    return ",".join(f"{CHANNEL_LABELS.get(k, k)}{fam.get(k, '')}" for k in _families(names))
 
 
 def channel_census(rs) -> str:

@@ -50,6 +50,7 @@ unreliable, not that the model is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import warnings
 from dataclasses import dataclass
@@ -114,10 +115,8 @@ class CompareArrays:
 def _level_labels(values: pd.Series) -> list[str]:
     vals = values.astype(object).where(values.notna(), "unknown")
     uniq = list(dict.fromkeys(vals))
-    try:
+    with contextlib.suppress(TypeError, ValueError):
         uniq = sorted(uniq, key=lambda v: float(v))
-    except (TypeError, ValueError):
-        pass
     return [_fmt_level(u) for u in uniq]
 
 
@@ -313,5 +312,3 @@ def pointwise_loglik(arr: CompareArrays, posterior) -> np.ndarray:
         ll, _, _ = filter_numpy(arr.y[:T, j][:, None], arr.mask[:T, j][:, None], **p)
         out[:, :, j] = ll.reshape(C, S)
     return out
-
-

@@ -5,6 +5,7 @@ the G exponent, timescale vs model size, PSIS-LOO with Pareto k, sampler health)
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -15,15 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import CI_PROB, interval_bounds
-from bayesgrpo.errors import SamplerWarning
-from bayesgrpo.inference import sampling
-from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.kinds import default_prior
-from bayesgrpo.models.prior import PopulationPrior
-from bayesgrpo.schema import RunSet
-
-log = logging.getLogger("bayesgrpo")
 from bayesgrpo.compare.graph import (
     COMPARE_KINDS,
     CONTRAST_COLUMNS,
@@ -33,9 +25,19 @@ from bayesgrpo.compare.graph import (
     pointwise_loglik,
     prepare_compare,
 )
+from bayesgrpo.conventions import CI_PROB, interval_bounds
+from bayesgrpo.errors import SamplerWarning
+from bayesgrpo.inference import sampling
+from bayesgrpo.inference.sampling import SamplerConfig
+from bayesgrpo.models.kinds import default_prior
+from bayesgrpo.models.prior import PopulationPrior
+from bayesgrpo.schema import RunSet
+
+log = logging.getLogger("bayesgrpo")
 
 __all__ = ["compare_runs", "CompareResult", "CompareArrays", "build_compare_model", "prepare_compare",
            "pointwise_loglik", "CONTRAST_COLUMNS", "COMPARE_KINDS"]  # fmt: skip
+
 
 # ----------------------------------------------------------------------------------- results
 @dataclass
@@ -155,8 +157,8 @@ def _summ(draws: dict, *, predicted: dict | None = None) -> pd.DataFrame:
     stack = np.stack([draws[k] for k in names], axis=-1)
     ds = xr.Dataset({"c": (("chain", "draw", "contrast"), stack)}, coords={"contrast": np.arange(len(names))})
     s = az.summary(ds, ci_prob=CI_PROB, ci_kind="eti", round_to="none", kind="stats")
-    lo = [c for c in s.columns if c.endswith("_lb")][0]
-    hi = [c for c in s.columns if c.endswith("_ub")][0]
+    lo = next(c for c in s.columns if c.endswith("_lb"))
+    hi = next(c for c in s.columns if c.endswith("_ub"))
     res = pd.DataFrame({
         "mean": s["mean"].to_numpy(dtype=float), "sd": s["sd"].to_numpy(dtype=float),
         "ci_low": s[lo].to_numpy(dtype=float), "ci_high": s[hi].to_numpy(dtype=float),
@@ -329,7 +331,7 @@ def compare_runs(
         # the comparison graph folds the runs into its structure (factor codes), so it is not cached
         compiled = sampling.compile_model(
             None,
-            lambda kind=kind: build_compare_model(arr, kind=kind, free_g_exponent=free_g_exponent, prior=prior),
+            functools.partial(build_compare_model, arr, kind=kind, free_g_exponent=free_g_exponent, prior=prior),
             backend=sampler.backend,
         )
         idata = sampling.nuts(compiled, sampler=sampler, seed=seed + 1000 * i)
@@ -401,4 +403,3 @@ def _loo_table(loos: dict, arr: CompareArrays) -> tuple[pd.DataFrame, pd.DataFra
     k_df = pd.DataFrame(kcols, index=list(arr.run_ids))
     k_df.index.name = "run_id"
     return df, k_df.reset_index()
-

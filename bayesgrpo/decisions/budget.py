@@ -112,7 +112,7 @@ class StopRecommendation:
             )
         if self.p_target is not None:
             s.append(f"P(reward >= {self.target:g} by then) = {self.p_target:.2f}")
-        if self.steps_saved is not None:
+        if self.steps_saved is not None and self.fraction_saved is not None:
             extra = ""
             if self.hours_saved is not None:
                 extra += f", {self.hours_saved:.3g} h"
@@ -153,17 +153,21 @@ class Costs(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    cost_per_step: float | None = Field(None, ge=0.0, description="cost of one more optimizer step")
-    cost_per_hour: float | None = Field(None, ge=0.0, description="cost per hour of training")
-    steps_per_hour: float | None = Field(None, gt=0.0, description="optimizer steps per hour")
-    value_per_reward: float | None = Field(None, description="value of one reward unit at the end (default 1)")
+    cost_per_step: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="cost of one more optimizer step"
+    )
+    cost_per_hour: float | None = Field(None, ge=0.0, allow_inf_nan=False, description="cost per hour of training")
+    steps_per_hour: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="optimizer steps per hour")
+    value_per_reward: float | None = Field(
+        None, gt=0.0, allow_inf_nan=False, description="value of one reward unit at the end (default 1)"
+    )
     epoch_steps: int | None = Field(None, gt=0, description="steps per epoch")
 
     @model_validator(mode="after")
     def _consistent(self):
         if self.cost_per_hour is not None and self.steps_per_hour is None:
             raise ValueError("cost_per_hour needs steps_per_hour (to turn hours into optimizer steps)")
-        if self.cost_per_step is not None and self.cost_per_hour is not None:
+        if self.cost_per_step is not None and self.cost_per_hour is not None and self.steps_per_hour is not None:
             implied = self.cost_per_hour / self.steps_per_hour
             if not math.isclose(implied, self.cost_per_step, rel_tol=COST_RTOL, abs_tol=0.0):
                 raise ValueError(f"cost_per_step {self.cost_per_step:g} contradicts cost_per_hour / steps_per_hour = "
@@ -175,7 +179,7 @@ class Costs(BaseModel):
         """The cost of one step (``cost_per_hour / steps_per_hour`` when only the rate is given), or None."""
         if self.cost_per_step is not None:
             return float(self.cost_per_step)
-        if self.cost_per_hour is not None:
+        if self.cost_per_hour is not None and self.steps_per_hour is not None:  # the validator pairs them
             return float(self.cost_per_hour) / float(self.steps_per_hour)
         return None
 
@@ -275,7 +279,9 @@ def _rule80(draws, steps, lat, rec_step: int, *, epoch_steps, v: float, c) -> di
     if not epoch_steps:
         return {}
     r80_step = int(round(EPOCH_RULE_FRACTION * float(epoch_steps)))
-    r80 = dict(epoch_steps=int(epoch_steps), rule80_step=r80_step, recommendation_minus_rule80=rec_step - r80_step)
+    r80: dict[str, object] = dict(
+        epoch_steps=int(epoch_steps), rule80_step=r80_step, recommendation_minus_rule80=rec_step - r80_step
+    )
     if r80_step < draws.last_step:
         r80["rule80_status"] = "already passed"
     elif r80_step > steps[-1]:
@@ -407,18 +413,9 @@ def budget_table(
         expected_utility, p_best, expected_regret, [hours_from_now], [epoch], recommended``.
         ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`.
     """
-    table, _ = _analyse(
-        draws,
-        target=target,
-        budgets=budgets,
-        cost_per_step=cost_per_step,
-        value_per_reward=value_per_reward,
-        steps_per_hour=steps_per_hour,
-        cost_per_hour=cost_per_hour,
-        max_steps=max_steps,
-        epoch_steps=epoch_steps,
-        gain_window=gain_window,
-    )
+    table, _ = _analyse(draws, target=target, budgets=budgets, cost_per_step=cost_per_step,
+                        value_per_reward=value_per_reward, steps_per_hour=steps_per_hour, cost_per_hour=cost_per_hour,
+                        max_steps=max_steps, epoch_steps=epoch_steps, gain_window=gain_window)  # fmt: skip
     return table
 
 

@@ -63,7 +63,7 @@ __all__ = [
 
 def _share_severity(late, early, p_up):
     """High and rising -> escalate; high but flat (a static prompt mix) -> one level lower."""
-    rising = p_up < 0.05 and late > early + 0.05 or late > early + 0.1
+    rising = (p_up < 0.05 and late > early + 0.05) or late > early + 0.1
     if late >= DEGEN_CRIT:
         return "critical" if rising else "warning"
     if late >= DEGEN_WARN:
@@ -78,7 +78,9 @@ def _zero_std_share(f: Finding, df, step, *, pred, ylate, group_size) -> str:
     fz = df["frac_reward_zero_std"].to_numpy(float)
     early, late = _head_tail(fz)
     tau, p_up, _, _ = _trend(step, fz)
-    txt = f"zero-variance-group share {early:.2f} -> {late:.2f} (first/last 20%; Kendall tau {tau:.2f}, p_up {p_up:.2g})"
+    txt = (
+        f"zero-variance-group share {early:.2f} -> {late:.2f} (first/last 20%; Kendall tau {tau:.2f}, p_up {p_up:.2g})"
+    )
     if pred is not None:
         txt += f"; predicted p^G+(1-p)^G at mean reward {ylate:.2f}, G={int(group_size)}: {pred:.2f}"
         if late > pred + 0.15:
@@ -238,7 +240,7 @@ def _coupling(step, y, es, ev_vals):
     m = es.size
     k = max(3, m // 3)
     rows = []
-    for i in range(0, m - k + 1):
+    for i in range(m - k + 1):
         dtr = tr[i + k - 1] - tr[i]
         dev = np.mean(ev_vals[i + k - 1 - 1 : i + k]) - np.mean(ev_vals[i : i + 2])
         rows.append((es[i], es[i + k - 1], dtr, dev))
@@ -285,7 +287,13 @@ def _eval_coupling(f: Finding, df, col: str, step, y, w: int, se_tr: float) -> s
     txt += f", shortfall {shortfall:.3g} vs eval noise {se_pair:.2g}"
     # C_w -> 0 alone may be eval saturation / overfitting: watch; eval falling (C_w < 0) while the train
     # reward rises: warning; overall fall of eval: critical (above)
-    sev = "warning" if (c_late < 0 and -float(dev[material][-1]) > 3.0 * se_pair) else "watch" if r < COUPLING_WATCH else "none"
+    sev = (
+        "warning"
+        if (c_late < 0 and -float(dev[material][-1]) > 3.0 * se_pair)
+        else "watch"
+        if r < COUPLING_WATCH
+        else "none"
+    )
     if shortfall > 3.0 * se_pair and sev != "none":
         idx = np.flatnonzero(c_all / c_ref < COUPLING_WATCH)
         f.raise_to(sev, rows[material][idx[0], 0] if idx.size else None, 1 - r)
@@ -389,7 +397,7 @@ def resolve_ceilings(runs, ceiling: float | None = None) -> dict:
     from bayesgrpo.errors import DataWarning
     from bayesgrpo.series import start_level
 
-    out = {}
+    out: dict[str, float | None] = {}
     for rid in runs.run_ids:
         m = runs.meta.loc[rid].get("reward_max")
         if m is not None and pd.notna(m):

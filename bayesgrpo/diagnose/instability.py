@@ -28,6 +28,18 @@ __all__ = ["posterior_instability"]
 
 
 # ----------------------------------------------------------------------------- posterior
+
+
+def _no_finding() -> dict:
+    return {"severity": "none", "onset": None, "text": "", "score": 0.0}
+
+
+def _rolling_level(y: np.ndarray, share: float) -> tuple[int, np.ndarray]:
+    """The centred rolling mean of ``y`` over ``share`` of its points (at least 3): ``(window, level)``."""
+    m = max(3, int(round(share * y.size)))
+    return m, pd.Series(y).rolling(m, center=True, min_periods=1).mean().to_numpy()
+
+
 def posterior_instability(draws, *, max_draws: int = 400) -> dict:
     """P(c <= 0) and P(spectral radius of recursion (1) >= 1) from :class:`~bayesgrpo.decisions.PathDraws`.
 
@@ -71,11 +83,10 @@ def _collapse(step, y, ceiling):
     A significant drop that later recovers is reported as ``watch``.
     """
     n = y.size
-    out = {"severity": "none", "onset": None, "text": "", "score": 0.0}
+    out = _no_finding()
     if n < 10:
         return out
-    m = max(3, int(round(0.1 * n)))
-    lev = pd.Series(y).rolling(m, center=True, min_periods=1).mean().to_numpy()
+    m, lev = _rolling_level(y, 0.1)
     rng = float(np.nanmax(lev) - np.nanmin(lev))
     noise = _noise_sd(y)
     if rng <= 0:
@@ -155,11 +166,10 @@ def _swings(step, y):
     when the range is far above what the noise of the rolling mean allows (>= 8 noise s.e.).
     """
     n = y.size
-    out = {"severity": "none", "onset": None, "text": "", "score": 0.0}
+    out = _no_finding()
     if n < 30:
         return out
-    m = max(3, int(round(0.05 * n)))
-    lev = pd.Series(y).rolling(m, center=True, min_periods=1).mean().to_numpy()
+    m, lev = _rolling_level(y, 0.05)
     rng = float(np.ptp(lev))
     se = _noise_sd(y) / np.sqrt(m)
     if rng <= 0 or rng < 8 * se:
@@ -215,7 +225,7 @@ def _sustained_oscillation(step, y):
     third quarter (not decaying).
     """
     n = y.size
-    out = {"severity": "none", "onset": None, "text": "", "score": 0.0}
+    out = _no_finding()
     if n < 60:
         return out
     h = n // 2
@@ -258,7 +268,7 @@ def _sustained_oscillation(step, y):
 
 def _growing_oscillation(step, y, unit):
     n = y.size
-    out = {"severity": "none", "onset": None, "text": "", "score": 0.0}
+    out = _no_finding()
     if n < 24:
         return out
     lev = _rolling_median(y, _window(n, 0.12, 5))

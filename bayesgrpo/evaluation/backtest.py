@@ -86,23 +86,17 @@ def _facts(runs: RunSet, final_window: float) -> dict:
         st = (
             true_stop_step(df[STEP], df["reward_expected"], final_window=final_window) if has_expected else float("nan")
         )
-        out[r] = dict(
-            truth=truth,
-            range=rng_,
-            s0=s0,
-            H=H,
-            stop_true=st,
-            has_expected=has_expected,
-            plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]),
-            df=df,
-        )
+        out[r] = dict(truth=truth, range=rng_, s0=s0, H=H, stop_true=st, has_expected=has_expected,
+                      plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]), df=df)  # fmt: skip
     return out
 
 
 def _plan(runs: RunSet, facts: dict, cutoffs, src: dict, min_points: int):
     """Per cutoff: the plans of the runs' prefixes (:func:`bayesgrpo.plan.plan_runs`, each run forecast
     to its own last step) and the run ids that can be scored; the others are skipped with the reason."""
-    plans, ok, skipped = {}, {}, []
+    plans: dict = {}
+    ok: dict = {}
+    skipped: list = []
     horizon = {r: facts[r]["H"] for r in runs.run_ids}
     for c in cutoffs:
         plans[c] = plan_runs(runs, until_fraction=c, horizon=horizon, min_points=min_points)
@@ -344,7 +338,7 @@ def _pick_examples(plan: dict, src: dict, n: int = 6) -> list[str]:
     by_src: dict[str, list[str]] = {}
     for r in [r for r in src if r in common]:
         by_src.setdefault(src[r], []).append(r)
-    picks = []
+    picks: list = []
     while len(picks) < n and any(by_src.values()):
         for s in list(by_src):
             if by_src[s] and len(picks) < n:

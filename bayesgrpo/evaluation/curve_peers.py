@@ -4,7 +4,7 @@ curves (exponential, ScaleRL sigmoid, pow3) with a moving-block residual bootstr
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy import optimize, stats
@@ -14,6 +14,7 @@ from bayesgrpo.evaluation.peer_base import PATH_LEVELS, Peer, _ar1_rho, _mean_no
 from bayesgrpo.series import robust_range as reward_range
 
 __all__ = ["LastValuePeer", "LSQPeer"]
+
 
 # =====================================================================================  last value
 class LastValuePeer(Peer):
@@ -51,12 +52,12 @@ class LastValuePeer(Peer):
         cs = np.concatenate([[0.0], np.cumsum(y)])
         blocks = (cs[k:] - cs[:-k]) / k  # B_j, j = 0..n-k
         lags = np.arange(k, n - k + 1)
-        c = q = None
+        c = q = 0.0  # (0, 0): no fit (too few lags, or a flat prefix)
         if lags.size >= 3:
             msd = np.array([np.mean((blocks[L:] - blocks[:-L]) ** 2) for L in lags])
             A = np.column_stack([np.ones_like(lags, dtype=float), lags.astype(float)])
             (c, q), _ = optimize.nnls(A, msd)
-        if c is None or (c == 0 and q == 0):
+        if c == 0 and q == 0:
             v = float(np.var(y, ddof=1)) if n > 1 else 0.0
             c = 2.0 * v / k
             q = v / n
@@ -161,7 +162,8 @@ class LSQPeer(Peer):
     # -- helpers
     def _fit(self, u, y, lb, ub, starts, max_nfev=400):
         best = None
-        jac = (lambda th: self.jac(u, *th)) if self.jac is not None else "2-point"
+        f_jac = self.jac
+        jac = (lambda th: f_jac(u, *th)) if f_jac is not None else "2-point"
         for p0 in starts:
             p0 = np.clip(np.asarray(p0, dtype=float), lb + 1e-9 * (ub - lb), ub - 1e-9 * (ub - lb))
             try:
@@ -191,7 +193,7 @@ class LSQPeer(Peer):
         res = self._fit(u, p.y, lb, ub, self._starts(u, p.y, lb, ub))
         if res is None:
             raise RuntimeError("no start converged")
-        return dict(zip(self.param_names, res.x)), (
+        return dict(zip(self.param_names, res.x, strict=True)), (
             lambda s: (np.asarray(s, float) - p.s0 + p.dt) / (p.horizon - p.s0 + p.dt)
         )
 
@@ -233,7 +235,7 @@ class LSQPeer(Peer):
         if not np.all(np.isfinite(boot_fut)):
             boot_fut = boot_fut[np.all(np.isfinite(boot_fut), axis=1)]
         info = {
-            "params": dict(zip(self.param_names, map(float, theta))),
+            "params": dict(zip(self.param_names, map(float, theta), strict=True)),
             "sigma": sigma,
             "rho": rho,
             "block_length": b,
@@ -312,5 +314,3 @@ def _pow3_starts(u, y, lb, ub):
             a = (c - first) / max(u0 ** (-alpha), 1e-12)
             out.append([c, a, alpha])
     return out
-
-

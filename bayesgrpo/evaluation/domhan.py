@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from bayesgrpo.evaluation.peer_base import PATH_LEVELS, Peer, _Problem, _resampl
 from bayesgrpo.series import robust_range as reward_range
 
 __all__ = ["DomhanEnsemblePeer", "DOMHAN_FAMILIES"]
+
 
 # =====================================================================================  Domhan et al.
 # Curve families of Domhan, Springenberg & Hutter (IJCAI 2015), formulas as in their reference code
@@ -303,7 +304,9 @@ class DomhanEnsemblePeer(Peer):
         curves, sig = curves[good], post["sigma"][good]
         info.update(
             n_posterior=int(good.sum()),
-            mean_weights=dict(zip([f[0] for f in DOMHAN_FAMILIES], map(float, post["w"][good].mean(axis=0)))),
+            mean_weights=dict(
+                zip([f[0] for f in DOMHAN_FAMILIES], map(float, post["w"][good].mean(axis=0)), strict=True)
+            ),
         )
         if p.m_future:
             win = np.column_stack([curves[:, p.fut_win_idx].mean(axis=1), sig])
@@ -314,5 +317,3 @@ class DomhanEnsemblePeer(Peer):
             draws = p.window_mean(np.zeros(n_draws))
         pathq = loc + scale * np.quantile(curves, PATH_LEVELS, axis=0) if p.future.size else None
         return draws, pathq, info
-
-

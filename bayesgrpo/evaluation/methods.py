@@ -17,8 +17,9 @@ Adding a method is one edit: a factory in :data:`METHODS` (see :func:`get_method
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -143,7 +144,7 @@ class BayesGRPOMethod:
         else:
             groups = partition(cases, executor.n_workers, per_worker=2, max_size=self._group)
         out = []
-        for g, (ok, value) in zip(groups, executor.map(_CasesJob(self, final_window), groups)):
+        for g, (ok, value) in zip(groups, executor.map(_CasesJob(self, final_window), groups), strict=True):
             if ok:
                 res, caught = value
                 for category, message in dict.fromkeys(caught):  # the harness records them per case

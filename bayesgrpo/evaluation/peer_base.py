@@ -205,7 +205,7 @@ class Peer:
                 ok=True,
                 info=info,
             )
-        except Exception as exc:  # a peer failing on one run must not stop a backtest
+        except Exception as exc:  # noqa: BLE001 - a peer failing on one run must not stop a backtest
             return PeerForecast(
                 name=self.name,
                 final_draws=np.empty(0),
@@ -233,5 +233,3 @@ class Peer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
-
-

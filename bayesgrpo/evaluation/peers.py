@@ -43,7 +43,8 @@ forecast's ``seconds`` includes it; ``info['compile_seconds']`` reports it).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bayesgrpo.evaluation.curve_peers import (
     LastValuePeer,
@@ -129,4 +130,3 @@ def get_peer(name: str, **kwargs: Any) -> Peer:
     peer = PEERS[key](**kwargs)
     peer.name = name
     return peer
-

@@ -37,8 +37,8 @@ CASE_COLUMNS = [
     "run_id", "source", "cutoff", "method", "ok", "message", "warnings", "n_obs", "observed_until", "s0", "horizon",
     "truth", "range", "median", "mean", *[f"q{round(q * 100):02d}" for q in QUANTS],
     "abs_err", "nae", "crps", "ncrps", "pit",
-    *[f"cover{round(l * 100)}" for l in LEVELS], *[f"width{round(l * 100)}" for l in LEVELS],
-    *[f"nwidth{round(l * 100)}" for l in LEVELS],
+    *[f"cover{round(lv * 100)}" for lv in LEVELS], *[f"width{round(lv * 100)}" for lv in LEVELS],
+    *[f"nwidth{round(lv * 100)}" for lv in LEVELS],
     "stop_true", "stop_pred", "stop_err", "stop_nerr", "plateau_true", "plateau_pred", "p_stop_before_horizon",
     "seconds", "r_hat_max", "ess_min", "divergences", "n_context", "scale", "level",
 ]  # fmt: skip
@@ -58,7 +58,7 @@ def score_draws(draws, truth: float, scale: float) -> dict:
     q = np.quantile(x, QUANTS)
     med = float(np.median(x))
     out = {"median": med, "mean": float(x.mean())}
-    out.update({f"q{round(p * 100):02d}": float(v) for p, v in zip(QUANTS, q)})
+    out.update({f"q{round(p * 100):02d}": float(v) for p, v in zip(QUANTS, q, strict=True)})
     out["abs_err"] = abs(med - truth)
     out["nae"] = out["abs_err"] / scale
     out["crps"] = float(crps_sample(x, truth))
@@ -141,7 +141,7 @@ def sources(runs: RunSet, source_col: str | None = None) -> dict:
     """run id -> source label (``source_repo``, else ``sweep`` / ``family`` / ``dataset``, else "all")."""
     col = source_col or _source_col(runs.meta)
     if col is None or col not in runs.meta.columns:
-        return {r: "all" for r in runs.run_ids}
+        return dict.fromkeys(runs.run_ids, "all")
     return {r: (str(v) if pd.notna(v) else "unknown") for r, v in runs.meta[col].items()}
 
 
@@ -180,7 +180,7 @@ def summarize(cases: pd.DataFrame, by=("cutoff", "method")) -> pd.DataFrame:
     rows = []
     for key, g in cases.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), **_agg(g)})
+        rows.append({**dict(zip(by, key, strict=True)), **_agg(g)})
     return pd.DataFrame(rows)
 
 

@@ -163,7 +163,7 @@ def _infos(dt) -> dict:
     info_df = dt["run_info"].to_dataset().to_dataframe()
     infos = {}
     for rid, row in info_df.iterrows():
-        opt = lambda k, d, f=float: f(row[k]) if k in row.index else d  # noqa: E731 - fields older files lack
+        opt = lambda k, d, f=float, row=row: f(row[k]) if k in row.index else d  # noqa: E731 - fields older files lack
         infos[str(rid)] = RunInfo(
             run_id=str(rid), s0=int(row.s0), last_step=int(row.last_step), horizon=int(row.horizon),
             interval=int(row["interval"]), loc=float(row["loc"]), scale=float(row["scale"]), n_obs=int(row["n_obs"]),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,10 @@ import pandas as pd
 from bayesgrpo.errors import DataWarning, ForecastError, warning_type
 from bayesgrpo.plan import MIN_POINTS, Plans, plan_runs
 from bayesgrpo.schema import RunSet
+
+if TYPE_CHECKING:
+    from bayesgrpo.forecast.fitted import FittedForecast
+    from bayesgrpo.forecast.forecaster import Forecaster
 
 __all__ = ["BatchResult", "forecast_batch"]
 
@@ -50,14 +55,22 @@ class BatchResult:
     truncated : bool
     plans : Plans
         The plan of every run (:mod:`bayesgrpo.plan`: horizon and where it came from, interval, bounds).
+    observed : RunSet
+        What the forecast saw: every requested run after truncation (error rows included), e.g. for
+        their diagnostics.
     """
 
-    fit: object
+    fit: FittedForecast | None
     table: pd.DataFrame
     errors: dict = field(default_factory=dict)
     full: RunSet | None = None
     truncated: bool = False
     plans: Plans | None = None
+
+    @property
+    def observed(self) -> RunSet | None:
+        """What the forecast saw: every requested run after truncation (error rows included)."""
+        return self.plans.observed if self.plans is not None else None
 
 
 def forecast_batch(
@@ -120,7 +133,8 @@ def forecast_batch(
             warnings.warn(f"run {rid!r} could not be forecast ({msg}); the other runs are", DataWarning, stacklevel=2)
         if fits:
             fit = FittedForecast.merge(fits)
-    ok = fit.table().assign(status="ok", error="").set_index("run_id") if fit is not None else None
+    ok = (fit.table() if fit is not None else pd.DataFrame(columns=TABLE_COLUMNS)).assign(status="ok", error="")
+    ok = ok.set_index("run_id")
     rows = []
     for rid in runs.run_ids:
         if rid in errors:
@@ -139,7 +153,7 @@ def forecast_batch(
 class _FitJob:
     """One group of runs, fitted wherever an executor runs it (picklable: sent to Dask workers)."""
 
-    forecaster: object
+    forecaster: Forecaster
     context: RunSet | None = None
 
     def __call__(self, plans: Plans):
@@ -178,7 +192,7 @@ def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
         elif len(g) > 1 and not joint:
             retry.extend(g)  # which run failed? each alone (its numbers do not depend on the group)
         else:
-            failed.update({r: value for r in g})
+            failed.update(dict.fromkeys(g, value))
     if retry:
         singles = [[r] for r in retry]
         for g, (ok, value) in zip(singles, executor.map(job, [plans.select(g) for g in singles]), strict=True):

@@ -156,7 +156,7 @@ def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
     """The ``q`` quantile of ``x`` under weights ``w`` (the smallest value whose weight share reaches ``q``)."""
     o = np.argsort(x)
     cw = np.cumsum(w[o]) / np.sum(w)
-    return float(x[o][min(np.searchsorted(cw, q), x.size - 1)])
+    return float(x[o][min(int(np.searchsorted(cw, q)), x.size - 1)])
 
 
 def case_weights(source) -> np.ndarray:

@@ -124,7 +124,7 @@ class RunArrays:
         return {"parts": self.parts}
 
     def __setstate__(self, state):
-        self.__init__(state["parts"])
+        RunArrays.__init__(self, state["parts"])
 
 
 @dataclass
@@ -343,7 +343,7 @@ class FittedForecast:
     def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""
         pd_ = self.paths(run_id)
-        return pd_.stop_step, pd_.stop_reached
+        return pd_.stop_steps()
 
     # ------------------------------------------------------------ tables
     def table(self, *, horizon=None) -> pd.DataFrame:
@@ -371,7 +371,7 @@ class FittedForecast:
             horizon=info.horizon, final_mean=float(fin.mean()),
             **{c: float(v) for c, v in zip(FINAL_COLUMNS, qf, strict=True)},
             **{quantile_column("stop", q): stop_quantile(pd_, q) for q in SUMMARY_QUANTILES},
-            p_stop_before_horizon=float(pd_.stop_reached.mean()),
+            p_stop_before_horizon=float(pd_.stop_steps()[1].mean()),
             **{quantile_column("plateau", q): v for q, v in zip(SUMMARY_QUANTILES, qp, strict=True)},
             p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
             p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
@@ -420,7 +420,7 @@ class FittedForecast:
         return artefact.to_datatree(self)
 
     def save(self, path) -> None:
-        """Write one self-describing netCDF file (needs h5netcdf + h5py), atomically: a failure leaves
+        """Write one self-describing netCDF file (h5netcdf), atomically: a failure leaves
         no partial file behind."""
         artefact.write(self, path)
 

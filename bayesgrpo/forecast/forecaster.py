@@ -220,7 +220,7 @@ class Forecaster:
         from bayesgrpo.models.prior import context_prior
 
         fits, out = {}, {}
-        for rid, f in zip(arrays.run_ids, arrays.fraction):
+        for rid, f in zip(arrays.run_ids, arrays.fraction, strict=True):
             fr = float(np.clip(round(float(f) / self.CONTEXT_GRID) * self.CONTEXT_GRID, self.CONTEXT_GRID, 0.9))
             if fr not in fits:
                 smp = SamplerConfig(draws=300, tune=300, chains=self.sampler.chains, seed=self.sampler.seed)

@@ -11,6 +11,7 @@ The aggregation itself (no sampling) stays with the prior in :mod:`bayesgrpo.mod
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -51,7 +52,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     spec = get_kind(kind)
     prefix = plan_runs(runs, until_fraction=fraction)  # the prefix a forecast at this fraction sees
     ok = prefix.ok_ids  # prefixes a forecast could be made from (MIN_POINTS)
-    rows = []
+    rows: list[dict] = []
     if not ok:
         return rows
     with warnings.catch_warnings():
@@ -61,7 +62,7 @@ def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=
     for j, info in enumerate(infos):
         sub = arr.subset([j])
         compiled = sampling.compile_model(spec.graph_key(sub, BROAD_PRIOR, False),
-                                          lambda sub=sub: spec.build(sub, prior=BROAD_PRIOR), backend=sampler.backend)  # fmt: skip
+                                          functools.partial(spec.build, sub, prior=BROAD_PRIOR), backend=sampler.backend)  # fmt: skip
         idata = sampling.nuts(compiled, data=sub.data(BROAD_PRIOR), sampler=sampler, required=spec.required_data,
                               seed=sampling.batch_seed(sampler.seed, sub.run_ids))  # fmt: skip
         post = sampling.posterior_dataset(idata).assign_coords(run=[info.run_id])

@@ -75,6 +75,9 @@ def _failure(exc: BaseException) -> str:
 class _Closing:
     """``with executor:`` closes it (what every executor here shares)."""
 
+    def close(self) -> None:
+        raise NotImplementedError
+
     def __enter__(self):
         return self
 
@@ -92,7 +95,7 @@ class SerialExecutor(_Closing):
         for i, item in enumerate(items):
             try:
                 out.append((True, fn(item)))
-            except Exception as exc:  # noqa: BLE001 - one failed item is an error entry, not a lost batch
+            except Exception as exc:
                 log.debug("item %d failed", i, exc_info=True)
                 out.append((False, _failure(exc)))
             if progress is not None:
@@ -178,7 +181,7 @@ class DaskExecutor(_Closing):
                     f"--scheduler {scheduler}: cannot use that Dask cluster ({type(e).__name__}: {e})"
                 ) from None
         else:
-            if int(workers) < 1:
+            if workers is None or int(workers) < 1:
                 raise OptionError(f"--workers must be at least 1, got {workers}")
             # one thread per worker: nutpie runs its chains on threads of its own
             self._cluster = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
@@ -186,7 +189,7 @@ class DaskExecutor(_Closing):
             self.client = Client(self._cluster)
         info = self.client.scheduler_info()
         self.n_workers = max(1, len(info.get("workers", {})))
-        log.info("dask: %d worker(s) at %s (%.1f s to start)", self.n_workers, self.client.scheduler.address,
+        log.info("dask: %d worker(s) at %s (%.1f s to start)", self.n_workers, info.get("address"),
                  time.perf_counter() - t0)  # fmt: skip
 
     def map(self, fn, items, *, progress=None) -> list[Outcome]:
@@ -227,7 +230,7 @@ def check_options(*, workers: int | None = None, scheduler: str | None = None) -
             raise OptionError("--workers / --scheduler need Dask: pip install 'bayesgrpo[dask]'")
 
 
-def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> Executor:
+def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> SerialExecutor | DaskExecutor:
     """The executor of the ``--workers`` / ``--scheduler`` options (neither, or ``--workers 0``:
     :class:`SerialExecutor`)."""
     check_options(workers=workers, scheduler=scheduler)

@@ -30,7 +30,7 @@ forecast`` never imports them). An entry is trusted only if its checksum matches
 bayesgrpo, PyTensor, PyMC, nutpie, numba, llvmlite and numpy, the host CPU as numba's code
 generator names it, and a hash of the source of every module that defines the graph), its format
 is this one, and the self-check reproduces the stored numbers (to rounding); anything else is logged,
-removed and rebuilt. Writers take an exclusive lock per entry (``fcntl.flock``) and publish by
+removed and rebuilt. Writers take an exclusive lock per entry (:mod:`filelock`) and publish by
 atomic rename, so concurrent processes compile an entry once and readers never see half a file.
 
 Where: ``$BAYESGRPO_CACHE`` if set (``off``, ``0`` or ``none`` disables the disk cache), else
@@ -51,7 +51,6 @@ import logging
 import os
 import pickle
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -242,7 +241,9 @@ class _Corrupt(Exception):
 class _Unpickler(pickle.Unpickler):
     """Only builtins containers and numpy arrays: loading an entry imports and runs nothing else."""
 
-    _ALLOWED = {("builtins", n) for n in ("slice", "tuple", "list", "dict", "set", "frozenset", "complex", "bytearray")}
+    _ALLOWED = frozenset(
+        ("builtins", n) for n in ("slice", "tuple", "list", "dict", "set", "frozenset", "complex", "bytearray")
+    )
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED or module.split(".")[0] == "numpy":
@@ -280,44 +281,34 @@ class ModelCache:
 
     @contextlib.contextmanager
     def lock(self, digest: str, *, timeout: float = 900.0):
-        """Exclusive per-entry lock across processes (``fcntl.flock``; released if the holder dies).
+        """Exclusive per-entry lock across processes (:mod:`filelock`: ``flock`` on POSIX, ``msvcrt`` on
+        Windows; released if the holder dies).
 
-        Without ``fcntl`` (Windows) or on a file system that refuses locks, writers still publish by
-        atomic rename (two processes may then both compile; neither can corrupt the entry).
+        Where no lock can be had (a read-only or missing cache folder, a file system without locks) or
+        the holder keeps it past ``timeout``, the caller goes on unlocked: writers publish by atomic
+        rename, so two processes may then both compile but neither can corrupt the entry. (No soft
+        fallback: a lock file left by a dead process would make every later compile wait ``timeout``.)
         """
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            yield
-            return
+        import filelock
+
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            f = open(self.root / f"{digest}.lock", "a+b")
-        except (
-            OSError
-        ) as e:  # a read-only or missing cache folder: compile without the lock (and the store fails softly)
+        except OSError as e:  # compile without the lock (and the store fails softly)
             log.warning("disk cache: cannot use %s (%s); compiled models are kept in this process only", self.root, e)
             yield
             return
+        lock = filelock.FileLock(self.root / f"{digest}.lock", timeout=timeout, fallback_to_soft=False)
         try:
-            t0 = time.monotonic()
-            while True:
-                try:
-                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() - t0 > timeout:
-                        log.warning(
-                            "disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest
-                        )
-                        break
-                    time.sleep(0.1)
-                except OSError as e:  # e.g. a network file system without locks
-                    log.info("disk cache: no lock on %s (%s); relying on atomic writes", self.root, e)
-                    break
+            lock.acquire(poll_interval=0.1)
+        except filelock.Timeout:  # before OSError: Timeout is a TimeoutError
+            log.warning("disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest)
+        except (OSError, NotImplementedError) as e:  # e.g. a read-only folder, a network file system without locks
+            log.info("disk cache: no lock on %s (%s); relying on atomic writes", self.root, e)
+        try:
             yield
         finally:
-            f.close()  # releases the lock
+            if lock.is_locked:
+                lock.release()
 
     # -------------------------------------------------------------------------------------- write
     def store(self, digest: str, desc: dict, compiled) -> bool:
@@ -432,7 +423,7 @@ class ModelCache:
             _n_dim=st["n_dim"],
             dims=dict(st["dims"]),
             _coords={k: pd.Index(v) for k, v in st["coords"].items()},
-            _shapes={n: tuple(s) for n, s in zip(st["names"], shape_info[2])},
+            _shapes={n: tuple(s) for n, s in zip(st["names"], shape_info[2], strict=True)},
             compiled_logp_func=_Callback(logp_addr, keep),
             compiled_expand_func=_Callback(expand_addr, keep),
             initial_point_func=JitteredPoint(st["centre"]),

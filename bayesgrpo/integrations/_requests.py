@@ -10,7 +10,10 @@ from __future__ import annotations
 import pickle
 import struct
 
-__all__ = ["forecast_request", "request_runs", "reward_keys", "SEVERITY_RANK"]
+__all__ = ["forecast_request", "request_runs", "reward_keys", "SEVERITY_RANK", "REPORT_REFRESH"]
+
+#: seconds after which a live HTML report reloads itself
+REPORT_REFRESH = 10
 
 #: severity of a diagnose finding -> the number logged as ``bayesgrpo/flag/<mode>``
 SEVERITY_RANK = {"none": 0.0, "watch": 1.0, "warning": 2.0, "critical": 3.0}
@@ -63,6 +66,8 @@ def forecast_request(
     ceiling: float | None = None,
     plot: str | None = None,
     diagnose: bool = True,
+    report: str | None = None,
+    report_refresh: int = REPORT_REFRESH,
 ) -> dict:
     """Build one forecast request for :meth:`ForecastWorker.submit`.
 
@@ -95,13 +100,16 @@ def forecast_request(
         Write the fan chart (PNG) to this path.
     diagnose : bool
         Add the failure-mode flags (``flags``: mode -> severity).
+    report : str, optional
+        Rewrite this HTML report (``bayesgrpo.write_report``) after the fit, atomically; the page
+        reloads itself every ``report_refresh`` seconds.
     """
     if rows is None and frame is None:
         raise ValueError("forecast_request needs rows or frame")
     return dict(
         kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
         model_kind=kind, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
-        ceiling=ceiling, plot=plot, diagnose=diagnose,
+        ceiling=ceiling, plot=plot, diagnose=diagnose, report=report, report_refresh=int(report_refresh),
     )  # fmt: skip
 
 
@@ -175,5 +183,3 @@ def _recv(fh):
     (n,) = struct.unpack(">Q", head)
     body = _read_exact(fh, n)
     return None if body is None else pickle.loads(body)
-
-

@@ -13,7 +13,7 @@ import time
 import traceback
 import warnings
 
-from bayesgrpo.integrations._requests import _light, _recv, _send, request_runs
+from bayesgrpo.integrations._requests import REPORT_REFRESH, _light, _recv, _send, request_runs
 
 __all__ = ["summarize_fit", "main"]
 
@@ -24,20 +24,22 @@ def _lib():
     """Everything this package uses from bayesgrpo, imported in ONE place.
 
     ``Forecaster``, ``SamplerConfig``, ``forecast_batch`` (the one forecasting core), ``diagnose_runs``,
-    ``recommend_stop`` and the error types, plus everything of :func:`_light`. Imported lazily (the
+    ``recommend_stop``, ``Costs``, ``write_report`` and the error types, plus everything of :func:`_light`. Imported lazily (the
     training process only needs the light names; PyMC is imported in the worker only).
     """
     import types
 
     from bayesgrpo.decisions import recommend_stop
+    from bayesgrpo.decisions.budget import Costs
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
     from bayesgrpo.forecast import Forecaster, SamplerConfig
     from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.report import write_report
 
     return types.SimpleNamespace(
         **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, forecast_batch=forecast_batch,
-        recommend_stop=recommend_stop,
+        recommend_stop=recommend_stop, Costs=Costs, write_report=write_report,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
         LogFormatError=LogFormatError,
     )  # fmt: skip
@@ -106,7 +108,7 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         out["stop_rule"] = rec.rule
     if diagnose:
         res = lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)
-        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"])}
+        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
     out["table"] = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.to_dict().items()}
     return out
 
@@ -136,11 +138,24 @@ def _handle(req: dict) -> dict:
         if req.get("plot"):
             _plot(fit, fid, req["plot"])
             out["plot"] = str(req["plot"])
+        if req.get("report"):
+            out["report"] = _report(fit, req, title=f"bayesgrpo live: {rid}")
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
     out["horizon_extended"] = res.plans[fid].horizon_from == "live"
     return out
+
+
+def _report(fit, req: dict, *, title: str) -> str:
+    """Rewrite the live HTML report of ``fit`` (atomically; the page reloads itself)."""
+    lib = _lib()
+    u = req.get("utility") or {}
+    cost = lib.Costs(**{k: u.get(k) for k in ("cost_per_step", "cost_per_hour", "steps_per_hour")}).per_step
+    p = lib.write_report(fit, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
+                         cost_per_step=cost, value_per_reward=u.get("value_per_reward"), title=title,
+                         refresh=req.get("report_refresh", REPORT_REFRESH))  # fmt: skip
+    return str(p)
 
 
 def _plot(fit, run_id: str, path: str) -> None:
@@ -206,4 +221,3 @@ def main() -> None:  # pragma: no cover - runs in the child process (exercised b
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-

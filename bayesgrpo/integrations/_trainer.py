@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from types import FrameType
 
 from transformers.trainer_callback import CallbackHandler
 
@@ -13,7 +14,7 @@ log = logging.getLogger("bayesgrpo")
 
 def _find_handler(depth: int = 8):
     """The ``CallbackHandler`` calling the current event (found on the call stack), or None."""
-    f = sys._getframe(2)
+    f: FrameType | None = sys._getframe(2)
     for _ in range(depth):
         if f is None:
             return None

@@ -32,6 +32,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from bayesgrpo.integrations._requests import _recv, _send
 
@@ -92,7 +93,7 @@ class ForecastWorker:
         self._closed = False
         self._dead = False
         self._threads: list[threading.Thread] = []
-        self._log_fh = None
+        self._log_fh: IO[bytes] | None = None
         self.submitted = 0
         self.answered = 0
 
@@ -119,7 +120,7 @@ class ForecastWorker:
     def _start_locked(self) -> None:
         if self._log_fh is None and self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            self._log_fh = open(self.log_file, "ab")
+            self._log_fh = open(self.log_file, "ab")  # noqa: SIM115 - the worker's stderr for its lifetime (close())
         self._proc = subprocess.Popen(
             [self.python, "-m", "bayesgrpo.integrations._serve"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -193,7 +194,7 @@ class ForecastWorker:
         Returns every result received meanwhile (possibly empty).
         """
         deadline = time.monotonic() + max(0.0, float(timeout))
-        out = []
+        out: list[dict] = []
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -228,7 +229,8 @@ class ForecastWorker:
                 busy = self._inflight is not None
             try:
                 _send(proc.stdin, {"kind": "shutdown"})
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
             except (OSError, ValueError) as e:
                 log.debug("bayesgrpo: worker stdin already closed (%s)", e)
             try:
@@ -255,7 +257,7 @@ class ForecastWorker:
         self.close()
 
     # -- threads
-    def _send_loop(self, proc) -> None:
+    def _send_loop(self, proc: subprocess.Popen) -> None:
         while True:
             with self._cv:
                 while not self._closed and (self._pending is None or self._inflight is not None) and self._proc is proc:
@@ -263,6 +265,8 @@ class ForecastWorker:
                 if self._closed or self._proc is not proc:
                     return
                 req, self._pending = self._pending, None
+                if req is None:  # pragma: no cover - the wait above ends only with a request or a return
+                    continue
                 self._inflight = req
                 self._inflight_since = time.monotonic()
             try:
@@ -308,5 +312,3 @@ class ForecastWorker:
                 if self._inflight is not None and msg.get("id") == self._inflight["id"]:
                     self._inflight = None
                 self._cv.notify_all()
-
-

@@ -47,6 +47,50 @@ def _live_table(results, *, title: str):
     return t
 
 
+def _check_report(report: Path) -> None:
+    """``--report`` names an HTML file that can be written, else a one-line error (exit code 2)."""
+    from rich.console import Console
+
+    from bayesgrpo.errors import OutputError
+    from bayesgrpo.io.output import check_output_file
+    from bayesgrpo.report import REPORT_SUFFIXES
+
+    try:
+        check_output_file(report, option="--report", suffixes=REPORT_SUFFIXES)
+    except OutputError as e:
+        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+
+
+class _Display:
+    """Where ``watch`` shows its forecasts: a live table on a terminal, else one plain line each."""
+
+    def __init__(self, title: str, *, tty: bool, line):
+        from rich.console import Console
+
+        self.title, self.line = title, line
+        self.results: list[dict] = []
+        self.live = None
+        if tty:
+            from rich.live import Live
+
+            con = Console(highlight=False, soft_wrap=True)
+            self.live = Live(_live_table(self.results, title=title), console=con, refresh_per_second=2, transient=False)
+            self.live.start()
+
+    def update(self, res: dict) -> None:
+        self.results.append(res)
+        if self.live is not None:
+            self.live.update(_live_table(self.results, title=self.title))
+        else:
+            typer.echo(self.line(res))
+            sys.stdout.flush()
+
+    def status(self, msg: str) -> None:
+        if self.live is None:
+            typer.echo(f"# {msg}", err=True)
+
+
 def watch_cmd(
     path: Annotated[
         str, typer.Argument(help="log file, HF output folder, TensorBoard folder, or wandb:entity/project/run_id")
@@ -60,6 +104,9 @@ def watch_cmd(
     ] = None,
     value_per_reward: Annotated[float, typer.Option(help="budget: value of one unit of final reward")] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="keep an updated fan chart PNG here")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="keep an updated HTML report here (.html; the page reloads itself)")
+    ] = None,
     history: Annotated[
         Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")
     ] = None,
@@ -81,37 +128,20 @@ def watch_cmd(
     from bayesgrpo.integrations._requests import _light
     from bayesgrpo.integrations.watch import format_line, watch
 
-    con = Console(highlight=False, soft_wrap=True)
-    tty = sys.stdout.isatty() and not plain
+    if report is not None:  # checked before anything is followed or compiled
+        _check_report(report)
     utility = (
         {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
     )
-    results: list[dict] = []
-    live = None
-    if tty:
-        from rich.live import Live
-
-        live = Live(_live_table(results, title=f"watching {path}"), console=con, refresh_per_second=2, transient=False)
-        live.start()
-
-    def update(res):
-        results.append(res)
-        if live is not None:
-            live.update(_live_table(results, title=f"watching {path}"))
-        else:
-            typer.echo(format_line(res))
-            sys.stdout.flush()
-
-    def status(msg):
-        if live is None:
-            typer.echo(f"# {msg}", err=True)
-
+    show = _Display(f"watching {path}", tty=sys.stdout.isatty() and not plain, line=format_line)
+    results, live, update, status = show.results, show.live, show.update, show.status
     errs = _light().errors
     try:
         watch(
             path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
-            ceiling=ceiling, plot=plot, history=history, sampler={"draws": draws, "tune": tune, "seed": seed},
-            on_update=update, on_status=status, max_updates=max_updates, idle_timeout=idle_timeout,
+            ceiling=ceiling, plot=plot, report=report, history=history,
+            sampler={"draws": draws, "tune": tune, "seed": seed}, on_update=update, on_status=status,
+            max_updates=max_updates, idle_timeout=idle_timeout,
         )  # fmt: skip
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
@@ -123,6 +153,8 @@ def watch_cmd(
             live.stop()
     if plot is not None and results:
         typer.echo(f"# fan chart: {plot}", err=True)
+    if report is not None and results:
+        typer.echo(f"# report: {report}", err=True)
     typer.echo(f"# {len(results)} forecast(s)", err=True)
 
 

@@ -26,6 +26,7 @@ import math
 import time
 import warnings
 from pathlib import Path
+from typing import TypeGuard
 
 from transformers.trainer_callback import ExportableState, TrainerCallback
 
@@ -33,6 +34,7 @@ from bayesgrpo.integrations._requests import SEVERITY_RANK, forecast_request, re
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
 from bayesgrpo.integrations._worker import ForecastWorker
 from bayesgrpo.integrations.history import HistoryWriter
+from bayesgrpo.integrations.stops import ImprovementStop, UtilityStop, _stop_rule
 from bayesgrpo.io.trl import run_config_meta
 
 __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
@@ -58,139 +60,7 @@ LOGGED_KEYS = {
 LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
 
 
-# ----------------------------------------------------------------------------- stop rules
-class ImprovementStop:
-    """Stop when ``P(final reward >= best so far + delta) < epsilon`` for ``patience`` consecutive fits.
-
-    "Best so far" is the largest mean of ``window`` consecutive logged rewards (a single noisy
-    logged value would make the rule too eager).
-
-    Parameters
-    ----------
-    delta : float
-        Improvement over the best so far that would make continuing worthwhile (reward units).
-    epsilon : float
-        Probability below which the improvement is judged out of reach.
-    patience : int
-        Consecutive forecasts the condition must hold for.
-    window : int
-        Logged rows averaged for "best so far".
-    min_step : int
-        Never stop before this optimizer step.
-
-    Examples
-    --------
-    >>> rule = ImprovementStop(delta=0.02, epsilon=0.05, patience=3)
-    >>> rule.check({"p_improve": 0.01, "best": 0.61, "observed_until": 400})
-    'P(final reward >= best so far 0.61 + 0.02) = 0.010 < 0.05'
-    """
-
-    kind = "improvement"
-
-    def __init__(
-        self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0
-    ):
-        if not 0 < epsilon < 1:
-            raise ValueError(f"epsilon must be in (0, 1); got {epsilon}")
-        if patience < 1 or window < 1:
-            raise ValueError(f"patience and window must be >= 1; got {patience}, {window}")
-        self.delta, self.epsilon, self.patience, self.window, self.min_step = (
-            float(delta),
-            float(epsilon),
-            int(patience),
-            int(window),
-            int(min_step),
-        )
-
-    def request(self) -> dict:
-        return {"improve": {"delta": self.delta, "window": self.window}}
-
-    def check(self, result: dict) -> str | None:
-        p = result.get("p_improve")
-        if p is None or not math.isfinite(p) or result.get("observed_until", 0) < self.min_step:
-            return None
-        if p < self.epsilon:
-            return f"P(final reward >= best so far {result.get('best', float('nan')):.4g} + {self.delta:g}) = {p:.3f} < {self.epsilon:g}"
-        return None
-
-    def to_dict(self) -> dict:
-        return {"rule": self.kind, "delta": self.delta, "epsilon": self.epsilon, "patience": self.patience,
-                "window": self.window, "min_step": self.min_step}  # fmt: skip
-
-
-class UtilityStop:
-    """Stop when the expected-utility rule of ``bayesgrpo budget`` says "stop now" for ``patience`` fits.
-
-    Utility of stopping at step ``s``: ``value_per_reward * R(s) - cost_per_step * (s - now)``
-    (:func:`bayesgrpo.decisions.recommend_stop`); the rule fires when its recommended step is the
-    current one.
-
-    Parameters
-    ----------
-    cost_per_step : float, optional
-        Cost of one more optimizer step (or give ``cost_per_hour`` and ``steps_per_hour``).
-    value_per_reward : float
-        Value of one unit of final reward.
-    patience : int
-        Consecutive forecasts the condition must hold for.
-    min_step : int
-        Never stop before this optimizer step.
-
-    Examples
-    --------
-    >>> UtilityStop(cost_per_step=0.001).check({"stop_now": True, "recommended_stop": 300, "observed_until": 300})
-    'expected utility is highest now: recommended stop step 300 <= current step 300 (cost 0.001/step, value 1/reward)'
-    """
-
-    kind = "utility"
-
-    def __init__(self, *, cost_per_step: float | None = None, cost_per_hour: float | None = None,
-                 steps_per_hour: float | None = None, value_per_reward: float = 1.0, patience: int = 2, min_step: int = 0):  # fmt: skip
-        if cost_per_step is None and cost_per_hour is None:
-            raise ValueError("UtilityStop needs cost_per_step (or cost_per_hour with steps_per_hour)")
-        self.cost_per_step, self.cost_per_hour, self.steps_per_hour = cost_per_step, cost_per_hour, steps_per_hour
-        self.value_per_reward, self.patience, self.min_step = float(value_per_reward), int(patience), int(min_step)
-
-    def request(self) -> dict:
-        u = {"value_per_reward": self.value_per_reward}
-        for k in ("cost_per_step", "cost_per_hour", "steps_per_hour"):
-            if getattr(self, k) is not None:
-                u[k] = float(getattr(self, k))
-        return {"utility": u}
-
-    def check(self, result: dict) -> str | None:
-        if not result.get("stop_now") or result.get("observed_until", 0) < self.min_step:
-            return None
-        cost = (f"{self.cost_per_step:g}/step" if self.cost_per_step is not None
-                else f"{self.cost_per_hour:g}/h at {self.steps_per_hour:g} steps/h")  # fmt: skip
-        return (
-            f"expected utility is highest now: recommended stop step {result['recommended_stop']:.0f} <= current "
-            f"step {result['observed_until']} (cost {cost}, value {self.value_per_reward:g}/reward)"
-        )
-
-    def to_dict(self) -> dict:
-        return {"rule": self.kind, "cost_per_step": self.cost_per_step, "cost_per_hour": self.cost_per_hour,
-                "steps_per_hour": self.steps_per_hour, "value_per_reward": self.value_per_reward,
-                "patience": self.patience, "min_step": self.min_step}  # fmt: skip
-
-
-def _stop_rule(spec):
-    if spec is None or isinstance(spec, (ImprovementStop, UtilityStop)):
-        return spec
-    if isinstance(spec, dict):
-        kw = dict(spec)
-        kind = kw.pop("rule", "improvement")
-        if kind == "improvement":
-            return ImprovementStop(**kw)
-        if kind == "utility":
-            return UtilityStop(**kw)
-        raise ValueError(f"unknown stop rule {kind!r}; use 'improvement' or 'utility'")
-    if hasattr(spec, "check") and hasattr(spec, "request"):
-        return spec  # a user rule with the same two methods
-    raise TypeError(f"stop must be ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}")
-
-
-def _finite(v) -> bool:
+def _finite(v) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -230,6 +100,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         the given folder, or not at all (False).
     plot : bool
         Also keep an updated fan chart ``fan_chart.png`` in the history folder (costs the worker ~0.5 s).
+    report : bool or str
+        Also keep an updated HTML report (``bayesgrpo.write_report``) of the run: ``report.html`` in the
+        history folder (True), at the given path, or none (False, default). Rewritten atomically by the
+        worker after each forecast; the page reloads itself.
     warmup : bool
         Compile the model in the worker as soon as training starts.
     final_wait : float
@@ -280,6 +154,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         diagnose: bool = True,
         history: bool | str = True,
         plot: bool = False,
+        report: bool | str = False,
         warmup: bool = True,
         final_wait: float = 10.0,
         max_wait: float = 120.0,
@@ -308,6 +183,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.diagnose = bool(diagnose)
         self.history = history
         self.plot = bool(plot)
+        self.report = report if isinstance(report, str) else bool(report)
         self.warmup = bool(warmup)
         self.final_wait = float(final_wait)
         self.max_wait = float(max_wait)
@@ -326,19 +202,19 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._rows: list[dict] = []
         self._n_reward = 0
         self._last_submit_n = 0
-        self._last_rid = None
+        self._last_rid: int | None = None
         self._unlogged: dict | None = None
         self._handler = None
         self._is_main = True
         self._dispatching = False
         self._stopped = False
         self._meta: dict = {}
-        self._hz = None
+        self._hz: int | None = None
         self._run_id = "run"
         self._hist_dir: Path | None = None
         self._files: HistoryWriter | None = None
         self._every = self.every or 5
-        self._reward_keys = frozenset()
+        self._reward_keys: frozenset[str] = frozenset()
         self.overhead_seconds = 0.0
         self.max_log_seconds = 0.0
         self.log_seconds = 0.0
@@ -363,7 +239,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             "args": {
                 "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "kind": self.kind,
                 "sampler": self.sampler, "min_points": self.min_points, "ceiling": self.ceiling,
-                "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "warmup": self.warmup,
+                "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "report": self.report,
+                "warmup": self.warmup,
                 "final_wait": self.final_wait, "max_wait": self.max_wait, "threads": self.threads,
             },
             "attributes": {
@@ -439,7 +316,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     self._unlogged = None
                 if self._n_reward >= self.min_points and self._n_reward - self._last_submit_n >= self._every:
                     self._submit(state.global_step)
-            except Exception as e:  # noqa: BLE001 - the forecast must never break training
+            except Exception as e:
                 log.warning("bayesgrpo: live forecast bookkeeping failed at step %d (%s: %s); training goes on",
                             state.global_step, type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
         if self.stop is not None and not self._stopped:
@@ -516,8 +393,14 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         return forecast_request(
             run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, kind=self.kind,
             sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
-            plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None, **extra,
+            plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None,
+            report=self._report_path(), **extra,
         )  # fmt: skip
+
+    def _report_path(self) -> str | None:
+        if isinstance(self.report, str):
+            return self.report
+        return str(self._hist_dir / "report.html") if (self.report and self._hist_dir) else None
 
     def _submit(self, step: int) -> int | None:
         self._last_submit_n = self._n_reward
@@ -525,6 +408,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         return self._last_rid
 
     def _safe_submit(self, req: dict) -> int | None:
+        if self._worker is None:  # closed (training ended)
+            return None
         try:
             return self._worker.submit(req)
         except Exception as e:  # noqa: BLE001 - e.g. the interpreter cannot start a process
@@ -557,7 +442,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         else:
             self._n_failures += 1
             log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
-        if self._hist_dir is not None:
+        if self._hist_dir is not None and self._files is not None:
             self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
 
     def _values(self, res: dict) -> dict:

@@ -70,7 +70,7 @@ class LogSource:
         self.run_id: str | None = None
         self._sig = None
         self._size = None
-        self._wandb_step = None
+        self._wandb_step: int | None = None
         self.truncations = 0
 
     # ------------------------------------------------------------------ resolving
@@ -123,7 +123,7 @@ class LogSource:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 # a folder's run keeps one id whichever checkpoint is newest
-                rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path.is_dir() else None)
+                rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path and self.path.is_dir() else None)
         except errs.BayesGRPOError as e:
             # a file caught mid-write (truncated JSON, half a line) or not yet holding a reward
             log.debug("bayesgrpo watch: %s not readable yet (%s)", t, e)
@@ -242,6 +242,7 @@ def watch(
     min_points: int = 6,
     ceiling: float | None = None,
     plot=None,
+    report=None,
     history=None,
     on_update: Callable[[dict], None] | None = None,
     on_status: Callable[[str], None] | None = None,
@@ -279,6 +280,9 @@ def watch(
         Verifiable reward ceiling for the failure diagnostics.
     plot : str or Path, optional
         Keep an updated fan chart PNG here.
+    report : str or Path, optional
+        Keep an updated HTML report here (``bayesgrpo.write_report``: rewritten atomically after each
+        forecast; the page reloads itself).
     history : str or Path, optional
         Append every forecast to this CSV (and write ``latest.json`` beside it).
     on_update : callable, optional
@@ -323,7 +327,8 @@ def watch(
     loop = _Watch(src, w, path=path, horizon=horizon, status=status, history=history, on_update=on_update,
                   max_updates=max_updates, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
                                                         target=target, utility=utility, ceiling=ceiling,
-                                                        plot=str(plot) if plot else None))  # fmt: skip
+                                                        plot=str(plot) if plot else None,
+                                                        report=str(report) if report else None))  # fmt: skip
     try:
         w.submit({"kind": "warmup", "model_kind": kind, "sampler": loop.request["sampler"]})
         loop.run(every=every, interval=interval, min_points=min_points, idle_timeout=idle_timeout,
@@ -348,7 +353,9 @@ class _Watch:
         src = self.src
         hz = self.horizon or src.meta.get("max_steps")
         if hz is None or (isinstance(hz, float) and math.isnan(hz)):
-            raise _light().errors.ForecastError(f"{self.path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
+            raise _light().errors.ForecastError(
+                f"{self.path}: no horizon; pass --horizon STEPS (the log has no max_steps)"
+            )
         req = forecast_request(run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz),
                                **self.request)  # fmt: skip
         self.status(f"forecasting from step {src.last_step} ({n} logged rewards)")

@@ -449,46 +449,26 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
             f"the parts of one run must share a format; got {sorted(fmts)} for {[str(p) for p in paths]}"
         )
     fmt = fmts.pop()
-    if fmt == "tensorboard":
-        from bayesgrpo.io.tensorboard import read_tensorboard
-
-        reward_key = options.pop("reward_key", None)
-        reward_std = _reward_std_option(options)
-        data, found = read_tensorboard(paths, **options)
-        return _map_and_finish(
-            data,
-            found,
-            _parts_source(paths),
-            run_id=run_id,
-            user_meta=meta,
-            on_duplicate=on_duplicate,
-            reward_key=reward_key,
-            reward_std=reward_std,
-            parts=True,
-        )
     reward_key = options.pop("reward_key", None)
     reward_std = _reward_std_option(options)
-    frames, metas = [], []
-    rid = run_id or _reader_default_id(paths[0])
-    for p in paths:
-        d, m = _reader(fmt)(p, **options)
-        d = d.assign(**{RUN: rid if d[RUN].nunique() == 1 else d[RUN]})
-        frames.append(d)
-        if m is not None:
-            metas.append(m.assign(**{RUN: rid}) if len(m) == 1 else m)
-    data = pd.concat(frames, ignore_index=True)
-    found = pd.concat(metas, ignore_index=True) if metas else None
-    return _map_and_finish(
-        data,
-        found,
-        _parts_source(paths),
-        run_id=None,
-        user_meta=meta,
-        on_duplicate=on_duplicate,
-        reward_key=reward_key,
-        reward_std=reward_std,
-        parts=True,
-    )
+    if fmt == "tensorboard":  # one reader for all the event files of the run
+        from bayesgrpo.io.tensorboard import read_tensorboard
+
+        data, found = read_tensorboard(paths, **options)
+    else:
+        frames, metas = [], []
+        rid = run_id or _reader_default_id(paths[0])
+        for p in paths:
+            d, m = _reader(fmt)(p, **options)
+            d = d.assign(**{RUN: rid if d[RUN].nunique() == 1 else d[RUN]})
+            frames.append(d)
+            if m is not None:
+                metas.append(m.assign(**{RUN: rid}) if len(m) == 1 else m)
+        data = pd.concat(frames, ignore_index=True)
+        found = pd.concat(metas, ignore_index=True) if metas else None
+        run_id = None  # the parts carry it
+    return _map_and_finish(data, found, _parts_source(paths), run_id=run_id, user_meta=meta, on_duplicate=on_duplicate,
+                           reward_key=reward_key, reward_std=reward_std, parts=True)  # fmt: skip
 
 
 def _parts_source(paths: list[Path]) -> str:
@@ -513,7 +493,7 @@ def read_many(paths, *, format: str | None = None, meta=None, on_duplicate: str 
     if not sets:
         raise ValueError("read_many got no paths")
     datas, metas, seen = [], [], set()
-    for s, p in zip(sets, paths):
+    for s, p in zip(sets, paths, strict=True):
         mapping = {}
         for r in s.run_ids:
             new, k = r, 1

@@ -10,6 +10,7 @@ Metric keys follow TRL (see :data:`bayesgrpo.io._common.ALIASES`): ``reward``, `
 from __future__ import annotations
 
 import ast
+import contextlib
 import html as _html
 import json
 import re
@@ -72,6 +73,17 @@ def _merge_eval(train: list[dict], evals: list[dict], path) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- trainer_state.json
+def _read_json(path: Path, what: str, expected: str):
+    """``(text, parsed JSON)`` of a file, or a one-line format error saying where it breaks."""
+    text = read_text(path)
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as e:
+        raise fmt_error(
+            path, f"line {e.lineno}, column {e.colno}", f"invalid {what} ({e.msg}); expected {expected}"
+        ) from None
+
+
 def _record_lines(text: str, n: int) -> list[int] | None:
     """1-based line of each ``log_history`` entry when the file has the usual ``indent=2`` layout."""
     lines = text.split("\n")
@@ -103,20 +115,13 @@ def read_trainer_state(path: Path):
     Bare ``NaN``/``Infinity`` tokens are accepted.
     """
     path = Path(path)
-    text = read_text(path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise fmt_error(
-            path,
-            f"line {e.lineno}, column {e.colno}",
-            f"invalid JSON ({e.msg}); expected a complete Hugging Face trainer_state.json (truncated file?)",
-        ) from None
+    text, obj = _read_json(path, "JSON", "a complete Hugging Face trainer_state.json (truncated file?)")
     if not isinstance(obj, dict) or not isinstance(obj.get("log_history"), list):
         raise fmt_error(path, "line 1", 'no "log_history" list; expected a Hugging Face trainer_state.json')
     lh = obj["log_history"]
     lines = _record_lines(text, len(lh))
-    train, evals = [], []
+    train: list[dict] = []
+    evals: list[dict] = []
     for k, rec in enumerate(lh):
         where = f"line {lines[k]} (log_history record {k + 1})" if lines else f"log_history record {k + 1}"
         if not isinstance(rec, dict):
@@ -144,10 +149,10 @@ def read_trainer_state(path: Path):
     rid = default_run_id(path)
     data = records_frame(train, path)
     data[RUN] = rid
-    meta = {RUN: rid}
-    for k in _STATE_META:
-        if k in obj and obj[k] is not None:
-            meta[k] = obj[k]
+    meta: dict[str, object] = {RUN: rid}
+    for key in _STATE_META:
+        if key in obj and obj[key] is not None:
+            meta[key] = obj[key]
     version = _model_card_trl_version(path)
     if version is not None:
         meta["trl_version"] = version
@@ -217,7 +222,7 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
     totals = [(m.start(), int(m.group(1).replace(",", ""))) for m in _TOTAL_RE.finditer(text)]
     counters = [(m.start(), int(m.group(1)), int(m.group(2))) for m in _COUNTER_RE.finditer(text)]
     segments: list[dict] = []
-    cur = {"train": [], "eval": [], "summary": None}
+    cur: dict = {"train": [], "eval": [], "summary": None}
     for m in _DICT_RE.finditer(text):
         line = line_of(text, m.start())
         d = _parse_dict(m.group(0), path, line)
@@ -233,11 +238,8 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
         segments.append(cur)
     segments = [s for s in segments if s["train"]]
     if not segments:
-        raise fmt_error(
-            path,
-            None,
-            "no training metrics dict found; expected printed dicts like {'loss': ..., 'reward': ...} from the Hugging Face Trainer",
-        )
+        raise fmt_error(path, None, "no training metrics dict found; expected printed dicts like "
+                        "{'loss': ..., 'reward': ...} from the Hugging Face Trainer")  # fmt: skip
     base = default_run_id(path)
     frames, metas = [], []
     for si, seg in enumerate(segments):
@@ -247,16 +249,17 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
         n_total = next((n for pos, n in reversed(totals) if pos < first_pos), None)
         before = [c for c in counters if c[0] < first_pos]
         bar_total = n_total or (before[-1][2] if before else None)
-        k, how = None, None
+        k: int
         if logging_steps is not None:
             k, how = int(logging_steps), "logging_steps option"
         else:
-            cs = []
+            cs: list[int | None] = []
             for d in tr:
                 prev = [c for c in counters if c[0] < d["_pos"] and (bar_total is None or c[2] == bar_total)]
                 cs.append(prev[-1][1] if prev else None)
-            if all(c is not None for c in cs) and cs[0] > 0 and all(c == cs[0] * (i + 1) for i, c in enumerate(cs)):
-                k, how = cs[0], "progress-bar counter"
+            c0 = cs[0]
+            if c0 is not None and c0 > 0 and all(c == c0 * (i + 1) for i, c in enumerate(cs)):
+                k, how = c0, "progress-bar counter"
             elif (
                 seg["summary"] is not None
                 and bar_total
@@ -274,10 +277,10 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
                 )
         for i, d in enumerate(tr):
             d[STEP] = (i + 1) * k
-        evs = []
+        evs: list[dict] = []
         for e in seg["eval"]:
-            prev = [d for d in tr if d["_pos"] < e["_pos"]]
-            e[STEP] = prev[-1][STEP] if prev else 0
+            earlier = [d for d in tr if d["_pos"] < e["_pos"]]
+            e[STEP] = earlier[-1][STEP] if earlier else 0
             evs.append(e)
         rows = _merge_eval(tr, evs, path)
         df = records_frame([{kk: v for kk, v in r.items() if kk != "_pos"} for r in rows], path)
@@ -313,13 +316,7 @@ def read_notebook(path: Path):
     (``progress_value``/``progress_max``; the table lags the bar in interrupted runs) go to the metadata.
     """
     path = Path(path)
-    text = read_text(path)
-    try:
-        nb = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise fmt_error(
-            path, f"line {e.lineno}, column {e.colno}", f"invalid notebook JSON ({e.msg}); expected an .ipynb file"
-        ) from None
+    _, nb = _read_json(path, "notebook JSON", "an .ipynb file")
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise fmt_error(path, None, 'no "cells" list; expected a Jupyter notebook (nbformat 4)')
     tables = []
@@ -339,11 +336,8 @@ def read_notebook(path: Path):
                     continue
                 tables.append((ci, header, rows[1:], prog))
     if not tables:
-        raise fmt_error(
-            path,
-            None,
-            "no training progress table (header 'Step | Training Loss | ...') in any cell output; expected an executed Trainer notebook",
-        )
+        raise fmt_error(path, None, "no training progress table (header 'Step | Training Loss | ...') in any cell "
+                        "output; expected an executed Trainer notebook")  # fmt: skip
     base = default_run_id(path)
     frames, metas = [], []
     for ci, header, rows, prog in tables:
@@ -358,7 +352,7 @@ def read_notebook(path: Path):
                     f"cell {ci}, table row {ri}",
                     f"{len(cells)} values, expected {len(cols)} (one per header column)",
                 )
-            rec = dict(zip(cols, cells))
+            rec: dict[str, object] = dict(zip(cols, cells, strict=True))
             st = num(rec.pop("Step"))
             if not isinstance(st, float) or st != st:
                 raise fmt_error(path, f"cell {ci}, table row {ri}", f"Step {cells[0]!r} is not a number")
@@ -453,8 +447,6 @@ def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None
     if type(config).__module__.startswith("trl."):
         from importlib.metadata import PackageNotFoundError, version
 
-        try:
+        with contextlib.suppress(PackageNotFoundError):
             out["trl_version"] = version("trl")
-        except PackageNotFoundError:
-            pass
     return out

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,10 +102,11 @@ class ModelArrays:
     r0_obs: np.ndarray
     run_ids: tuple[str, ...]
     families: tuple[str, ...]
-    size_known: np.ndarray = None
-    floor: np.ndarray = None
-    floor_known: np.ndarray = None
-    fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
+    # None only until __post_init__ fills the default (arrays saved before these fields existed)
+    size_known: np.ndarray = None  # type: ignore[assignment]
+    floor: np.ndarray = None  # type: ignore[assignment]
+    floor_known: np.ndarray = None  # type: ignore[assignment]
+    fraction: np.ndarray = None  # type: ignore[assignment] # observed share of the planned span, (last - s0) / (planned - s0)
 
     def __post_init__(self):
         R = len(self.r0_obs)
@@ -211,10 +213,12 @@ def _run_arrays(plan: RunPlan, s, r, rn, meta, *, where: str):
     z = (r - loc) / scale
     zn = (np.asarray(rn, dtype=float) - loc) / scale  # the rows the normalisation comes from
     K = meta_number(meta, "refresh_interval")
+    _, _, horizon = plan.span()
     info = RunInfo(
-        run_id=plan.run_id, s0=int(s[0]), last_step=int(s[-1]), horizon=int(plan.horizon), interval=plan.interval,
+        run_id=plan.run_id, s0=int(s[0]), last_step=int(s[-1]), horizon=horizon, interval=plan.interval,
         loc=loc, scale=scale, n_obs=len(s), refresh_interval=int(K) if math.isfinite(K) and K >= 1 else 1,
-        model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "", planned=int(plan.planned),
+        model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "",
+        planned=plan.planned if plan.planned is not None else horizon,
         reward_min=plan.reward_min, reward_max=plan.reward_max, bounds=plan.bounds,
     )  # fmt: skip
     floor = (plan.reward_min - loc) / scale if math.isfinite(plan.reward_min) else np.nan
@@ -224,7 +228,7 @@ def _run_arrays(plan: RunPlan, s, r, rn, meta, *, where: str):
 def prepare_arrays(
     runs: RunSet,
     *,
-    plans: Plans | None = None,
+    plans: Plans | Mapping[str, RunPlan] | None = None,
     horizon=None,
     prior=None,
     normalize_with: RunSet | None = None,
@@ -257,7 +261,12 @@ def prepare_arrays(
         plans = plan_runs(runs, horizon=horizon, bounds_from=normalize_with).require()
     mu_default = ADAM_BETA1 if prior is None else float(prior.mu_default)
     infos: list[RunInfo] = []
-    zs, offsets, noises, r0s, floors, fam_names = [], [], [], [], [], []
+    zs: list = []
+    offsets: list = []
+    noises: list = []
+    r0s: list = []
+    floors: list = []
+    fam_names: list[str] = []
     groups = dict(tuple(runs.data.groupby(RUN, sort=False)))
     for rid in runs.run_ids:
         plan = plans[rid]

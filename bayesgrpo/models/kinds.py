@@ -84,7 +84,7 @@ class ModelKind:
     def graph_key(self, arr: ModelArrays, prior, hierarchical: bool) -> tuple:
         """Everything the graph's structure depends on besides the swappable data (the prior's per-run
         hyperparameters are data; its scalar constants, e.g. alpha's, are structure)."""
-        key = (self.name, hierarchical)
+        key: tuple = (self.name, hierarchical)
         if self.size_scaling:
             key += (prior.alpha_mu, prior.alpha_sd)
         if hierarchical:
@@ -98,7 +98,7 @@ class ModelKind:
 
         from bayesgrpo.models import components as C
 
-        T, R = arr.y.shape
+        T, _R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
         with pm.Model(coords=coords) as model:
             y = pm.Data("y", arr.y, dims=("step_grid", "run"), shape=(None, None))
@@ -202,14 +202,14 @@ MODEL_KINDS: dict[str, ModelKind] = {
             "degeneracy",
             "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): slow starts, S-curves",
             degeneracy=True,
-        ),  # fmt: skip
+        ),
         ModelKind(
             "logistic",
             "degeneracy kind with heterogeneous prompt difficulty (generalised logistic): slow "
             "starts, fast rises that turn into slow climbs",
             degeneracy=True,
             heterogeneity=True,
-        ),  # fmt: skip
+        ),
         ModelKind(
             "saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False
         ),

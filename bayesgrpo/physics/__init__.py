@@ -5,9 +5,9 @@
 :mod:`bayesgrpo.physics.stopping` the one definition of the stop step.
 """
 
-from bayesgrpo.physics.dynamics import *  # noqa: F401,F403
+from bayesgrpo.physics.dynamics import *  # noqa: F403
 from bayesgrpo.physics.dynamics import __all__ as _dyn_all
-from bayesgrpo.physics.stability import *  # noqa: F401,F403
+from bayesgrpo.physics.stability import *  # noqa: F403
 from bayesgrpo.physics.stability import __all__ as _stab_all
 
 __all__ = [*_dyn_all, *_stab_all]

@@ -394,9 +394,8 @@ def classify_regime(
     dom = roots[mod >= rho * (1.0 - 1e-7)]
     if np.all(np.abs(dom.imag) <= 1e-7 * rho) and np.all(dom.real > 0):
         return "critical" if len(dom) > 1 else "overdamped"
-    if d == 0:  # exact double-root test for the AR(2) (eigvals splits a double root)
-        if math.isclose(a_f, (1.0 - math.sqrt(mu)) ** 2, rel_tol=CRITICAL_RTOL):
-            return "critical"
+    if d == 0 and math.isclose(a_f, (1.0 - math.sqrt(mu)) ** 2, rel_tol=CRITICAL_RTOL):
+        return "critical"  # exact double-root test for the AR(2) (eigvals splits a double root)
     return "underdamped"
 
 

@@ -16,7 +16,18 @@ import numpy as np
 
 from bayesgrpo.physics.dynamics import _check_a, _check_int, _check_momentum, _scalar, transition_matrix
 
-__all__ = ['monodromy_matrix', 'spectral_radius', 'first_unstable_lag', 'refresh_threshold', 'critical_stiffness', 'stationary_variance', 'stationary_covariance', 'is_stable', 'is_underdamped', 'spectral_radii']
+__all__ = [
+    "monodromy_matrix",
+    "spectral_radius",
+    "first_unstable_lag",
+    "refresh_threshold",
+    "critical_stiffness",
+    "stationary_variance",
+    "stationary_covariance",
+    "is_stable",
+    "is_underdamped",
+    "spectral_radii",
+]
 
 
 # ----------------------------------------------------------------------------- section 4
@@ -187,7 +198,7 @@ def first_unstable_lag(*, a, momentum, max_lag: int = 100_000, method: str = "cr
             return d
     elif method != "scan":
         raise ValueError(f"method must be 'crossing' or 'scan'; got {method!r}")
-    for d in range(0, max_lag + 1):
+    for d in range(max_lag + 1):
         if spectral_radius(a=a_f, momentum=mu, lag=d) >= 1.0:
             return d
     raise ValueError(f"no unstable lag up to max_lag={max_lag} for a={a}, momentum={momentum}")

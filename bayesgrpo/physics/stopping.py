@@ -61,30 +61,41 @@ def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION) -> tuple[np.nd
     return index, reached
 
 
+def _recursion(a, mu, n_steps: int, refresh_interval: int | None):
+    """``(batch shape, iterator of (n, x_{n+1}))`` of recursion (1) from ``x_0 = x_{-1} = 1``, streamed
+    (memory O(batch)); the lag ``d_n = n mod K`` of a refresh interval ``K > 1``."""
+    a = np.asarray(a, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    shape = np.broadcast_shapes(a.shape, mu.shape)
+    a = np.broadcast_to(a, shape)
+    mu = np.broadcast_to(mu, shape)
+    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
+
+    def steps():
+        x_prev = np.ones(shape)
+        x = np.ones(shape)
+        anchor = x
+        for n in range(n_steps):
+            if K > 1 and n % K == 0:
+                anchor = x
+            x_new = (1.0 + mu) * x - mu * x_prev - a * (anchor if K > 1 else x)
+            x_prev, x = x, x_new
+            yield n, x
+
+    return shape, steps()
+
+
 def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None) -> np.ndarray:
     """Deterministic recursion (1) from ``x_0 = x_{-1} = 1`` (zero initial velocity), batched.
 
     ``x_{n+1} = (1 + mu) x_n - mu x_{n-1} - a x_{n - d_n}``, ``d_n = n mod K`` for a refresh interval
     ``K`` (else 0). Returns ``x`` of shape ``(*batch, n_steps + 1)`` (index 0 is the start).
     """
-    a = np.asarray(a, dtype=float)
-    mu = np.asarray(mu, dtype=float)
-    shape = np.broadcast_shapes(a.shape, mu.shape)
-    a = np.broadcast_to(a, shape)
-    mu = np.broadcast_to(mu, shape)
+    shape, steps = _recursion(a, mu, n_steps, refresh_interval)
     out = np.empty(shape + (n_steps + 1,))
     out[..., 0] = 1.0
-    x_prev = np.ones(shape)
-    x = np.ones(shape)
-    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
-    anchor = x
     with np.errstate(over="ignore", invalid="ignore"):
-        for n in range(n_steps):
-            if K > 1 and n % K == 0:
-                anchor = x
-            x_lag = anchor if K > 1 else x
-            x_new = (1.0 + mu) * x - mu * x_prev - a * x_lag
-            x_prev, x = x, x_new
+        for n, x in steps:
             out[..., n + 1] = x
     return out
 
@@ -101,22 +112,10 @@ def stop_steps(
     if not 0.0 < float(fraction) <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     thr = 1.0 - float(fraction)
-    a = np.asarray(a, dtype=float)
-    mu = np.asarray(mu, dtype=float)
-    shape = np.broadcast_shapes(a.shape, mu.shape)
-    a = np.broadcast_to(a, shape)
-    mu = np.broadcast_to(mu, shape)
-    x_prev = np.ones(shape)
-    x = np.ones(shape)
+    shape, steps = _recursion(a, mu, n_steps, refresh_interval)
     last_out = np.zeros(shape, dtype=np.int64) if thr < 1.0 else np.full(shape, -1, dtype=np.int64)
-    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
-    anchor = x
     with np.errstate(over="ignore", invalid="ignore"):
-        for n in range(n_steps):
-            if K > 1 and n % K == 0:
-                anchor = x
-            x_new = (1.0 + mu) * x - mu * x_prev - a * (anchor if K > 1 else x)
-            x_prev, x = x, x_new
+        for n, x in steps:
             last_out[~(np.abs(x) <= thr)] = n + 1
     index = last_out + 1
     reached = index <= n_steps

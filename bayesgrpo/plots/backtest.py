@@ -45,7 +45,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     """Calibration (PIT + coverage), error vs cutoff, CRPS vs cutoff, example fan charts."""
     from matplotlib.figure import Figure
 
-    figs = []
+    figs: list = []
     ok = cases[cases["ok"].astype(bool)]
     if ok.empty:
         return figs
@@ -63,7 +63,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     for i, m in enumerate(methods):
         ax = fig.add_subplot(gs[i // ncol, i % ncol])
         p = ok.loc[ok["method"] == m, "pit"].dropna()
-        ax.hist(p, bins=bins, color=col[m], alpha=0.85, density=True)
+        ax.hist(p, bins=bins.tolist(), color=col[m], alpha=0.85, density=True)
         ax.axhline(1, color="k", lw=0.8, ls="--")
         ax.set_title(f"{m} (n={len(p)})", fontsize=9)
         ax.set_xlim(0, 1)
@@ -74,7 +74,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     ax.plot([0.4, 1], [0.4, 1], color="k", lw=0.8, ls="--", label="ideal")
     for m in methods:
         g = ok[ok["method"] == m]
-        cov = [g[f"cover{round(l * 100)}"].mean() for l in LEVELS]
+        cov = [g[f"cover{round(lv * 100)}"].mean() for lv in LEVELS]
         ax.plot(nom, cov, "o-", color=col[m], label=m, lw=2 if m.startswith(BAYES) else 1.2)
     ax.axhspan(0.75, 0.85, xmin=(0.8 - 0.4) / 0.6 - 0.02, xmax=(0.8 - 0.4) / 0.6 + 0.02, color="0.8")
     ax.set_xlim(0.4, 1)
@@ -131,7 +131,7 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
     axes = fig.subplots(nrow, ncol, squeeze=False)
     for ax in axes.ravel()[len(items) :]:
         ax.set_visible(False)
-    for ax, (r, d) in zip(axes.ravel(), items):
+    for ax, (r, d) in zip(axes.ravel(), items, strict=False):  # spare axes stay empty
         df = runs.run(r)
         key = BAYES if "steps" in d.get(BAYES, {}) else (BAYES_CTX if "steps" in d.get(BAYES_CTX, {}) else None)
         last = d[key]["last_step"] if key else None
@@ -163,7 +163,7 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
             f_lo, f_hi = (fq[lv.index(x)] for x in interval_bounds(HEADLINE))
             f_med = fq[lv.index(0.5)]
             x = H + span * (0.03 + 0.025 * k)
-            cc = (colors or {}).get(m, "C%d" % k)
+            cc = (colors or {}).get(m, f"C{k}")
             ax.errorbar(
                 [x],
                 [f_med],
@@ -181,10 +181,10 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         ax.set_title(f"{r[:48]} @ {c:g}", fontsize=8.5, loc="left")
         ax.tick_params(labelsize=7.5)
         ax.grid(alpha=0.25)
-    h, lab = axes.ravel()[0].get_legend_handles_labels()
-    allh = {}
+    _h, _lab = axes.ravel()[0].get_legend_handles_labels()
+    allh: dict = {}
     for ax in axes.ravel()[: len(items)]:
-        for hh, ll in zip(*ax.get_legend_handles_labels()):
+        for hh, ll in zip(*ax.get_legend_handles_labels(), strict=True):
             allh.setdefault(ll, hh)
     fig.legend(list(allh.values()), list(allh.keys()), loc="outside lower center", ncol=min(6, len(allh)), fontsize=7.5)
     fig.suptitle(

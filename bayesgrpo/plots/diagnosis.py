@@ -48,7 +48,7 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
     ax = axes[0]
     ax.plot(step, y, ".", ms=3, color="0.55", label="reward")
     ax.plot(step, _rolling_median(y, _window(y.size)), color="C0", lw=1.8, label="rolling median")
-    for k, (_, r) in enumerate(diag.iterrows()):
+    for _, r in diag.iterrows():
         sev = str(r["severity"])
         if sev == "none" or pd.isna(r["onset_step"]):
             continue
@@ -62,10 +62,10 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
-    lines = [f"{m}: {s}" for m, s in zip(diag["mode"], diag["severity"].astype(str))]
+    lines = [f"{m}: {s}" for m, s in zip(diag["mode"], diag["severity"].astype(str), strict=True)]
     ax.set_title(f"{run_id}\n" + " | ".join(lines), fontsize=8.5)
     g = runs.meta.loc[run_id, "group_size"] if hasattr(runs, "meta") and "group_size" in runs.meta.columns else None
-    for ax, col in zip(axes[1:], panels):
+    for ax, col in zip(axes[1:], panels, strict=True):
         sub = df[["step", col]].dropna()
         ax.plot(sub["step"], sub[col], ".-" if col.startswith("eval/") else "-", lw=1, ms=3, color="C1")
         if col == "frac_reward_zero_std" and g is not None and pd.notna(g) and _is_unit(y, ceiling):

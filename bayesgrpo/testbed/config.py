@@ -158,7 +158,7 @@ class SweepConfig(BaseModel):
             keys = list(grp.grid)
             combos = list(itertools.product(*(grp.grid[k] for k in keys))) or [()]
             zkeys = list(grp.zip)
-            zrows = list(zip(*(grp.zip[k] for k in zkeys))) if zkeys else [()]
+            zrows = list(zip(*(grp.zip[k] for k in zkeys), strict=True)) if zkeys else [()]
             k = 0
             for combo in combos:
                 for zrow in zrows:
@@ -166,8 +166,8 @@ class SweepConfig(BaseModel):
                         params = {
                             **self.base,
                             **grp.base,
-                            **dict(zip(keys, combo)),
-                            **dict(zip(zkeys, zrow)),
+                            **dict(zip(keys, combo, strict=True)),
+                            **dict(zip(zkeys, zrow, strict=True)),
                             "seed": seed,
                         }
                         cfg = TrainerConfig(**params)

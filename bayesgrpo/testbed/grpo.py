@@ -55,7 +55,7 @@ def group_advantages(rewards: np.ndarray, *, scale: bool = True, eps: float = 1e
 
 def _gather(p: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """``p [B, L, V]``, ``actions [B, G, L]`` -> probabilities of the taken tokens ``[B, G, L]``."""
-    B, G, L = actions.shape
+    B, _G, L = actions.shape
     bi = np.arange(B)[:, None, None]
     li = np.arange(L)[None, None, :]
     return p[bi, li, actions]
@@ -174,7 +174,7 @@ class MLPPolicy:
 
     def unpack(self, params: np.ndarray):
         out, k = [], 0
-        for s, n in zip(self.shapes, self.sizes):
+        for s, n in zip(self.shapes, self.sizes, strict=True):
             out.append(params[k : k + n].reshape(s))
             k += n
         return out
@@ -197,7 +197,7 @@ class MLPPolicy:
         return softmax(self._forward(params, prompts)[2])
 
     def grad(self, params: np.ndarray, prompts: np.ndarray, dlogits: np.ndarray) -> np.ndarray:
-        W1, b1, W2, b2 = self.unpack(params)
+        _W1, _b1, W2, _b2 = self.unpack(params)
         x, h, _ = self._forward(params, prompts)
         d2 = dlogits.reshape(-1, self.L * self.V)
         dW2 = d2.T @ h
@@ -228,7 +228,7 @@ class Task:
     hack_token: int | None = None
 
     def rewards(self, prompts: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        B, G, L = actions.shape
+        _B, _G, _L = actions.shape
         tgt = np.broadcast_to(self.targets[prompts][:, None, :], actions.shape)
         noisy = self.unlearnable[prompts]
         if noisy.any():
@@ -276,7 +276,7 @@ def build(cfg: TrainerConfig):
         n_unl = int(round(cfg.unlearnable_fraction * P))
         unl[rng.permutation(P)[:n_unl]] = True
         task = Task(targets, unl, np.arange(P), np.arange(P), V, 1, cfg.hack_token)
-        pol = TabularPolicy(P, V)
+        pol: TabularPolicy | MLPPolicy = TabularPolicy(P, V)
         # logit b on the correct answer, 0 elsewhere: accuracy e^b / (e^b + V - 1); chosen so the
         # expected reward over the learnable prompts (with the unlearnable ones at 1/V) hits the target
         learn_target = (cfg.init_accuracy - cfg.unlearnable_fraction / V) / max(1 - cfg.unlearnable_fraction, 1e-12)
@@ -297,8 +297,8 @@ def build(cfg: TrainerConfig):
     unl = rng.random(n) < cfg.unlearnable_fraction
     unl[P + E :] = False  # pretraining prompts are clean
     task = Task(targets, unl, np.arange(P), np.arange(P, P + E), V, L, cfg.hack_token)
-    pol = MLPPolicy(X, cfg.hidden, L, V)
-    params = pol.init(rng)
+    mlp = MLPPolicy(X, cfg.hidden, L, V)
+    pol, params = mlp, mlp.init(rng)
     # supervised "pretraining" (cross-entropy on clean pretraining prompts, full batch, Adam) until
     # the expected (true) accuracy on the training prompts reaches init_accuracy
     pre = np.arange(P + E, n)

@@ -221,7 +221,8 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
             seen.update(kw)
             return self
 
-    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled")
+    run = types.SimpleNamespace(wait=lambda: "sampled", cancel=lambda: None)  # sampling.nuts waits itself
+    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled" if kw.get("blocking", True) else run)
     req = ("y", "mask", "refresh")
     assert sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req) == "sampled"
     np.testing.assert_array_equal(seen["refresh"], arr.refresh)

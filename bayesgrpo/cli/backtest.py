@@ -23,6 +23,7 @@ from bayesgrpo.cli.options import (
     ModelOpt,
     OutDirOpt,
     OutOpt,
+    RewardKeyOpt,
     RewardRangeOpt,
     RunOpt,
     RunsArg,
@@ -39,6 +40,7 @@ def backtest_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
     fmt: FormatOpt = None,
+    reward_key: RewardKeyOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
     cutoffs: Annotated[
@@ -71,7 +73,7 @@ def backtest_cmd(
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
     ledger), summary.md/json and figures; --out writes the summary table. Safe to interrupt: rerun the
     same command to resume."""
-    from bayesgrpo.evaluation.backtest import backtest
+    from bayesgrpo.evaluation.backtest import OUTPUT_FILES, backtest
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import write_table
@@ -91,12 +93,33 @@ def backtest_cmd(
     C.validate_outputs(out=out, out_dir=out_dir)
     with C.guard():
         check_options(workers=workers, scheduler=scheduler)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_range=C.parse_reward_range(reward_range))
+    rs = C.read_runsets(
+        runs,
+        meta,
+        fmt,
+        run=run,
+        exclude=exclude,
+        reward_range=C.parse_reward_range(reward_range),
+        reward_key=reward_key,
+    )
+    C.check_out_names(out_dir, OUTPUT_FILES)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
-        res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
+    stopped = None
+    with (
+        C.guard(),
+        make_executor(workers=workers, scheduler=scheduler) as ex,
+        C.progress_bar("backtest", unit="case") as bar,
+    ):
+        try:
+            res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
+                           resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
+        except KeyboardInterrupt as e:
+            stopped = e
+    if stopped is not None:
+        n = getattr(stopped, "partial", None)
+        C.interrupted(f"{n if n is not None else 'the'} finished case(s) are in {out_dir / 'cases.csv'}; the case in "
+                      "flight is not; rerun the same command to resume")  # fmt: skip
     s = res.summary
     if s.empty:
         C.status("no case could be scored")

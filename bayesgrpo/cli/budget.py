@@ -22,6 +22,7 @@ from bayesgrpo.cli.options import (
     ModelOpt,
     OutDirOpt,
     OutOpt,
+    RewardKeyOpt,
     RewardRangeOpt,
     RunOpt,
     RunsArg,
@@ -35,10 +36,18 @@ from bayesgrpo.cli.options import (
 __all__ = ["budget_cmd"]
 
 
+def _names(run_ids) -> list[str]:
+    """The files ``--out-dir`` receives: a budget table and figure per run."""
+    from bayesgrpo.io.output import file_stems
+
+    return [f"{s}_budget.{x}" for s in file_stems(run_ids).values() for x in ("csv", "png")]
+
+
 def budget_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
     fmt: FormatOpt = None,
+    reward_key: RewardKeyOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
     horizon: HorizonOpt = None,
@@ -77,7 +86,7 @@ def budget_cmd(
     import pandas as pd
 
     from bayesgrpo.decisions.budget import budget_table
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
+    from bayesgrpo.io.output import file_stems, save_figure, write_table
     from bayesgrpo.plots.budget import plot_budget
 
     # ---- costs are checked before any sampling
@@ -98,11 +107,13 @@ def budget_cmd(
     C.validate_outputs(out=out, out_dir=out_dir)
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
-                       strict=strict, title="budget", figures=False, reward_range=reward_range)  # fmt: skip
+                       strict=strict, title="budget", figures=False, reward_range=reward_range, reward_key=reward_key,
+                       check=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
     fit = res.fit
+    stems = file_stems(res.table["run_id"])
+    status = res.table.set_index("run_id")[["status", "error"]]
     recs = []
-    taken: set[str] = set()
-    for rid in fit.forecast_ids:
+    for rid in fit.forecast_ids if fit is not None else []:
         info = fit.infos[rid]
         kw = dict(target=target, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
                   value_per_reward=value_per_reward, epoch_steps=epoch_steps, max_steps=info.horizon)  # fmt: skip
@@ -110,7 +121,7 @@ def budget_cmd(
             draws_ = fit.paths(rid)
             tab = budget_table(draws_, **kw)
         rec = tab.attrs["recommendation"]
-        recs.append(rec.to_dict())
+        recs.append(rec.to_dict() | {"status": status.loc[rid, "status"], "status_reason": status.loc[rid, "error"]})
         cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
                             "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
         C.print_table(
@@ -119,14 +130,19 @@ def budget_cmd(
         )
         C.status(rec.summary())
         if out_dir is not None:
-            stem = safe_file_stem(rid, taken)
+            stem = stems[rid]
             truth = res.full.run(rid) if res.truncated else None
             with C.guard():
                 write_table(tab, out_dir / f"{stem}_budget.csv")
                 fig = plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth)
-                with atomic_path(out_dir / f"{stem}_budget.png") as tmp:
-                    fig.savefig(tmp, dpi=110, format="png")
+                save_figure(fig, out_dir / f"{stem}_budget.png")
             C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
+    for rid, v in res.complete.items():  # logged up to the horizon: nothing left to decide
+        h = int(res.table.set_index("run_id").loc[rid, "horizon"])
+        recs.append({"run_id": rid, "step": h, "rule": "complete (logged up to its horizon)", "expected_reward": v,
+                     "notes": ("the final reward is observed",), "status": "complete",
+                     "status_reason": ""})  # fmt: skip
+        C.status(f"{rid}: logged up to its horizon {h}; its final reward {v:.4g} is observed")
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if out is not None:

@@ -15,19 +15,27 @@ import typer
 from bayesgrpo.errors import BayesGRPOError
 
 __all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table", "capture_warnings",
-           "progress_bar", "guard", "validate_sampler", "sampler_config", "EXIT_USAGE", "EXIT_FAILED"]  # fmt: skip
+           "progress_bar", "guard", "validate_sampler", "sampler_config", "check_out_names", "interrupted",
+           "no_interrupts", "stdout_is_terminal", "until_step_prefix", "EXIT_USAGE", "EXIT_FAILED",
+           "EXIT_INTERRUPTED"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
 EXIT_USAGE = 2  # bad option, bad input file
 EXIT_FAILED = 1  # nothing could be done (every run failed)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
+
+
+def stdout_is_terminal() -> bool:
+    """Tables go to a terminal (a rich table) or to a pipe / file (one plain line per row)."""
+    return sys.stdout.isatty()
 
 
 def out_console():
     """stdout: tables only. Soft-wrapped, no highlighting; rich markup in data is never interpreted."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    return Console(highlight=False, soft_wrap=not stdout_is_terminal())
 
 
 def err_console():
@@ -51,9 +59,34 @@ def status(msg: str) -> None:
     err_console().print(f"[dim]{escape(msg)}[/]")
 
 
+def interrupted(what: str = "nothing was written") -> None:
+    """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130."""
+    from rich.markup import escape
+
+    err_console().print(f"[bold yellow]interrupted[/] (Ctrl-C): {escape(what)}")
+    raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@contextlib.contextmanager
+def no_interrupts():
+    """Ignore further Ctrl-C while the finished results are written (a write is atomic anyway)."""
+    import signal
+
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @contextlib.contextmanager
 def guard():
-    """Turn the package's own errors into one-line messages (exit 2); warnings are shown as lines."""
+    """Turn the package's own errors into one-line messages (exit 2) and a Ctrl-C into one line (exit
+    130); warnings are shown as lines."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -65,6 +98,9 @@ def guard():
         except KeyError as e:  # unknown run ids etc. carry their message as the first argument
             _show(caught)
             fail(str(e.args[0]) if e.args else repr(e))
+        except KeyboardInterrupt:
+            _show(caught)
+            interrupted()
     _show(caught)
 
 
@@ -103,21 +139,17 @@ def capture_warnings():
 
 def parse_reward_range(text: str | None):
     """``"0,1"`` -> ``(0.0, 1.0)``; None -> None; a bad value is a one-line error naming the option."""
-    if text is None:
-        return None
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        fail(f"--reward-range {text!r}: expected LO,HI, e.g. 0,1")
-    if not lo < hi:
-        fail(f"--reward-range {text!r}: LO must be below HI")
-    return lo, hi
+    from bayesgrpo.schema import parse_reward_range as parse
+
+    with guard():
+        return parse(text)
 
 
 def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: list[str] | None = None,
-                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None):  # fmt: skip
-    """Read one or many logs into a RunSet and apply ``--run`` / ``--exclude`` / ``--reward-range``
-    (one-line errors)."""
+                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None,
+                 reward_key: str | None = None):  # fmt: skip
+    """Read one or many logs into a RunSet and apply ``--reward-key`` / ``--run`` / ``--exclude`` /
+    ``--reward-range`` (one-line errors)."""
     from bayesgrpo.io import FORMATS, read_many, read_runs
 
     if fmt is not None and fmt not in FORMATS:
@@ -127,8 +159,16 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
             fail(f"{p}: no such file or directory ({option})")
     if meta is not None and not meta.exists():
         fail(f"--meta {meta}: no such file")
+    kw = {"reward_key": reward_key} if reward_key else {}
+    from bayesgrpo.io.trl import hf_trainer_state
+
+    for p in paths:
+        ts = hf_trainer_state(p) if fmt in (None, "trainer_state") else None
+        if ts is not None:
+            status(f"{p}: a Hugging Face output folder; reading {ts.relative_to(p)} (the furthest trainer_state.json)")
     with guard():
-        rs = read_runs(paths[0], format=fmt, meta=meta) if len(paths) == 1 else read_many(paths, format=fmt, meta=meta)
+        rs = (read_runs(paths[0], format=fmt, meta=meta, **kw) if len(paths) == 1
+              else read_many(paths, format=fmt, meta=meta, **kw))  # fmt: skip
     ids = list(rs.run_ids)
     if run:
         unknown = [r for r in run if r not in ids]
@@ -154,24 +194,26 @@ def _few(ids, n: int = 8) -> str:
 
 
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
-    """Print a table on stdout: a rich table on a terminal; in a pipe, a title line and one line per
-    row, columns aligned, every id and number in full (nothing folded or cut)."""
+    """Print a table on stdout, never splitting an id or a number.
+
+    In a pipe: a title line and one line per row, columns aligned, every id and number in full. On a
+    terminal: a rich table when it fits the terminal's width, else one block per row (the first
+    column on its own line, then ``column value`` pairs packed into lines that fit), so a narrow
+    terminal never folds an id into pieces or a number over two lines.
+    """
     import pandas as pd
 
     cells = df.copy()
     for c in cells.columns:
         cells[c] = [("" if (isinstance(v, float) and pd.isna(v)) else floatfmt.format(v)) if isinstance(v, float) else str(v)
                     for v in cells[c]]  # fmt: skip
-    if sys.stdout.isatty():
-        from rich.markup import escape
-        from rich.table import Table
-
-        t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
-        for c in cells.columns:
-            t.add_column(escape(str(c)), overflow="fold")
-        for row in cells.itertuples(index=False):
-            t.add_row(*[escape(v) for v in row])
-        out_console().print(t)
+    if stdout_is_terminal():
+        con = out_console()
+        widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
+        if sum(widths) + 3 * len(widths) + 1 <= con.width:
+            _rich_table(con, cells, title)
+        else:
+            _row_blocks(con, cells, title)
         return
     widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
     lines = []
@@ -184,11 +226,72 @@ def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> No
     sys.stdout.flush()
 
 
+def _rich_table(con, cells, title) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
+    for c in cells.columns:
+        t.add_column(escape(str(c)), no_wrap=True)
+    for row in cells.itertuples(index=False):
+        t.add_row(*[escape(v) for v in row])
+    con.print(t)
+
+
+def _row_blocks(con, cells, title) -> None:
+    """One block per row for a terminal too narrow for the table: ``column value`` pairs, whole."""
+    import textwrap
+
+    from rich.markup import escape
+
+    width = max(20, con.width)
+    out = [f"[bold]{escape(title)}[/]"] if title else []
+    first, rest = cells.columns[0], list(cells.columns[1:])
+    for _, row in cells.iterrows():
+        out.append(f"[bold]{escape(row[first])}[/]")
+        line = ""
+        for c in rest:
+            if row[c] == "":
+                continue
+            pair = f"{c} {row[c]}"
+            if len(pair) > width - 2:  # free text longer than a line: wrapped on its own lines
+                if line:
+                    out.append(escape("  " + line))
+                    line = ""
+                out += [escape(t) for t in textwrap.wrap(pair, width, initial_indent="  ", subsequent_indent="    ")]
+            elif len(line) + 2 + len(pair) > width - 2 and line:
+                out.append(escape("  " + line))
+                line = pair
+            else:
+                line = f"{line}  {pair}" if line else pair
+        if line:
+            out.append(escape("  " + line))
+    con.print("\n".join(out), soft_wrap=True)
+
+
+#: seconds between two progress lines when stderr is not a terminal (every update with ``-v``)
+PROGRESS_EVERY = 30.0
+
+
 @contextlib.contextmanager
-def progress_bar(description: str, total: int | None = None):
-    """A transient progress bar on stderr when it is a terminal; a no-op updater otherwise."""
+def progress_bar(description: str, total: int | None = None, *, unit: str = "item"):
+    """A transient progress bar on stderr when it is a terminal; otherwise a line
+    ``description: done/n unit(s) (t s)`` every :data:`PROGRESS_EVERY` seconds (every update with ``-v``),
+    so long work in a pipe or a log file is never silent."""
     if not sys.stderr.isatty():
-        yield lambda done, n, msg=None: None
+        import time
+
+        t0 = time.monotonic()
+        last = [t0, None]
+
+        def line(done, n, msg=None):
+            now = time.monotonic()
+            if done == last[1] or (now - last[0] < PROGRESS_EVERY and not log.isEnabledFor(logging.INFO)):
+                return
+            last[0], last[1] = now, done
+            status(f"{description}: {done}/{n} {unit}(s) ({now - t0:.0f} s)" + (f"; {msg}" if msg else ""))
+
+        yield line
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -202,27 +305,25 @@ def progress_bar(description: str, total: int | None = None):
         yield update
 
 
-def validate_sampler(*, draws: int, tune: int, chains: int) -> None:
-    if draws < 10:
-        fail(f"--draws must be at least 10, got {draws}")
-    if tune < 10:
-        fail(f"--tune must be at least 10, got {tune}")
-    if not 1 <= chains <= 64:
-        fail(f"--chains must be between 1 and 64, got {chains}")
+def validate_sampler(*, draws: int, tune: int, chains: int, seed: int = 0) -> None:
+    from bayesgrpo.inference.sampling import check_sampler_options
+
+    with guard():
+        check_sampler_options(draws=draws, tune=tune, chains=chains, seed=seed)
 
 
 def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
     from bayesgrpo.inference.sampling import SamplerConfig
 
-    validate_sampler(draws=draws, tune=tune, chains=chains)
+    validate_sampler(draws=draws, tune=tune, chains=chains, seed=seed)
     return SamplerConfig(draws=draws, tune=tune, chains=chains, seed=seed)
 
 
 def validate_model(model: str) -> None:
-    from bayesgrpo.models.kinds import MODEL_KINDS
+    from bayesgrpo.models.kinds import check_model_option
 
-    if model not in MODEL_KINDS:
-        fail(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    with guard():
+        check_model_option(model)
 
 
 def validate_window(*, final_window: float, stop_fraction: float) -> None:
@@ -239,6 +340,36 @@ def validate_until(*, until_step: int | None, until_fraction: float | None, hori
         fail(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
     if horizon is not None and horizon < 1:
         fail(f"--horizon must be a positive step, got {horizon}")
+
+
+def until_step_prefix(runs, until_step: int, *, min_points: int = 5):
+    """The runs as logged up to ``until_step`` (``--until-step``): runs with fewer than ``min_points``
+    points by then are left out with a warning line; none left is a one-line error (exit 2)."""
+    from rich.markup import escape
+
+    with guard():
+        cut = runs.truncate(until_step=int(until_step))
+    keep, short = [], []
+    for rid in cut.run_ids:
+        (keep if len(cut.run(rid)) >= min_points else short).append(rid)
+    if not keep:
+        firsts = ", ".join(f"{r!r} at {int(runs.run(r)['step'].iloc[0])}" for r in list(runs.run_ids)[:5])
+        fail(f"--until-step {until_step}: no run has {min_points} logged points up to step {until_step} "
+             f"(first logged steps: {firsts})")  # fmt: skip
+    for rid in short:
+        msg = f"run {rid!r} has {len(cut.run(rid))} logged point(s) up to step {until_step}; left out"
+        err_console().print(f"[yellow]warning:[/] {escape(msg)}")
+    return cut.select(keep)
+
+
+def check_out_names(out_dir: Path | None, names, *, option: str = "--out-dir") -> None:
+    """Before any sampling: none of the files a verb writes into ``--out-dir`` is a folder (one line, exit 2)."""
+    if out_dir is None:
+        return
+    from bayesgrpo.io.output import check_output_names
+
+    with guard():
+        check_output_names(out_dir, names, option=option)
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

@@ -19,6 +19,7 @@ from bayesgrpo.cli.options import (
     MetaOpt,
     OutDirOpt,
     OutOpt,
+    RewardKeyOpt,
     RunOpt,
     RunsArg,
     SeedOpt,
@@ -32,6 +33,7 @@ def compare_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
     fmt: FormatOpt = None,
+    reward_key: RewardKeyOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
     by: Annotated[
@@ -67,7 +69,7 @@ def compare_cmd(
     tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
     table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
     from bayesgrpo.compare import COMPARE_KINDS, compare_runs
-    from bayesgrpo.io.output import atomic_path, write_table
+    from bayesgrpo.io.output import atomic_write_text, save_figure, write_table
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
     kinds = tuple(s.strip() for s in models.split(",") if s.strip())
@@ -80,7 +82,13 @@ def compare_cmd(
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_key=reward_key)
+    if len(rs) < 2:
+        C.fail(f"compare needs at least 2 runs to compare; got {len(rs)} run ({', '.join(map(repr, rs.run_ids))}): "
+               "a fit of one run would report its prior as a comparison")  # fmt: skip
+    C.check_out_names(out_dir, [f"{n}.{x}" for n, x in (("contrasts", "csv"), ("loo", "csv"), ("pareto_k", "csv"),
+                                                         ("tau_by_size", "csv"), ("health", "csv"), ("summary", "md"),
+                                                         ("forest", "png"))])  # fmt: skip
     missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
     if missing:
         cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
@@ -114,11 +122,8 @@ def compare_cmd(
         for name, df in (("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
                          ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
             write_table(df, out_dir / f"{name}.csv")
-        with atomic_path(out_dir / "summary.md") as tmp:
-            tmp.write_text(res.summary_markdown())
-        fig = res.forest()
-        with atomic_path(out_dir / "forest.png") as tmp:
-            fig.savefig(tmp, dpi=130, format="png")
+        atomic_write_text(out_dir / "summary.md", res.summary_markdown())
+        save_figure(res.forest(), out_dir / "forest.png", dpi=130)
     C.status(
         f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
     )

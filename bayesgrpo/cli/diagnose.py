@@ -21,10 +21,12 @@ from bayesgrpo.cli.options import (
     ModelOpt,
     OutDirOpt,
     OutOpt,
+    RewardKeyOpt,
     RunOpt,
     RunsArg,
     SeedOpt,
     TuneOpt,
+    UntilStepOpt,
 )
 
 __all__ = ["diagnose_cmd"]
@@ -34,6 +36,7 @@ def diagnose_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
     fmt: FormatOpt = None,
+    reward_key: RewardKeyOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
     ceiling: Annotated[
@@ -46,6 +49,7 @@ def diagnose_cmd(
         bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")
     ] = False,
     horizon: HorizonOpt = None,
+    until_step: UntilStepOpt = None,
     model: ModelOpt = DEFAULT_MODEL,
     out: OutOpt = None,
     out_dir: OutDirOpt = None,
@@ -54,25 +58,41 @@ def diagnose_cmd(
     tune: TuneOpt = DEFAULT_TUNE,
     chains: ChainsOpt = DEFAULT_CHAINS,
 ):
-    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
+    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability.
+
+    --until-step N diagnoses what was logged up to step N (what would the checks have said then?)."""
+    import math
+
     from bayesgrpo.diagnose import diagnose_runs, resolve_ceilings
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
+    from bayesgrpo.io.output import file_stems, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
     C.validate_model(model)
     C.validate_until(until_step=None, until_fraction=None, horizon=horizon)
+    if ceiling is not None and not math.isfinite(ceiling):
+        C.fail(f"--ceiling must be a finite number (the highest reward a verifier can give), got {ceiling:g}")
     smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_key=reward_key)
+    if until_step is not None:
+        rs = C.until_step_prefix(rs, until_step)
+    stems = file_stems(rs.run_ids)
+    C.check_out_names(out_dir, [f"{s}_diagnosis.png" for s in stems.values()])
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
     posts = None
     if posterior:
+        import numpy as np
+
         from bayesgrpo.forecast import Forecaster
         from bayesgrpo.forecast.batch import forecast_batch
 
-        # complete runs: the posterior of the logged curve needs no future, one step ahead suffices
-        hz = horizon if horizon is not None else {r: int(rs.run(r)["step"].iloc[-1]) + 1 for r in rs.run_ids}
+        # complete runs: the posterior of the logged curve needs no future, one logging interval ahead suffices
+        def ahead(g):
+            s = g["step"].to_numpy()
+            return int(s[-1]) + (max(1, int(np.median(np.diff(s)))) if len(s) > 1 else 1)
+
+        hz = horizon if horizon is not None else {r: ahead(rs.run(r)) for r in rs.run_ids}
         C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
         with C.guard(), C.progress_bar("sampling") as bar:
             res = forecast_batch(
@@ -103,11 +123,9 @@ def diagnose_cmd(
             write_table(res, out)
         C.status(f"wrote {out}")
     if out_dir is not None:
-        taken: set[str] = set()
         for rid in rs.run_ids:
             with C.guard():
                 fig = plot_diagnosis(rs, rid, res, ceiling=ceil.get(rid), posteriors=posts)
-                path = out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, dpi=100, format="png")
+                path = out_dir / f"{stems[rid]}_diagnosis.png"
+                save_figure(fig, path, dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")

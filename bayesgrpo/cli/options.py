@@ -2,7 +2,7 @@
 
 Grammar (every verb that reads runs)::
 
-    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--run ID]... [--exclude ID]...
+    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--reward-key KEY] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
                            [--model KIND] [--draws N] [--tune N] [--chains N] [--seed N]
                            [--workers N | --scheduler ADDRESS]
@@ -33,6 +33,10 @@ MetaOpt = Annotated[
 ]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="log format (default: detected); see `bayesgrpo formats`")
+]
+RewardKeyOpt = Annotated[
+    str | None,
+    typer.Option("--reward-key", help="the logged metric to use as the reward (default: detected, e.g. 'reward')"),
 ]
 RunOpt = Annotated[list[str] | None, typer.Option("--run", help="only these run ids (repeatable)")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", help="leave out these run ids (repeatable)")]

@@ -13,7 +13,8 @@ protocol: bayesgrpo and every peer implement ``forecast_many``), and scores each
 * Outputs (``out_dir``): ``cases.csv`` (one row per run x cutoff x method; the resume ledger),
   ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and figures
   (:mod:`bayesgrpo.plots.backtest`). With ``resume=True`` cases already in ``cases.csv`` are not
-  recomputed (safe to interrupt).
+  recomputed (safe to interrupt: a Ctrl-C writes the cases that finished, never the one in flight, and
+  raises :class:`~bayesgrpo.errors.Interrupted`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.conventions import QUANTILES
+from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, DEFAULT_PEERS, Case, get_method, resolve_methods
 from bayesgrpo.evaluation.scoring import (
     CASE_COLUMNS,
@@ -39,10 +41,14 @@ from bayesgrpo.evaluation.scoring import (
     summarize_weighted,
     true_stop_step,
 )
-from bayesgrpo.io.output import safe_file_stem
+from bayesgrpo.io.output import atomic_path, atomic_write_text, safe_file_stem, write_table
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
-__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS"]
+__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS", "OUTPUT_FILES"]
+
+#: the files a backtest writes into its ``out_dir`` (and the folder ``examples/``)
+OUTPUT_FILES = ("cases.csv", "skipped.csv", "summary.csv", "summary.json", "summary.md", "draws.npz",
+                "calibration.png", "error_vs_cutoff.png", "crps_vs_cutoff.png", "examples.png")  # fmt: skip
 
 Progress = Callable[[int, int, str], None]
 _MAX_WARNINGS_CHARS = 400
@@ -231,17 +237,14 @@ def backtest(
         with np.load(out / "draws.npz") as z:
             kept.update({k: z[k] for k in z.files})
 
-    def flush():
+    def flush():  # atomic: a Ctrl-C never leaves a half-written ledger
         if out is None:
             return
         if save_draws and kept:
-            tmpz = out / "draws.tmp.npz"
-            np.savez_compressed(tmpz, **kept)
-            tmpz.replace(out / "draws.npz")
+            with atomic_path(out / "draws.npz") as tmpz, open(tmpz, "wb") as fh:
+                np.savez_compressed(fh, **kept)
         df = pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS)
-        tmp = out / "cases.csv.tmp"
-        df.to_csv(tmp, index=False)
-        tmp.replace(out / "cases.csv")
+        write_table(df, out / "cases.csv")
 
     facts = _facts(runs, final_window)
     plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
@@ -262,10 +265,14 @@ def backtest(
             for k in range(0, len(todo), max(1, step)):
                 part = todo[k : k + max(1, step)]
                 cases = [_case(r, c, facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
+                stopped = None
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
-                                                   seed=[seed, int(round(c * 1000)), k])  # fmt: skip
+                    try:
+                        results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
+                                                       seed=[seed, int(round(c * 1000)), k])  # fmt: skip
+                    except KeyboardInterrupt as e:  # Ctrl-C: the cases that finished enter the ledger, no other
+                        results, stopped = list(getattr(e, "partial", None) or []), e
                 msgs = "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
                 for case, res in zip(cases, results):
                     row = _row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs)
@@ -277,6 +284,8 @@ def backtest(
                     if ex_dir is not None and case.run_id in example_runs and res.ok:
                         _save_example(ex_dir, case.run_id, c, name, res)
                 flush()
+                if stopped is not None:
+                    raise Interrupted(f"interrupted; {len(rows)} case(s) in the ledger", partial=len(rows)) from stopped
                 n_done += len(part)
                 if progress is not None:
                     progress(n_done, total, f"{name} @ {c:g}")
@@ -386,5 +395,4 @@ def _save_example(ex_dir: Path, r: str, c: float, name: str, res) -> None:
             last_step=int(pdr.last_step),
         )
     d[name] = entry
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(d))
+    atomic_write_text(p, json.dumps(d))

@@ -72,9 +72,11 @@ def write_outputs(
     example_runs=None,
     title: str = "Backtest",
 ) -> None:
+    from bayesgrpo.io.output import atomic_write_text, write_table
+
     out = res.out_dir
-    res.skipped.to_csv(out / "skipped.csv", index=False)
-    res.summary.to_csv(out / "summary.csv", index=False)
+    write_table(res.skipped, out / "skipped.csv")
+    write_table(res.summary, out / "summary.csv")
     js = {
         "n_cases": int(len(res.cases)),
         "n_skipped": int(len(res.skipped)),
@@ -85,7 +87,7 @@ def write_outputs(
         "summary_weighted": res.summary_weighted.to_dict("records"),
         "summary_by_source": res.summary_by_source.to_dict("records"),
     }
-    (out / "summary.json").write_text(json.dumps(js, indent=1, default=_json_default))
+    atomic_write_text(out / "summary.json", json.dumps(js, indent=1, default=_json_default))
     md = [
         f"# {title}\n",
         f"{len(res.cases)} scored cases (run x cutoff x method), {len(res.skipped)} skipped run x cutoff.\n",
@@ -103,7 +105,7 @@ def write_outputs(
         md.append("\n## Failures (first message per method)\n")
         for m, g in fails.groupby("method"):
             md.append(f"- {m}: {len(g)} case(s); e.g. `{str(g['message'].iloc[0])[:200]}`\n")
-    (out / "summary.md").write_text("".join(md))
+    atomic_write_text(out / "summary.md", "".join(md))
     if make_figures and len(res.cases):
         from bayesgrpo.plots.backtest import plot_all
 

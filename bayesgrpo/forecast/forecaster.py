@@ -36,7 +36,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
-from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
+from bayesgrpo.errors import ArtefactError, ForecastError, Interrupted, SamplerWarning
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
 from bayesgrpo.forecast.paths import PathDraws
 from bayesgrpo.inference import sampling
@@ -219,6 +219,20 @@ class Forecaster:
         # population prior), all through one compiled model whose data are swapped per run
         batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
         posts, health, seconds = [], {}, {}
+        try:
+            self._sample(batches, arrays, kind, run_priors, posts, health, seconds, progress)
+        except KeyboardInterrupt as e:  # Ctrl-C: the runs sampled so far are a fit, handed on with the interrupt
+            done = [r for p in posts for r in p["run"].to_numpy().tolist()]
+            if hierarchical or not done:
+                raise Interrupted(partial=None) from e
+            fit = self._assemble(all_runs.select(done), runs, infos, arrays, posts, health, seconds, run_priors)
+            raise Interrupted(partial=fit) from e
+        return self._assemble(all_runs, runs, infos, arrays, posts, health, seconds, run_priors)
+
+    def _sample(self, batches, arrays, kind, run_priors, posts, health, seconds, progress) -> None:
+        """Sample every batch of runs (one compiled model, data swapped), appending to ``posts``."""
+        cfg = self.config
+        hierarchical = cfg.hierarchical
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
             t0 = time.perf_counter()
@@ -244,17 +258,25 @@ class Forecaster:
                 seconds[rid] = dt / len(b)
             if progress is not None:
                 progress(done, len(batches))
+
+    def _assemble(self, all_runs, runs, infos, arrays, posts, health, seconds, run_priors) -> FittedForecast:
+        """The fit of the runs of ``all_runs`` (all of them, or those sampled before a Ctrl-C)."""
         import xarray as xr
 
+        cfg = self.config
+        keep = list(all_runs.run_ids)
         posterior = xr.concat(
             [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
         )
-        posterior = posterior.sel(run=list(arrays.run_ids))
-        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
+        posterior = posterior.sel(run=keep)
+        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if cfg.hierarchical else None
+        idx = [list(arrays.run_ids).index(r) for r in keep]
         return FittedForecast(
-            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
-            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
+            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos if i.run_id in keep},
+            arrays=RunArrays.of(arrays if len(idx) == len(arrays.run_ids) else arrays.subset(idx)),
+            posterior=posterior, hyper=hyper, health={r: health[r] for r in keep},
+            seconds={r: seconds[r] for r in keep}, forecast_ids=[r for r in runs.run_ids if r in set(keep)],
+            context_priors={r: p.identity for r, p in run_priors.items() if r in set(keep)},
         )  # fmt: skip
 
     #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
@@ -622,18 +644,25 @@ class FittedForecast:
         out["latent_mean"] = pd_.latent.mean(axis=0)
         return out
 
+    def health_status(self, run_id: str) -> tuple[str, str]:
+        """``("ok", "")``, or ``("warning", reason)`` when the run's sampler health is poor enough to
+        doubt its numbers (:data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`)."""
+        t = sampling.STATUS_HEALTH
+        n = self.sampler.draws * self.sampler.chains
+        r_hat = t["r_hat"] + t["r_hat_per_draw"] / self.sampler.draws
+        ess = min(t["ess"], t["ess_share"] * n)
+        bad = sampling.health_problems(
+            self.health[run_id], r_hat=r_hat, ess=ess, max_divergences=t["divergent_share"] * n
+        )
+        if not bad:
+            return "ok", ""
+        return "warning", f"sampler health: {'; '.join(bad)}; rerun with more --draws/--tune before trusting it"
+
     def warn_health(self, *, r_hat: float = 1.01, ess: float = 200.0) -> list[str]:
         """Emit a :class:`SamplerWarning` per run whose sampler health is poor; return the messages."""
         msgs = []
         for rid in self.forecast_ids:
-            h = self.health[rid]
-            bad = []
-            if h["r_hat_max"] > r_hat:
-                bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat}")
-            if h["ess_min"] < ess:
-                bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
-            if h["divergences"] > 0:
-                bad.append(f"{h['divergences']} divergent transitions in its batch")
+            bad = sampling.health_problems(self.health[rid], r_hat=r_hat, ess=ess)
             if bad:
                 msg = f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or rerun with more --draws/--tune"
                 warnings.warn(msg, SamplerWarning, stacklevel=2)

@@ -4,9 +4,12 @@
 * :func:`compile_model` -- nutpie compilation, cached per process and on disk
   (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine (10-30 s with
   numba here) and reused by every later process; data enter as ``pm.Data`` and are swapped per call.
-* :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
+* :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree
+  (a Ctrl-C stops the chains and raises ``KeyboardInterrupt``, never a short trace).
 * :func:`batch_seed` -- a seed that depends on the sampler seed and the run ids only.
-* :func:`health` -- r_hat, ESS and divergences per run (or over all variables).
+* :func:`health` -- r_hat, ESS and divergences per run (or over all variables);
+  :func:`health_problems` -- what is wrong with them against thresholds (:data:`STATUS_HEALTH`: the
+  status ``warning`` of a forecast).
 
 Why nutpie directly rather than ``pm.sample``: ``pm.sample`` compiles the model anew on every call;
 nutpie's compiled model can be reused with ``with_data`` (a forecast of 100 runs then costs one
@@ -34,6 +37,9 @@ __all__ = [
     "health",
     "clear_cache",
     "is_cached",
+    "health_problems",
+    "check_sampler_options",
+    "STATUS_HEALTH",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -76,6 +82,21 @@ class SamplerConfig(BaseModel):
 
 _CACHE: dict = {}
 _LOADED: dict = {}  # disk-cache digest -> model loaded or compiled by this process (code stays loaded)
+
+
+def check_sampler_options(*, draws: int, tune: int, chains: int, seed: int = 0) -> None:
+    """The sampler options of every verb (``--draws --tune --chains --seed``), checked before any
+    work: :class:`~bayesgrpo.errors.OptionError` naming the option."""
+    from bayesgrpo.errors import OptionError
+
+    if draws < 10:
+        raise OptionError(f"--draws must be at least 10, got {draws}")
+    if tune < 10:
+        raise OptionError(f"--tune must be at least 10, got {tune}")
+    if not 1 <= chains <= 64:
+        raise OptionError(f"--chains must be between 1 and 64, got {chains}")
+    if not 0 <= seed < 2**32:
+        raise OptionError(f"--seed must be an integer in [0, 2**32), got {seed}")
 
 
 def clear_cache(*, disk: bool = False) -> None:
@@ -251,10 +272,17 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
         cm = compiled.with_data(**{k: v for k, v in data.items() if k in known})
     kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     kw.update(extra)
-    return nutpie.sample(
+    run = nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, **kw,
+        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, blocking=False, **kw,
     )  # fmt: skip
+    try:
+        return run.wait()
+    except KeyboardInterrupt:
+        # nutpie's blocking sample() would swallow a Ctrl-C and return the draws so far as a finished
+        # (short or empty) trace; a forecast must never be made from that: stop the chains and pass it on
+        run.cancel()
+        raise
 
 
 def batch_seed(seed: int, run_ids: Sequence[str]) -> int:
@@ -299,3 +327,25 @@ def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str |
             "divergences": div,
         }
     return out
+
+
+#: sampler health past which a forecast's status is ``warning`` instead of ``ok``: split r_hat above
+#: 1.05 (chains that disagree; plus 2 / draws per chain, the spread of r_hat itself for short chains:
+#: 1.07 is common for 20 well-mixed draws), bulk ESS below 50 (too few effective draws for a 90%
+#: interval; below a quarter of the draws when fewer than 200 were asked for), or divergent
+#: transitions in more than 1% of the draws. Milder problems (r_hat > 1.01, ESS < 200, any divergence)
+#: stay an ``ok`` status with a sampler warning.
+STATUS_HEALTH = {"r_hat": 1.05, "r_hat_per_draw": 2.0, "ess": 50.0, "ess_share": 0.25, "divergent_share": 0.01}
+
+
+def health_problems(h: dict, *, r_hat: float, ess: float, max_divergences: float = 0.0) -> list[str]:
+    """The problems of one run's sampler health ``h`` (:func:`health`): r_hat above ``r_hat``, ESS
+    below ``ess``, more than ``max_divergences`` divergent transitions. Empty when healthy."""
+    bad = []
+    if np.isfinite(h.get("r_hat_max", np.nan)) and h["r_hat_max"] > r_hat:
+        bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat:g}")
+    if np.isfinite(h.get("ess_min", np.nan)) and h["ess_min"] < ess:
+        bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
+    if h.get("divergences", 0) > max_divergences:
+        bad.append(f"{h['divergences']} divergent transitions in its batch")
+    return bad

@@ -74,10 +74,12 @@ def _lib():
     from bayesgrpo.decisions import recommend_stop
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
+    from bayesgrpo.forecast.batch import forecast_batch
     from bayesgrpo.io._common import ALIASES, canonical_name, map_metric_columns, numeric_columns
 
     return types.SimpleNamespace(
         Forecaster=Forecaster, SamplerConfig=SamplerConfig, RunSet=RunSet, recommend_stop=recommend_stop,
+        forecast_batch=forecast_batch,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
         LogFormatError=LogFormatError, ALIASES=ALIASES, canonical_name=canonical_name,
         map_metric_columns=map_metric_columns, numeric_columns=numeric_columns,
@@ -270,11 +272,14 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
 
     Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
-    final_q50, final_q90, stop_step_q50, p_plateaued, plateau_q50, p_underdamped, r_hat_max,
-    divergences`` plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with ``improve``),
-    ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and ``flags``
-    (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability that the
-    latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the plateau.
+    final_q50, final_q90, stop_step_q50, p_stop_before_horizon, p_plateaued, plateau_q50,
+    p_underdamped, r_hat_max, divergences``, ``status`` (``ok`` or ``warning``: poor sampler health,
+    the reason in ``status_reason``) plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with
+    ``improve``), ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and
+    ``flags`` (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability
+    that the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the
+    plateau. ``stop_step_q50`` is censored at the horizon when ``p_stop_before_horizon < 0.5`` (shown
+    as ``>H``; the callback then logs no stop step).
     """
     import numpy as np
 
@@ -288,10 +293,11 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]), "horizon": int(row["horizon"]),
         "final_mean": float(row["final_mean"]), "final_q10": float(row["final_q10"]),
         "final_q50": float(row["final_q50"]), "final_q90": float(row["final_q90"]),
-        "stop_step_q50": float(row["stop_q50"]), "plateau_q50": float(row["plateau_q50"]),
-        "p_underdamped": float(row["p_underdamped"]), "r_hat_max": float(row["r_hat_max"]),
-        "divergences": float(row["divergences"]),
+        "stop_step_q50": float(row["stop_q50"]), "p_stop_before_horizon": float(row["p_stop_before_horizon"]),
+        "plateau_q50": float(row["plateau_q50"]), "p_underdamped": float(row["p_underdamped"]),
+        "r_hat_max": float(row["r_hat_max"]), "divergences": float(row["divergences"]),
     }  # fmt: skip
+    out["status"], out["status_reason"] = fit.health_status(run_id)
     sf = float(fit.config.stop_fraction)
     if pdr.latent_now is not None:
         gain = pdr.r_star - pdr.r0
@@ -322,6 +328,33 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     return out
 
 
+def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, utility=None, ceiling=None,
+                       diagnose=True) -> dict:  # fmt: skip
+    """The result for a run logged up to its horizon (status ``complete``): the observed final reward
+    as a zero-width interval, no stop step; ``p_target`` / ``p_improve`` are 0 or 1 and a stop rule's
+    ``stop_now`` is True (there is nothing left to train)."""
+    v = float(row["final_q50"])
+    out = {
+        "run_id": run_id, "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]),
+        "horizon": int(row["horizon"]), "final_mean": v, "final_q10": v, "final_q50": v, "final_q90": v,
+        "stop_step_q50": math.nan, "p_stop_before_horizon": math.nan, "p_plateaued": math.nan,
+        "plateau_q50": math.nan, "status": "complete", "status_reason": "",
+    }  # fmt: skip
+    if target is not None:
+        out["p_target"] = float(v >= float(target))
+    if improve is not None:
+        best = _best_window_mean(runs.run(run_id)["reward"].to_numpy(dtype=float), int(improve.get("window", 5)))
+        out["best"], out["p_improve"] = best, float(v >= best + float(improve.get("delta", 0.0)))
+    if utility:
+        out.update(recommended_stop=float(out["horizon"]), stop_now=True, expected_reward_at_stop=v,
+                   stop_rule="complete")  # fmt: skip
+    if diagnose:
+        res = _lib().diagnose_runs(runs.select([run_id]), ceiling=ceiling)
+        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
+    out["table"] = {k: (v_.item() if hasattr(v_, "item") else v_) for k, v_ in row.to_dict().items()}
+    return out
+
+
 def _handle(req: dict) -> dict:
     import pandas as pd
 
@@ -336,42 +369,28 @@ def _handle(req: dict) -> dict:
     fid = rid  # every refit swaps its data into the one compiled model (lagged runs included)
     df["run_id"] = fid
     meta = pd.DataFrame([{**req.get("meta", {}), "run_id": fid}])
+    kw = dict(target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
+              ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = lib.RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
-        horizon, extended = _horizon(runs, fid, req.get("horizon") or req.get("meta", {}).get("max_steps"))
+        # the horizon the user or the trainer set, never moved: a run logged up to it is complete
+        horizon = req.get("horizon") or req.get("meta", {}).get("max_steps")
         fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
-        fit = fc.fit(runs, horizon=horizon)
-        out = summarize_fit(
-            fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
-            ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
-        )  # fmt: skip
-        if req.get("plot"):
-            _plot(fit, fid, req["plot"])
-            out["plot"] = str(req["plot"])
+        res = lib.forecast_batch(runs, forecaster=fc, horizon=None if horizon is None else int(horizon), strict=True)
+        row = res.table.set_index("run_id").loc[fid].copy()
+        row["run_id"] = fid
+        if fid in res.complete:
+            out = summarize_complete(runs, fid, row, **kw)
+        else:
+            out = summarize_fit(res.fit, fid, **kw)
+            if req.get("plot"):
+                _plot(res.fit, fid, req["plot"])
+                out["plot"] = str(req["plot"])
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
-    out["horizon_extended"] = extended
     return out
-
-
-def _horizon(runs, run_id: str, horizon):
-    """The horizon to fit with: a run logged up to (or past) its horizon is forecast one log further.
-
-    At the end of training the logged steps reach ``max_steps``; the final reward is then (almost)
-    observed, and the forecast to ``last step + logging interval`` says so with its interval.
-    """
-    import numpy as np
-
-    if horizon is None:
-        return None, False
-    steps = runs.run(run_id)["step"].to_numpy()
-    last = int(steps[-1])
-    if int(horizon) > last:
-        return int(horizon), False
-    interval = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
-    return last + max(1, interval), True
 
 
 def _plot(fit, run_id: str, path: str) -> None:
@@ -380,13 +399,11 @@ def _plot(fit, run_id: str, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    from bayesgrpo.io.output import save_figure
+
     fig = fit.plot(run_id)
-    tmp = p.with_name(p.stem + ".tmp" + p.suffix)
-    fig.savefig(tmp, dpi=100)
+    save_figure(fig, path, dpi=100)  # atomic: readers never see a half-written chart
     plt.close(fig)
-    os.replace(tmp, p)  # readers never see a half-written chart
 
 
 def _warmup(req: dict) -> dict:
@@ -412,8 +429,9 @@ def _warmup(req: dict) -> dict:
 # ----------------------------------------------------------------------------- forecast history
 #: columns of the forecast history CSV written by the callback and ``watch --history``
 HISTORY_COLUMNS = (
-    "time", "logged_at_step", "ok", "observed_until", "n_obs", "horizon", "final_mean", "final_q10", "final_q50",
-    "final_q90", "p_target", "stop_step_q50", "p_plateaued", "plateau_q50", "best", "p_improve",
+    "time", "logged_at_step", "ok", "status", "status_reason", "observed_until", "n_obs", "horizon", "final_mean",
+    "final_q10", "final_q50", "final_q90", "p_target", "stop_step_q50", "p_stop_before_horizon", "p_plateaued",
+    "plateau_q50", "best", "p_improve",
     "recommended_stop", "flag_reward_hacking", "flag_advantage_degeneracy", "flag_policy_concentration",
     "flag_dynamical_instability", "r_hat_max", "divergences", "seconds", "error",
 )  # fmt: skip
@@ -449,12 +467,10 @@ def write_latest(path, result: dict) -> None:
     """Write the latest result as JSON (atomically; the per-run table row included)."""
     import json
 
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+    from bayesgrpo.io.output import atomic_write_text
+
     keep = {k: v for k, v in result.items() if k not in ("traceback",)}
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(keep, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, p)
+    atomic_write_text(path, json.dumps(keep, indent=2, default=str))
 
 
 # ----------------------------------------------------------------------------- framing

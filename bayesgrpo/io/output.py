@@ -1,12 +1,17 @@
 """Writing results: tables by suffix, atomically, with output paths checked before any work is done.
 
-* :func:`check_output_file` / :func:`check_output_dir` -- validate an output path up front (the
-  CLI calls them before reading or sampling, so a bad ``--out`` never costs a fit);
+* :func:`check_output_file` / :func:`check_output_dir` / :func:`check_output_names` -- validate an
+  output path up front (the CLI calls them before reading or sampling, so a bad ``--out`` never
+  costs a fit), and the files a verb will write into its folder (none may be a folder already);
 * :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
-  failure never leaves a half-written file;
+  failure (or a Ctrl-C) never leaves a half-written file; the file gets the permissions the user's
+  umask gives a new file (``mkstemp`` alone would leave it private, 0600);
+* :func:`atomic_write_text`, :func:`save_figure` -- a text file, a matplotlib figure through
+  :func:`atomic_path`;
 * :func:`write_table` -- a DataFrame as CSV, JSON (records) or Parquet, chosen by the suffix;
   any other suffix is refused;
-* :func:`safe_file_stem` -- a unique, safe, short file name for a run id (figures per run).
+* :func:`safe_file_stem` / :func:`file_stems` -- a unique, safe, short file name for a run id
+  (figures per run).
 """
 
 from __future__ import annotations
@@ -16,27 +21,38 @@ import hashlib
 import os
 import re
 import tempfile
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
 
 from bayesgrpo.errors import OutputError
 
-__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "safe_file_stem"]
+__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "check_output_names", "atomic_path",
+           "atomic_write_text", "save_figure", "write_table", "safe_file_stem", "file_stems"]  # fmt: skip
 
 #: suffix -> format of :func:`write_table`
 TABLE_SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 _MAX_STEM = 80
+_MAX_STEM_BYTES = 200  # file names are at most 255 bytes; room for suffixes such as _diagnosis.png
 
 
 def _writable_dir(d: Path, what: str) -> None:
+    """``d`` is a folder that exists and takes new files, or can be created under one that does.
+
+    Tried for real (a temporary file is created and removed): permission bits do not tell, e.g. for
+    root or in ``/proc``.
+    """
     probe = d
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
         raise OutputError(f"{what}: {probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: cannot write into {probe} (permission denied)")
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".bayesgrpo-probe-"):
+            pass
+    except OSError as e:
+        raise OutputError(f"{what}: cannot write into {probe} ({e.strerror or type(e).__name__})") from None
 
 
 def check_output_file(path, *, option: str = "--out", suffixes=TABLE_SUFFIXES) -> Path:
@@ -64,20 +80,75 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
     return p
 
 
+def _umask() -> int:
+    """The process umask: from ``/proc/self/status`` on Linux (no side effect), else by setting and
+    restoring it (the os module has no getter)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def check_output_names(folder, names, *, option: str = "--out-dir") -> None:
+    """Before any work: none of the files a verb will write into ``folder`` is a folder already.
+
+    Raises :class:`~bayesgrpo.errors.OutputError` naming the option, the folder and the file.
+    """
+    d = Path(folder)
+    for name in names:
+        p = d / name
+        if p.is_dir():
+            raise OutputError(f"{option} {d}: {name} is a folder where the output file {name} goes; "
+                              "move it away or give another --out-dir")  # fmt: skip
+
+
+def file_stems(run_ids) -> dict:
+    """``{run_id: safe_file_stem}`` for every run, unique among them (the names figures are written under)."""
+    taken: set[str] = set()
+    return {rid: safe_file_stem(rid, taken) for rid in run_ids}
+
+
 @contextlib.contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it."""
+    """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it.
+
+    The file ends with the permissions of any new file under the user's umask (``0o666 & ~umask``),
+    as ``open()`` would give it.
+    """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def save_figure(fig, path, *, dpi: int = 110) -> Path:
+    """Save a matplotlib figure to ``path`` atomically, in the format its suffix names (default PNG)."""
+    p = Path(path)
+    fmt = p.suffix.lstrip(".").lower() or "png"
+    with atomic_path(p) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=fmt)
+    return p
 
 
 def write_table(df: pd.DataFrame, path) -> Path:
@@ -95,15 +166,21 @@ def write_table(df: pd.DataFrame, path) -> Path:
 
 
 def safe_file_stem(run_id: str, taken: set[str] | None = None) -> str:
-    """A file-name stem for a run id: safe characters only, never hidden, at most 80 characters,
-    and unique within ``taken`` (distinct ids that map to the same characters get a short hash).
+    """A file-name stem for a run id: letters and digits of any script, ``.``, ``-`` and ``_`` only
+    (``模型-运行`` stays ``模型-运行``; a path separator or a space becomes ``_``), never hidden, at most
+    80 characters and 200 UTF-8 bytes, and unique within ``taken`` (distinct ids that map to the same
+    characters get a short hash).
 
     ``taken`` (if given) is updated with the returned stem.
     """
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", str(run_id)).strip("._") or "run"
+    text = unicodedata.normalize("NFC", str(run_id))
+    s = re.sub(r"[^\w.-]+", "_", text).strip("._") or "run"
     digest = hashlib.sha1(str(run_id).encode()).hexdigest()[:8]
-    if len(s) > _MAX_STEM:
-        s = f"{s[: _MAX_STEM - 9]}-{digest}"
+    if len(s) > _MAX_STEM or len(s.encode()) > _MAX_STEM_BYTES:
+        s = s[: _MAX_STEM - 9]
+        while len(s.encode()) > _MAX_STEM_BYTES - 9:
+            s = s[:-1]
+        s = f"{s}-{digest}"
     if taken is not None:
         if s in taken:
             s = f"{s[: _MAX_STEM - 9]}-{digest}"

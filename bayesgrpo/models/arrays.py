@@ -5,9 +5,12 @@ Conventions (one place for all of them):
 * **Grid.** Each run lives on the unit-step grid from its first logged step ``s0`` to its last logged
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
 * **Reward bounds.** ``[L, U]`` from metadata ``reward_min`` / ``reward_max`` (``--reward-range``);
-  when they are not given and every observed reward lies in [0, 1], the reward is taken to be a
-  0-1 rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix
-  lay in [0, 1] stayed there); otherwise the bounds are unknown.
+  when they are not given and every observed reward lies in [0, 1] and reaches at least
+  :data:`INFER_MIN_SHARE` (5%) of it, the reward is taken to be a 0-1 rate (accuracy, pass rate) with
+  bounds [0, 1] ("inferred"; every development run whose prefix lay in [0, 1] stayed there, and every
+  one of those prefixes but none reached 5%); a reward that stays below 5% of [0, 1] (0.001-0.007, or
+  1e-12) is not assumed to be a rate -- its bounds are unknown and a :class:`DataWarning` says how to
+  declare them; otherwise the bounds are unknown.
 * **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
   observed rewards -- the rare batches that already reach a high reward show how far the run can
@@ -16,7 +19,7 @@ Conventions (one place for all of them):
   ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the prefix (a
   run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
   the run's own units through the exact inverse. A constant observed curve with unknown bounds gets
-  the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
+  the scale :data:`CONSTANT_SCALE` x |level| (x 1 at level 0) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
   :data:`NOISE_FLOOR` (2% of the scale).
 * **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
@@ -25,11 +28,13 @@ Conventions (one place for all of them):
   1.23 across runs, ``log(tau / run length)`` 1.34 -- the planned length carries no information about
   the timescale beyond the steps themselves, so the posterior of a prefix never depends on the
   horizon asked for.
-* **Observed fraction.** The population prior is conditional on the share of the planned run
-  already observed, ``f = (last - s0) / (planned - s0)`` (in prefix units the gain still to come
-  shrinks as more of the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5).
-  ``planned`` is metadata ``max_steps`` when it lies after the last logged step, else the horizon:
-  with ``max_steps`` known, asking for a longer horizon changes nothing about the posterior.
+* **Observed fraction.** The population prior is conditional on the share of the run already
+  observed, ``f = (last - s0) / (H - s0)`` (in prefix units the gain still to come shrinks as more of
+  the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5), counted against the one
+  horizon ``H`` every number of the forecast refers to: the prior and the calibration layer were
+  fitted on (prefix, end of run) pairs, so a question about step ``H`` is asked as if ``H`` were the
+  end. An explicit horizon that differs from metadata ``max_steps`` is warned about by
+  :func:`bayesgrpo.forecast.batch.forecast_batch`.
 * **Model size.** ``log_size = log(params_b / REFERENCE_SIZE_B)``; ``size_known = 0`` where
   ``params_b`` is missing (the scaling kind then gives the run no size effect, with the population's
   size spread added to its timescale prior -- never the reference size).
@@ -57,7 +62,8 @@ MIN_POINTS = 5
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
 LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
 SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
-CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of max(|level|, 1)
+CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of its |level| (1 at level 0)
+INFER_MIN_SHARE = 0.05  # [0, 1] is inferred only for rewards that reach this share of it
 
 
 @dataclass(frozen=True)
@@ -120,15 +126,24 @@ def _num(meta_row, key) -> float:
     return v
 
 
-def reward_bounds(meta_row, rewards) -> tuple[float, float, str]:
-    """``(L, U, source)`` of a run's reward: metadata, inferred [0, 1], or unknown (NaN, NaN, "")."""
+def reward_bounds(meta_row, rewards, *, where: str = "the run") -> tuple[float, float, str]:
+    """``(L, U, source)`` of a run's reward: metadata, inferred [0, 1], or unknown (NaN, NaN, "")
+    (module docstring; ``where`` names the run in the warning about a reward too small to infer)."""
     lo, hi = _num(meta_row, "reward_min"), _num(meta_row, "reward_max")
     if math.isfinite(lo) and math.isfinite(hi):
         return lo, hi, "metadata"
     r = np.asarray(rewards, dtype=float)
     r = r[np.isfinite(r)]
     if r.size and r.min() >= 0.0 and r.max() <= 1.0 and not (math.isfinite(lo) or math.isfinite(hi)):
-        return 0.0, 1.0, "inferred"
+        if r.max() >= INFER_MIN_SHARE:
+            return 0.0, 1.0, "inferred"
+        warnings.warn(
+            f"{where}: its rewards lie in [{r.min():.3g}, {r.max():.3g}], less than {INFER_MIN_SHARE:.0%} of [0, 1]; "
+            "no bounds are assumed (a rate flat near 0 may still rise: declare it with --reward-range 0,1 or "
+            "reward_min/reward_max in --meta; another scale with --reward-range LO,HI)",
+            DataWarning,
+            stacklevel=3,
+        )
     if math.isfinite(lo) or math.isfinite(hi):  # one bound only: use it as given, the other unknown
         return lo, hi, "metadata"
     return float("nan"), float("nan"), ""
@@ -195,7 +210,7 @@ def prepare_arrays(
                 "Pass a larger --horizon."
             )
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
-        lo_b, hi_b, bsrc = reward_bounds(meta, rn)
+        lo_b, hi_b, bsrc = reward_bounds(meta, rn, where=where)
         if bsrc == "metadata":  # declared bounds the log contradicts would clip every forecast silently
             tol = 1e-9 * max(1.0, abs(lo_b) if math.isfinite(lo_b) else 0.0, abs(hi_b) if math.isfinite(hi_b) else 0.0)
             for bad, name, bound in (
@@ -217,7 +232,9 @@ def prepare_arrays(
         if math.isfinite(width):
             scale = max(scale, SCALE_FLOOR * width)
         elif scale <= 0.0:
-            scale = CONSTANT_SCALE * max(abs(loc), 1.0)
+            scale = CONSTANT_SCALE * (
+                abs(loc) if abs(loc) > 0 else 1.0
+            )  # 10% of its level: a 1e-12 reward keeps its scale
             warnings.warn(
                 f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
                 f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
@@ -231,8 +248,7 @@ def prepare_arrays(
         r0s.append(float(start_level(zn)))  # the start level, in normalised units
         floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
-        ms_ = _num(meta, "max_steps")
-        planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
+        planned = H  # one horizon (module docstring)
         K = _num(meta, "refresh_interval")
         K = int(K) if not math.isnan(K) and K >= 1 else 1
         infos.append(

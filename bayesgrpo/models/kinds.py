@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS"]
+__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "check_model_option", "DATA_VARS"]
 
 #: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
 DATA_VARS = (
@@ -248,17 +248,21 @@ class ModelKind:
         return propagate_numpy(m, P, n_steps, **kw)
 
     def stop(self, p: dict, *, n_steps: int, fraction: float, K: int):
-        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag."""
+        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag.
+
+        The gain is in normalised units (one unit = the run's reward scale): a gain below ``1 -
+        fraction`` of the scale has settled at the start (:mod:`bayesgrpo.physics.stopping`)."""
         from bayesgrpo.physics.stopping import settling_index, stop_steps
 
+        gain = p["r_star"] - p["r0"]
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import degenerate_deviation_paths
 
             x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"],
                                            lam=p.get("lam", 0.0))  # fmt: skip
-            idx, reached = settling_index(x, fraction=fraction)
+            idx, reached = settling_index(x, fraction=fraction, gain=gain)
             return np.minimum(idx, n_steps), reached
-        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K)
+        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K, gain=gain)
 
 
 #: the registry: kind name -> :class:`ModelKind`
@@ -316,3 +320,11 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     from bayesgrpo.models.prior import PopulationPrior
 
     return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical)
+
+
+def check_model_option(model: str) -> None:
+    """``--model`` names a kind of :data:`MODEL_KINDS` (else :class:`~bayesgrpo.errors.OptionError`)."""
+    from bayesgrpo.errors import OptionError
+
+    if model not in MODEL_KINDS:
+        raise OptionError(f"--model {model!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")

@@ -15,6 +15,7 @@ from bayesgrpo.conventions import INTERVALS as LEVELS
 from bayesgrpo.evaluation.backtest import example_path, load_example
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
 from bayesgrpo.evaluation.metrics import final_reward
+from bayesgrpo.io.output import save_figure
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["plot_all", "plot_examples"]
@@ -83,8 +84,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     ax.legend(fontsize=7.5, loc="lower right")
     ax.grid(alpha=0.3)
     fig.suptitle("Calibration: PIT histograms (flat = calibrated; U = too narrow; hump = too wide)", fontsize=10)
-    p = out / f"{prefix}calibration.png"
-    fig.savefig(p, dpi=110)
+    p = save_figure(fig, out / f"{prefix}calibration.png")
     figs.append(p)
 
     # error and CRPS vs cutoff
@@ -103,8 +103,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
         ax.set_yscale("log")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-        p = out / f"{prefix}{fname}"
-        fig.savefig(p, dpi=110)
+        p = save_figure(fig, out / f"{prefix}{fname}")
         figs.append(p)
 
     # examples
@@ -185,5 +184,4 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         f"Example backtests at cutoff {c:g}: bands = bayesgrpo predictive logged reward; bars right of the horizon = each method's 80% interval of the final reward",
         fontsize=9,
     )
-    fig.savefig(path, dpi=105)
-    return path
+    return save_figure(fig, path, dpi=105)

@@ -22,7 +22,7 @@ def mock_sampler(monkeypatch):
     disagree: r_hat far above 1, a tiny ESS); ``state["calls"]`` records the data of each sampled batch.
     """
     state = {
-        "params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01),
+        "params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01, L=-0.5, lam=0.5),
         "spread": 0.0,
         "chain_shift": 0.0,
         "calls": [],

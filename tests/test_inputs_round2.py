@@ -125,11 +125,24 @@ def test_tiny_rewards_get_no_silent_unit_bounds(tmp_path, mock_sampler):
     out, ranged = tmp_path / "t.csv", tmp_path / "r.csv"
     res = invoke("forecast", p, "--horizon", 300, "--out", out, *FAST)
     assert res.exit_code == 0, res.output
-    w = warning_text(res)
-    assert "'tiny'" in w and "[0, 1]" in w and "--reward-range" in w, res.output
-    invoke("forecast", p, "--horizon", 300, "--out", ranged, "--reward-range", "0,0.01", *FAST)
+    w = warning_text(res)  # a rate flat at its floor may rise: assumed, but never silently
+    assert "'tiny'" in w and "less than 5% of [0, 1]" in w and "--reward-range" in w, res.output
+    res = invoke("forecast", p, "--horizon", 300, "--out", ranged, "--reward-range", "0,0.01", *FAST)
+    assert "less than 5%" not in warning_text(res)  # declared: no warning, and the width follows the declared range
     width = lambda t: float(t.loc["tiny", "final_q90"] - t.loc["tiny", "final_q10"])  # noqa: E731
-    assert width(table(out)) < 2 * width(table(ranged)), (width(table(out)), width(table(ranged)))
+    assert width(table(ranged)) < 0.1 * width(table(out)), (width(table(out)), width(table(ranged)))
+
+
+def test_a_flat_pass_rate_at_its_floor_keeps_room_to_rise(tmp_path, mock_sampler):
+    mock_sampler["spread"] = 0.3
+    s = np.arange(1, 26)
+    p = write_long(tmp_path / "runs.csv", {"floor": (s, np.full(s.size, 0.01))})
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", p, "--horizon", 116, "--out", out, *FAST)
+    assert res.exit_code == 0, res.output
+    assert "assumed a rate in [0, 1]" in warning_text(res)
+    t = table(out).loc["floor"]
+    assert t.final_q90 - t.final_q10 > 0.05  # the [0, 1] scale: room above, not a copy of the flat prefix
 
 
 def test_a_reward_of_1e_12_is_forecast_on_its_own_scale(tmp_path, mock_sampler):
@@ -179,24 +192,26 @@ def test_a_run_that_reached_max_steps_is_complete_without_a_horizon(tmp_path, mo
 
 
 # ============================================================================ 7. one horizon
-def test_horizon_below_max_steps_warns_and_is_the_one_horizon(tmp_path, mock_sampler):
+def test_horizon_below_max_steps_warns_and_is_the_forecast_of_the_planned_run(tmp_path, mock_sampler):
     s = np.arange(1, 101)
     p = write_long(tmp_path / "runs.csv", {"r": (s, curve(s))}, meta=[{"run_id": "r", "max_steps": 1000}])
-    out, plain = tmp_path / "t.csv", tmp_path / "plain.csv"
-    res = invoke("forecast", p, "--meta", tmp_path / "meta.csv", "--horizon", 200, "--out", out, *FAST)
+    meta = tmp_path / "meta.csv"
+    many = ("--draws", "1000", "--tune", "10")
+    short, full = tmp_path / "short", tmp_path / "full"
+    res = invoke("forecast", p, "--meta", meta, "--horizon", 200, "--out", short / "t.csv", "--out-dir", short, *many)
     assert res.exit_code == 0, res.output
     w = warning_text(res)
     assert "'r'" in w and "--horizon 200" in w and "max_steps 1000" in w, res.output
-    # without the metadata the same question gets the same answer: the horizon is the one horizon
-    p2 = write_long(tmp_path / "runs2.csv", {"r": (s, curve(s))})
-    invoke("forecast", p2, "--horizon", 200, "--out", plain, *FAST)
-    a, b = table(out).loc["r"], table(plain).loc["r"]
-    assert a.horizon == b.horizon == 200
-    for q in ("final_q10", "final_q50", "final_q90"):
-        assert a[q] == pytest.approx(b[q]), q
-    # the sampled data carry the same observed fraction (the prior is conditioned on it)
+    res = invoke("forecast", p, "--meta", meta, "--out-dir", full, *many)
+    assert res.exit_code == 0 and "--horizon" not in warning_text(res)
+    assert table(short / "t.csv").loc["r", "horizon"] == 200
+    # one forecast: the one to step 200 is the one of the planned 1000 steps read at step 200
+    a = pd.read_csv(short / "paths.csv").set_index("step").loc[200]
+    b = pd.read_csv(full / "paths.csv").set_index("step").loc[200]
+    for q in ("yhat_q10", "yhat_q50", "yhat_q90"):
+        assert a[q] == pytest.approx(b[q], abs=0.005), (q, a[q], b[q])
     fr = [c["fraction"] for c in mock_sampler["calls"]]
-    assert fr[0] == pytest.approx(fr[1])
+    assert fr[0] == pytest.approx(99 / 999) and fr[1] == pytest.approx(99 / 999)  # the share of the planned run
 
 
 # ============================================================================ 8. a constant curve settles

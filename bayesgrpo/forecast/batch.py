@@ -50,7 +50,7 @@ MEMORY_LIMIT_BYTES = 2 * 1024**3
 MAX_GRID_STEPS = 20_000
 #: refuse a horizon more steps after the last logged step than this: every future step of every draw is
 #: propagated (bench/results/grid_cost.md)
-MAX_FUTURE_STEPS = 200_000
+MAX_FUTURE_STEPS = 100_000
 #: the values of the ``status`` column of a batch table
 STATUSES = ("ok", "warning", "complete", "error", "interrupted")
 
@@ -175,8 +175,8 @@ def _observed_final(observed: RunSet, rid: str, horizon: int, final_window: floa
 
 
 def _max_steps_warnings(runs: RunSet, observed: RunSet, horizon, horizons: dict) -> None:
-    """One horizon: an explicit --horizon is the one every number refers to; say so where the run's
-    metadata plans another length."""
+    """One horizon: a forecast to ``--horizon`` is the forecast of the planned run (metadata
+    ``max_steps``) read at that step; say so where the two differ."""
     if horizon is None:
         return
     for rid in observed.run_ids:
@@ -184,8 +184,8 @@ def _max_steps_warnings(runs: RunSet, observed: RunSet, horizon, horizons: dict)
         h = horizons.get(rid)
         if h is not None and math.isfinite(ms) and int(ms) != int(h):
             warnings.warn(f"{_where(observed, rid)}: --horizon {int(h)} differs from its max_steps {int(ms)} "
-                          f"(metadata); every number is for step {int(h)} (the share of the run observed is "
-                          "counted against it)", DataWarning, stacklevel=3)  # fmt: skip
+                          f"(metadata); the table is the forecast of the planned {int(ms)} steps read at step "
+                          f"{int(h)}", DataWarning, stacklevel=3)  # fmt: skip
 
 
 def forecast_batch(

@@ -121,20 +121,24 @@ class Calibration(BaseModel):
         level: float = float("nan"),
         floor: float = float("nan"),
         scale: float = float("nan"),
+        go: float = 1.0,
     ) -> np.ndarray:
         """Calibrated draws (same number and order as ``draws``; run units).
 
         The widths scale each side about the median; the additive shifts (given the run's ``scale``,
         :meth:`stretch`) widen each tail; then the draws of :meth:`leave` (given the current ``level``
-        and the ``floor`` of :func:`leave_anchor`) are set to where they end.
+        and the ``floor`` of :func:`leave_anchor`) are set to where they end. ``go`` (default 1: the
+        planned end, where the layer was fitted) takes that share of the widening, for a forecast to
+        an earlier step.
         """
         x = np.asarray(draws, dtype=float)
         if x.size == 0:
             return x
         w_dn, w_up = self.widths(fraction)
+        w_dn, w_up = 1.0 + (w_dn - 1.0) * go, 1.0 + (w_up - 1.0) * go
         med = float(np.median(x))
         d = x - med
-        out = self.stretch(med + np.where(d > 0, w_up, w_dn) * d, fraction=fraction, scale=scale)
+        out = self.stretch(med + np.where(d > 0, w_up, w_dn) * d, fraction=fraction, scale=scale, go=go)
         idx, v = self.leave(out.size, fraction=fraction, level=level, floor=floor)
         out[idx] = v
         return out

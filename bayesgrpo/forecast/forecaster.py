@@ -528,7 +528,7 @@ class FittedForecast:
         if cal.name != "identity":
             # the layer's widening grows with the time to go: none at the last observation, all of it at the horizon
             frac = float(arr.fraction[0])
-            tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
+            tau_go = info.time_to_go(fut)  # pro rata of the planned run: one forecast, read at any step
             w_dn, w_up = cal.widths(frac)
             if (w_dn, w_up) != (1.0, 1.0):  # the width ratios (an additive layer has none)
                 for arr_ in (observed, latent_run):
@@ -589,7 +589,7 @@ class FittedForecast:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
         out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale,
-                                            **self._leave_anchor(run_id))  # fmt: skip
+                                            go=float(info.time_to_go(info.horizon)), **self._leave_anchor(run_id))  # fmt: skip
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip

@@ -5,12 +5,13 @@ Conventions (one place for all of them):
 * **Grid.** Each run lives on the unit-step grid from its first logged step ``s0`` to its last logged
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
 * **Reward bounds.** ``[L, U]`` from metadata ``reward_min`` / ``reward_max`` (``--reward-range``);
-  when they are not given and every observed reward lies in [0, 1] and reaches at least
-  :data:`INFER_MIN_SHARE` (5%) of it, the reward is taken to be a 0-1 rate (accuracy, pass rate) with
-  bounds [0, 1] ("inferred"; every development run whose prefix lay in [0, 1] stayed there, and every
-  one of those prefixes but none reached 5%); a reward that stays below 5% of [0, 1] (0.001-0.007, or
-  1e-12) is not assumed to be a rate -- its bounds are unknown and a :class:`DataWarning` says how to
-  declare them; otherwise the bounds are unknown.
+  when they are not given and every observed reward lies in [0, 1], the reward is taken to be a 0-1
+  rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix lay
+  in [0, 1] stayed there). A reward that uses less than :data:`INFER_MIN_SHARE` (5%) of [0, 1] is
+  assumed a rate only with a :class:`DataWarning` that says how to declare its bounds (a pass rate
+  flat at its floor, 0.01, may still rise -- the case the assumption is for -- but 0.001-0.007 may as
+  well be another scale), and not at all below :data:`RATE_RESOLUTION` (no batch pass rate is that
+  fine: a 1e-12 reward keeps its own scale); otherwise the bounds are unknown.
 * **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
   observed rewards -- the rare batches that already reach a high reward show how far the run can
@@ -28,13 +29,14 @@ Conventions (one place for all of them):
   1.23 across runs, ``log(tau / run length)`` 1.34 -- the planned length carries no information about
   the timescale beyond the steps themselves, so the posterior of a prefix never depends on the
   horizon asked for.
-* **Observed fraction.** The population prior is conditional on the share of the run already
-  observed, ``f = (last - s0) / (H - s0)`` (in prefix units the gain still to come shrinks as more of
-  the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5), counted against the one
-  horizon ``H`` every number of the forecast refers to: the prior and the calibration layer were
-  fitted on (prefix, end of run) pairs, so a question about step ``H`` is asked as if ``H`` were the
-  end. An explicit horizon that differs from metadata ``max_steps`` is warned about by
-  :func:`bayesgrpo.forecast.batch.forecast_batch`.
+* **Observed fraction.** The population prior is conditional on the share of the planned run
+  already observed, ``f = (last - s0) / (planned - s0)`` (in prefix units the gain still to come
+  shrinks as more of the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5).
+  ``planned`` is metadata ``max_steps`` when it lies after the last logged step, else the horizon:
+  with ``max_steps`` known, asking for another horizon changes nothing about the posterior, and a
+  forecast to an earlier step is the forecast of the planned run read at that step (the calibration
+  layer, fitted at the planned end, widens pro rata: :meth:`RunInfo.time_to_go`). An explicit
+  horizon that differs from ``max_steps`` is warned about (:func:`bayesgrpo.forecast.batch.forecast_batch`).
 * **Model size.** ``log_size = log(params_b / REFERENCE_SIZE_B)``; ``size_known = 0`` where
   ``params_b`` is missing (the scaling kind then gives the run no size effect, with the population's
   size spread added to its timescale prior -- never the reference size).
@@ -63,7 +65,8 @@ REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scali
 LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
 SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
 CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of its |level| (1 at level 0)
-INFER_MIN_SHARE = 0.05  # [0, 1] is inferred only for rewards that reach this share of it
+INFER_MIN_SHARE = 0.05  # [0, 1] is inferred silently only for rewards that reach this share of it
+RATE_RESOLUTION = 1e-3  # a reward whose every value is below this is not assumed to be a rate in [0, 1]
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,13 @@ class RunInfo:
     reward_min: float = float("nan")
     reward_max: float = float("nan")
     bounds: str = ""  # "metadata", "inferred" or "" (unknown)
+
+    def time_to_go(self, steps) -> np.ndarray:
+        """Share of the planned run's time to go at ``steps``: 0 at the last observation, 1 at the planned
+        end (and after it): how much of the calibration layer's widening a forecast at ``steps`` gets."""
+        end = self.planned if self.planned > self.last_step else self.horizon
+        go = (np.asarray(steps, dtype=float) - self.last_step) / max(1, end - self.last_step)
+        return np.clip(go, 0.0, 1.0)
 
     def future_steps(self) -> np.ndarray:
         """Logged steps after the last observation, up to the horizon, at the run's interval."""
@@ -137,13 +147,17 @@ def reward_bounds(meta_row, rewards, *, where: str = "the run") -> tuple[float, 
     if r.size and r.min() >= 0.0 and r.max() <= 1.0 and not (math.isfinite(lo) or math.isfinite(hi)):
         if r.max() >= INFER_MIN_SHARE:
             return 0.0, 1.0, "inferred"
+        rate = r.max() >= RATE_RESOLUTION
         warnings.warn(
             f"{where}: its rewards lie in [{r.min():.3g}, {r.max():.3g}], less than {INFER_MIN_SHARE:.0%} of [0, 1]; "
-            "no bounds are assumed (a rate flat near 0 may still rise: declare it with --reward-range 0,1 or "
-            "reward_min/reward_max in --meta; another scale with --reward-range LO,HI)",
+            + ("assumed a rate in [0, 1] (a rate flat at its floor may still rise)" if rate else
+               "not assumed a rate in [0, 1] (finer than any batch pass rate): no bounds")
+            + "; declare them with --reward-range LO,HI (or reward_min/reward_max in --meta)",
             DataWarning,
             stacklevel=3,
-        )
+        )  # fmt: skip
+        if rate:
+            return 0.0, 1.0, "inferred"
     if math.isfinite(lo) or math.isfinite(hi):  # one bound only: use it as given, the other unknown
         return lo, hi, "metadata"
     return float("nan"), float("nan"), ""
@@ -248,7 +262,8 @@ def prepare_arrays(
         r0s.append(float(start_level(zn)))  # the start level, in normalised units
         floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
-        planned = H  # one horizon (module docstring)
+        ms_ = _num(meta, "max_steps")
+        planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
         K = _num(meta, "refresh_interval")
         K = int(K) if not math.isnan(K) and K >= 1 else 1
         infos.append(

@@ -2,7 +2,9 @@
 
 Public API (imported lazily so that ``import bayesgrpo`` and the CLI start fast)::
 
-    from bayesgrpo import read_runs, RunSet, Forecaster, FittedForecast, SamplerConfig
+    from bayesgrpo import read_runs, RunSet, Forecaster, FittedForecast, SamplerConfig, write_report
+
+``write_report(fit_or_batch, "report.html")`` writes one self-contained HTML report (``bayesgrpo.report``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ _LAZY = {
     "FittedForecast": ("bayesgrpo.forecast", "FittedForecast"),
     "SamplerConfig": ("bayesgrpo.forecast", "SamplerConfig"),
     "PopulationPrior": ("bayesgrpo.models.prior", "PopulationPrior"),
+    "write_report": ("bayesgrpo.report", "write_report"),
 }
 
 __all__ = ["__version__", *_LAZY]

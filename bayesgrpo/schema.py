@@ -10,22 +10,47 @@ column                     meaning
 ``run_id`` (str)           run identifier, unique within a :class:`RunSet`
 ``step`` (int)             optimizer step of the logged point (strictly increasing per run)
 ``reward`` (float)         batch-mean training reward logged at that step
-``reward_std`` (float)     within-batch / within-group reward spread, optional
-``kl``                     KL to the reference policy, optional
-``entropy``                policy entropy, optional
-``completion_length``      mean completion length (tokens), optional
-``frac_reward_zero_std``   share of groups whose G rewards are all equal, optional
-``reward_fn/<name>``       per-reward-function means (TRL ``rewards/<name>/mean``), optional
+channels (float)           the quantities of :data:`CHANNELS`, each under one name, optional
+``reward_fn/<name>``       mean reward of one reward function (TRL ``rewards/<name>/mean``), optional
 ``eval/<name>``            evaluation metrics (NaN where not evaluated), optional
 anything else              unmapped metrics are kept under their original names
 =========================  ==========================================================
 
-``meta`` (one row per run, index ``run_id``): :data:`META_FIELDS` (all optional; missing stays
-missing as NaN / None) plus any free-form extra columns.
+Channels
+--------
+Every quantity a trainer logs besides the reward has one name here (:data:`CHANNELS`, with its
+definition) and is mapped onto it once, by the importers' table
+:data:`bayesgrpo.io._common.ALIASES` (which names each trainer's key). A trainer that logs a
+quantity under another *definition* feeds a separate channel, never the same name:
 
-Per-run normalisation (:meth:`RunSet.normalize`) maps ``reward`` to
-``(reward - loc) / scale`` with ``loc``/``scale`` stored per run; :meth:`RunSet.denormalize`
-inverts it exactly (the same two floats, the inverse affine map).
+* ``reward_std`` is the mean over the step's groups of the within-group (sample, ddof = 1) standard
+  deviation of the G rewards of one prompt -- TRL <= 0.26 ``reward_std`` (``scale_rewards="group"``,
+  its default), OpenRLHF ``group_reward_std``. ``reward_std_batch`` is the standard deviation of all
+  rewards of the step pooled -- TRL >= 0.27 logs *this* under the key ``reward_std`` (as does TRL <=
+  0.26 with ``scale_rewards="batch"``), OpenRLHF ``rollout/reward_std``, verl forks'
+  ``critic/score/std``, and the ``std_reward`` of from-scratch loops. A log file does not say its TRL
+  version: its ``reward_std`` key is read as ``reward_std`` unless the run itself proves it is a batch
+  std (:func:`bayesgrpo.io._common.reward_std_is_batch`) or the caller says so
+  (``read_runs(..., reward_std="batch")``; the live callback knows the TRL version). For 0/1 rewards the
+  batch std is a function of the mean reward alone (``sqrt(u (1 - u))``) and carries nothing about the
+  spread of prompt difficulty that ``reward_std`` measures.
+* ``kl`` is the KL divergence from the *reference* policy (TRL ``kl``, verl ``actor/kl_loss`` /
+  ``actor/reward_kl_penalty``, OpenRLHF ``kl``); ``approx_kl`` is the KL between the policy that
+  generated the batch and the updated one, PPO's step size (verl ``actor/ppo_kl``).
+* ``clip_ratio`` is the share of completion tokens whose importance ratio was clipped on either side
+  (TRL >= 0.17 logs it as ``clip_ratio/region_mean`` next to its low/high parts, which stay under their
+  own names; TRL 0.16 ``clip_ratio``; verl ``actor/pg_clipfrac``; OpenRLHF ``ppo_clip_ratio``).
+  ``frac_truncated`` is a different quantity: the share of completions cut at the length limit (TRL
+  ``completions/clipped_ratio``, verl ``response_length/clip_ratio``, OpenRLHF ``rollout/truncated_rate``).
+
+:meth:`RunSet.channels` says which channels a run has; :meth:`RunSet.channel_counts` counts their points.
+
+``meta`` (one row per run, index ``run_id``): :data:`META_FIELDS` (all optional; missing stays
+missing as NaN / None) plus any free-form extra columns; importers record the source key of every
+channel they mapped as ``<channel>_key`` (e.g. ``reward_std_key``).
+
+Models normalise ``reward`` per run (``bayesgrpo.models.arrays``); the data here stay in the
+run's own units.
 """
 
 from __future__ import annotations
@@ -44,6 +69,11 @@ __all__ = [
     "STEP",
     "REWARD",
     "OPTIONAL_METRICS",
+    "CHANNELS",
+    "CHANNEL_LABELS",
+    "REWARD_FN_PREFIX",
+    "EVAL_PREFIX",
+    "is_channel",
     "META_FIELDS",
     "NUMERIC_META",
     "check_meta_values",
@@ -57,13 +87,38 @@ STEP = "step"
 REWARD = "reward"
 SOURCE_FILE = "source_file"
 SOURCE_LINE = "source_line"  # 1-based line/record in the source file, when known
-OPTIONAL_METRICS = (
-    "reward_std",
-    "kl",
-    "entropy",
-    "completion_length",
-    "frac_reward_zero_std",
-)
+#: The channels besides the reward, each a quantity with one name and one definition (module docstring).
+CHANNELS: dict[str, str] = {
+    "reward_std": "mean over the step's groups of the within-group standard deviation (ddof = 1) of the G rewards",
+    "reward_std_batch": "standard deviation of all rewards of the step's batch, every group pooled",
+    "frac_reward_zero_std": "share of the step's groups whose G rewards are all equal",
+    "kl": "KL divergence of the policy from the reference policy (mean per-token estimate)",
+    "approx_kl": "KL divergence between the policy that generated the batch and the updated policy",
+    "entropy": "mean per-token entropy of the policy over its completions",
+    "completion_length": "mean completion length (tokens)",
+    "frac_truncated": "share of completions cut at the maximum completion length",
+    "clip_ratio": "share of completion tokens whose importance ratio was clipped (either side)",
+}
+#: prefixes of the per-reward-function means and of the evaluation metrics (channel families)
+REWARD_FN_PREFIX = "reward_fn/"
+EVAL_PREFIX = "eval/"
+#: short labels of the channels (``summary`` prints ``std,zero,kl,fn2,eval3``); families count their members
+CHANNEL_LABELS: dict[str, str] = {
+    "reward_std": "std", "reward_std_batch": "bstd", "frac_reward_zero_std": "zero", "kl": "kl",
+    "approx_kl": "akl", "entropy": "ent", "completion_length": "len", "frac_truncated": "trunc",
+    "clip_ratio": "clip", REWARD_FN_PREFIX: "fn", EVAL_PREFIX: "eval",
+}  # fmt: skip
+OPTIONAL_METRICS = tuple(CHANNELS)
+
+
+def is_channel(name: str) -> bool:
+    """True for a channel name: one of :data:`CHANNELS`, ``reward_fn/<name>`` or ``eval/<name>``."""
+    return name in CHANNELS or (
+        isinstance(name, str)
+        and any(name.startswith(p) and len(name) > len(p) for p in (REWARD_FN_PREFIX, EVAL_PREFIX))
+    )
+
+
 META_FIELDS = (
     "model",
     "family",
@@ -445,6 +500,57 @@ class RunSet:
     def metrics(self) -> list[str]:
         return [c for c in self.data.columns if c not in (RUN, STEP, *_BOOKKEEPING)]
 
+    def channel_counts(self) -> pd.DataFrame:
+        """Finite points of every channel, per run.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``run_id`` (every run, in order), one integer column per channel any run logs
+            (:data:`CHANNELS` in their order, then ``reward_fn/<name>`` and ``eval/<name>`` in order of
+            appearance); 0 where a run does not log it.
+        """
+        cols = self._channel_columns()
+        counts = self._finite(self.data, cols).groupby(self.data[RUN], sort=False).sum()
+        counts = counts.reindex(self.run_ids, fill_value=0)
+        counts.index.name = RUN
+        return counts.astype(np.int64)
+
+    def _channel_columns(self) -> list[str]:
+        cols = [c for c in CHANNELS if c in self.data.columns]
+        for pre in (REWARD_FN_PREFIX, EVAL_PREFIX):
+            cols += [c for c in self.data.columns if c not in cols and c.startswith(pre) and is_channel(c)]
+        return cols
+
+    @staticmethod
+    def _finite(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+        return pd.DataFrame(
+            {c: np.isfinite(pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=float)) for c in cols}, index=df.index
+        )
+
+    def channels(self, run_id: str) -> tuple[str, ...]:
+        """The channels run ``run_id`` logs (at least one finite value), in the order of :meth:`channel_counts`.
+
+        Raises
+        ------
+        KeyError
+            No such run.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> rs = RunSet.from_frames(pd.DataFrame({"run_id": "a", "step": [1, 2], "reward": [0.1, 0.2],
+        ...                                       "kl": [0.0, 0.01], "entropy": float("nan")}))
+        >>> rs.channels("a")
+        ('kl',)
+        """
+        if run_id not in self.meta.index:
+            raise KeyError(f"no run {run_id!r}; runs are {self.run_ids[:10]}{' ...' if len(self) > 10 else ''}")
+        cols = self._channel_columns()
+        rows = self.data.loc[self.data[RUN] == run_id]
+        has = self._finite(rows, cols).any()
+        return tuple(c for c in cols if has[c])
+
     def concat(self, other: RunSet) -> RunSet:
         clash = set(self.run_ids) & set(other.run_ids)
         if clash:
@@ -455,7 +561,8 @@ class RunSet:
 
     # ------------------------------------------------------------------ reports
     def summary(self) -> pd.DataFrame:
-        """One row per run: points, first/last step, logging interval, reward range, metadata present."""
+        """One row per run: points, first/last step, logging interval, reward range, channels, other metrics
+        and metadata present (``channels`` and ``metrics`` are comma-separated names)."""
         g = self.data.groupby(RUN, sort=False)
         out = pd.DataFrame(
             {
@@ -468,12 +575,13 @@ class RunSet:
                 "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10) :].mean())),
             }
         ).reindex(self.run_ids)
-        metrics = [m for m in self.metrics if m != REWARD]
-        out["metrics"] = [
-            ",".join(m for m in metrics if self.data.loc[self.data[RUN] == r, m].notna().any()) for r in out.index
-        ]
-        present = [f for f in META_FIELDS if f != SOURCE_FILE]
-        out["metadata"] = [",".join(f for f in present if _present(self.meta.loc[r, f])) for r in out.index]
+        counts = self.channel_counts()
+        out["channels"] = [",".join(c for c, n in counts.loc[r].items() if n > 0) for r in out.index]
+        other = [m for m in self.metrics if m != REWARD and m not in counts.columns]
+        present = self.data[other].notna().groupby(self.data[RUN], sort=False).any().reindex(self.run_ids)
+        out["metrics"] = [",".join(m for m in other if present.loc[r, m]) for r in out.index]
+        fields = [f for f in META_FIELDS if f != SOURCE_FILE]
+        out["metadata"] = [",".join(f for f in fields if _present(self.meta.loc[r, f])) for r in out.index]
         return out
 
     # ------------------------------------------------------------------ xarray

@@ -47,3 +47,16 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
     || { echo "[bayesgrpo] error: installation failed (see messages above)" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
 fi
+
+# The browser tests of the HTML report (tests/test_report_browser.py) drive Debian's Chromium through
+# Playwright (never Playwright's own browser download): install it when it is missing.
+if [ "$EXTRAS" = "test" ] && [ -z "${BAYESGRPO_NO_BROWSER:-}" ] && ! [ -x "${BAYESGRPO_CHROMIUM:-/usr/bin/chromium}" ]; then
+  if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; }; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    echo "[bayesgrpo] installing Debian's chromium for the browser tests (apt-get; about a minute)" >&2
+    { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium; } >/dev/null \
+      || echo "[bayesgrpo] warning: could not install chromium; the browser tests will fail (BAYESGRPO_NO_BROWSER=1 skips them)" >&2
+  else
+    echo "[bayesgrpo] warning: no chromium and no apt-get/root to install it; the browser tests will fail (BAYESGRPO_NO_BROWSER=1 skips them)" >&2
+  fi
+fi

@@ -82,7 +82,7 @@ def _forecast_entries(state):
 
 
 def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
-    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30)
+    cb = BayesGRPOCallback(every=5, target=0.9, sampler=SMALL, worker=worker, final_wait=30, report=True)
     tr = tiny_grpo.make_trainer(tmp_path / "out", max_steps=40, callbacks=[cb])
     tr.train()
     st = tr.state
@@ -109,6 +109,9 @@ def test_real_run_logs_sane_forecasts_and_never_blocks_a_step(tmp_path, worker):
     assert len(hist) == cb._n_fits >= len(ents) and all(r["ok"] == "True" for r in hist)
     latest = json.loads((tmp_path / "out" / "bayesgrpo" / "latest.json").read_text())
     assert latest["observed_until"] == 40 and latest["final_q50"] == pytest.approx(ents[-1]["bayesgrpo/final_q50"])
+    # the live HTML report of the latest forecast, reloading itself
+    page = (tmp_path / "out" / "bayesgrpo" / "report.html").read_text(encoding="utf-8")
+    assert '<meta http-equiv="refresh"' in page and "P(final" in page and page.count("<tr data-search=") == 1
     # the callback moved itself in front of the reporting callbacks
     assert tr.callback_handler.callbacks[0] is cb
 
@@ -183,6 +186,23 @@ def test_stop_rule_sets_should_training_stop_when_its_condition_holds(tmp_path, 
     assert fake.requests[-1]["improve"] == {"delta": 0.0, "window": 5}
     msg = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
     assert msg and "P(final reward >= best so far 0.55 + 0) = 0.001 < 0.05 for 2 consecutive" in msg[0]
+
+
+def test_report_true_asks_the_worker_for_the_live_page_in_the_history_folder(tmp_path):
+    fake = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=fake, warmup=False, report=True)
+    tiny_grpo.make_trainer(tmp_path / "out", max_steps=12, callbacks=[cb]).train()
+    fc = [r for r in fake.requests if r.get("kind") == "forecast"]
+    assert fc and {r["report"] for r in fc} == {str(tmp_path / "out" / "bayesgrpo" / "report.html")}
+    assert cb.state()["args"]["report"] is True
+    other = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=2, worker=other, warmup=False, report=str(tmp_path / "elsewhere.html"))
+    tiny_grpo.make_trainer(tmp_path / "out2", max_steps=8, callbacks=[cb]).train()
+    assert {r["report"] for r in other.requests if r.get("kind") == "forecast"} == {str(tmp_path / "elsewhere.html")}
+    plain = FakeWorker(_answer(0.5))
+    tiny_grpo.make_trainer(tmp_path / "out3", max_steps=8, callbacks=[BayesGRPOCallback(every=2, worker=plain,
+                                                                                        warmup=False)]).train()  # fmt: skip
+    assert all(r["report"] is None for r in plain.requests if r.get("kind") == "forecast")  # off by default
 
 
 def test_stop_rule_does_not_fire_when_improvement_is_likely(tmp_path):
@@ -285,3 +305,57 @@ def test_old_trl_key_names_none_values_and_rows_without_reward_map_through_the_p
         and dn.loc[0, "completion_length"] == 48.0
         and dn.loc[0, "frac_reward_zero_std"] == 0.4
     )
+
+
+# ------------------------------------------------------------------ issue 17.7: live channels
+LIVE = {  # channel -> the key TRL 1.x logs it under
+    "reward_std_batch": "reward_std",  # TRL >= 0.27 logs the batch std under "reward_std"
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl": "kl",
+    "entropy": "entropy",
+    "completion_length": "completions/mean_length",
+    "frac_truncated": "completions/clipped_ratio",
+    "clip_ratio": "clip_ratio/region_mean",
+    "reward_fn/reward_has_x": "rewards/reward_has_x/mean",
+}
+
+
+def test_callback_and_watch_feed_the_channels_trl_logged(tmp_path):
+    """A real GRPOTrainer (beta > 0, so TRL logs kl): the live RunSet of the callback and the one ``watch``
+    reads from the run's checkpoint carry every channel with exactly the values in state.log_history."""
+    import trl
+
+    from bayesgrpo.integrations._worker import request_runs
+    from bayesgrpo.integrations.watch import LogSource
+
+    fake = FakeWorker(_answer(0.5))
+    cb = BayesGRPOCallback(every=4, worker=fake, warmup=False, history=False)
+    out = tmp_path / "out"
+    tr = tiny_grpo.make_trainer(out, max_steps=12, callbacks=[cb], beta=0.04, save_strategy="steps", save_steps=12)
+    tr.train()
+    logged = {e["step"]: e for e in tr.state.log_history if "reward" in e}
+    assert len(logged) == 12 and all(all(k in e for k in LIVE.values()) for e in logged.values())
+
+    live = cb.runs
+    rid = live.run_ids[0]
+    assert live.channels(rid) == tuple(LIVE)  # and no "reward_std": TRL 1.x does not log the within-group mean
+    assert live.meta.loc[rid, "trl_version"] == trl.__version__ and live.meta.loc[rid, "scale_rewards"] == "group"
+    d = live.run(rid).set_index("step")
+    for step, e in logged.items():
+        for ch, key in LIVE.items():
+            assert d.loc[step, ch] == e[key], (step, ch)
+        assert d.loc[step, "reward"] == e["reward"]
+    # the worker builds the same RunSet from the request it was sent (one mapping, both sides)
+    last = [r for r in fake.requests if r.get("kind") == "forecast"][-1]
+    sent = request_runs(last).run(rid).set_index("step")
+    assert sent.loc[sent.index, list(LIVE)].equals(d.loc[sent.index, list(LIVE)])
+
+    # watch follows the output folder: checkpoint-12/trainer_state.json + TRL's model card (README.md, "- TRL: x")
+    assert f"- TRL: {trl.__version__}" in (out / "README.md").read_text()
+    src = LogSource(out)
+    assert src.poll() == 12
+    w = src.frame().set_index("step")
+    assert [c for c in LIVE if c in w.columns] == list(LIVE) and "reward_std" not in w.columns
+    for step, e in logged.items():
+        for ch, key in LIVE.items():
+            assert w.loc[step, ch] == e[key], (step, ch)

@@ -726,7 +726,9 @@ def test_committed_from_scratch_quirks():
         and math.isnan(at(rs, 6, "eval/combined"))
     )
     assert at(rs, 5, "training_phase") == "GROUNDED_ONLY" and rs.meta.iloc[0]["reward_key"] == "mean_reward"
-    assert rs.meta.iloc[0]["reward_std_key"] == "std_reward" and at(rs, 11, "reward_std") == 0.098322
+    # a from-scratch loop's std_reward is the std of the step's rewards pooled: reward_std_batch, not reward_std
+    assert rs.meta.iloc[0]["reward_std_batch_key"] == "std_reward" and at(rs, 11, "reward_std_batch") == 0.098322
+    assert "reward_std" not in rs.metrics
     path = cf("from_scratch", "metrics.jsonl")  # record 0 eval-only, eval merged into 5 and 10, nulls, cut-off
     with pytest.warns(DataWarning) as rec:
         rs = read_runs(path)

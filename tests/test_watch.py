@@ -80,7 +80,15 @@ def test_watch_reforecasts_every_n_new_steps_of_a_growing_file(tmp_path):
     seen = []
     worker = InstantWorker()
     res = watch(
-        p, every=10, interval=0.05, horizon=200, min_points=6, worker=worker, on_update=seen.append, idle_timeout=0.6
+        p,
+        every=10,
+        interval=0.05,
+        horizon=200,
+        min_points=6,
+        worker=worker,
+        on_update=seen.append,
+        idle_timeout=0.6,
+        report=tmp_path / "live.html",
     )
     w.join()
     assert res == seen and len(res) >= 3
@@ -90,6 +98,7 @@ def test_watch_reforecasts_every_n_new_steps_of_a_growing_file(tmp_path):
     assert all(b - a >= 10 for a, b in zip(sizes[:-2], sizes[1:-1]))  # every 10 new steps ...
     assert sizes[-1] > sizes[-2]  # ... and one more when the log went quiet with steps not yet forecast
     assert fc[-1]["horizon"] == 200 and "reward" in fc[-1]["frame"].columns
+    assert {r["report"] for r in fc} == {str(tmp_path / "live.html")}  # the worker rewrites the page each time
 
 
 def test_verl_restart_truncation_keeps_the_steps_seen(tmp_path):
@@ -131,6 +140,15 @@ def test_hf_output_folder_follows_the_newest_checkpoint(tmp_path):
     assert src.poll() == 0 and src.n_reward == 30
 
 
+def test_cli_watch_refuses_a_report_that_is_not_html_before_following(tmp_path):
+    from bayesgrpo.cli import app
+
+    res = CliRunner().invoke(app, ["watch", str(tmp_path / "nothing-yet.jsonl"), "--report", str(tmp_path / "r.txt")])
+    assert res.exit_code == 2
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "--report" in lines[0] and "'.txt'" in lines[0] and ".html" in lines[0], res.output
+
+
 def test_watch_needs_a_horizon(tmp_path):
     p = tmp_path / "exp.jsonl"
     p.write_text("".join(_verl_line(s) for s in range(1, 20)))
@@ -159,6 +177,7 @@ def test_cli_watch_real_forecasts_plain_lines_when_piped(tmp_path):
     p.write_text("")
     hist = tmp_path / "live" / "forecasts.csv"
     png = tmp_path / "live" / "fan.png"
+    page = tmp_path / "live" / "report.html"
 
     def write():  # 30 steps, then (once the first forecast is out) 30 more
         Writer(p, range(1, 31), delay=0.05).run()
@@ -172,7 +191,7 @@ def test_cli_watch_real_forecasts_plain_lines_when_piped(tmp_path):
     res = CliRunner().invoke(app, [
         "watch", str(p), "--every", "20", "--interval", "0.2", "--horizon", "300", "--target", "0.6",
         "--cost-per-step", "0.0005", "--max-updates", "2", "--idle-timeout", "240", "--draws", "100",
-        "--tune", "100", "--history", str(hist), "--plot", str(png),
+        "--tune", "100", "--history", str(hist), "--plot", str(png), "--report", str(page),
     ])  # fmt: skip
     t.join()
     assert res.exit_code == 0, res.output
@@ -187,6 +206,8 @@ def test_cli_watch_real_forecasts_plain_lines_when_piped(tmp_path):
     q = [(float(r["final_q10"]), float(r["final_q50"]), float(r["final_q90"])) for r in rows]
     assert all(a <= b <= c for a, b, c in q) and all(0.2 < b < 1.2 for _, b, _ in q)
     assert png.exists() and png.stat().st_size > 1000
+    html = page.read_text(encoding="utf-8")  # the live report of the last forecast, reloading itself
+    assert '<meta http-equiv="refresh"' in html and f"{seen[1]} / 300" in html and "P(final" in html
     assert json.loads((hist.parent / "latest.json").read_text())["observed_until"] == seen[1]
 
 

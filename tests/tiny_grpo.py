@@ -8,6 +8,7 @@ with the ``tokenizers`` library, an in-memory ``datasets.Dataset`` of prompts an
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -42,8 +43,9 @@ def reward_has_x(completions, **kwargs):
 
 def make_trainer(output_dir, *, max_steps: int = 30, callbacks=(), report_to="none", logging_steps: int = 1,
                  learning_rate: float = 3e-2, seed: int = 0, save_strategy: str = "no", save_steps: int = 10,
-                 **config):  # fmt: skip
-    """A GRPOTrainer on CPU: 4 completions of 8 tokens per prompt, one prompt per step."""
+                 beta: float = 0.0, **config):  # fmt: skip
+    """A GRPOTrainer on CPU: 4 completions of 8 tokens per prompt, one prompt per step (``beta > 0``: a
+    reference model and the ``kl`` TRL then logs)."""
     import torch
     from datasets import Dataset
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -58,13 +60,17 @@ def make_trainer(output_dir, *, max_steps: int = 30, callbacks=(), report_to="no
         eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id, tie_word_embeddings=True,
     )  # fmt: skip
     model = LlamaForCausalLM(cfg)
+    if beta:  # TRL loads the reference model from the policy's name: save the random initial weights for it
+        init = Path(output_dir) / "initial_model"
+        model.save_pretrained(init)
+        model.config._name_or_path = str(init)
     prompts = [" ".join(WORDS[(i + k) % 8] for k in range(3)) for i in range(64)]
     ds = Dataset.from_dict({"prompt": prompts})
     args = GRPOConfig(
         output_dir=str(output_dir), max_steps=max_steps, per_device_train_batch_size=4, num_generations=4,
         max_completion_length=8, logging_steps=logging_steps, learning_rate=learning_rate, report_to=report_to,
         use_cpu=True, save_strategy=save_strategy, save_steps=save_steps, disable_tqdm=True, seed=seed,
-        temperature=1.0, beta=0.0, dataloader_num_workers=0, **config,
+        temperature=1.0, beta=beta, dataloader_num_workers=0, **config,
     )  # fmt: skip
     return GRPOTrainer(model=model, reward_funcs=reward_has_x, args=args, train_dataset=ds, processing_class=tok,
                        callbacks=list(callbacks))  # fmt: skip

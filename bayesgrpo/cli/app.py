@@ -70,6 +70,7 @@ def _mount() -> None:
     from bayesgrpo.cli.compare import compare_cmd
     from bayesgrpo.cli.diagnose import diagnose_cmd
     from bayesgrpo.cli.forecast import demo_cmd, forecast_cmd
+    from bayesgrpo.cli.report import report_cmd
     from bayesgrpo.cli.summary import formats_cmd, models_cmd, summary_cmd
     from bayesgrpo.cli.testbed import testbed_app
 
@@ -82,6 +83,7 @@ def _mount() -> None:
     app.command("diagnose")(diagnose_cmd)
     app.command("backtest")(backtest_cmd)
     app.command("compare")(compare_cmd)
+    app.command("report")(report_cmd)
     app.add_typer(testbed_app, name="testbed")
     from bayesgrpo.integrations.cli import mount
 

@@ -108,7 +108,7 @@ def budget_cmd(
     res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
                        until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
                        strict=strict, title="budget", figures=False, reward_range=reward_range, reward_key=reward_key,
-                       check=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
+                       check_runs=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
     fit = res.fit
     stems = file_stems(res.table["run_id"])
     status = res.table.set_index("run_id")[["status", "error"]]

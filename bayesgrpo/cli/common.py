@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -193,6 +194,9 @@ def _few(ids, n: int = 8) -> str:
     return ", ".join(repr(i) for i in ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
 
 
+_NUMBER = re.compile(r"([-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?|[<>]\d+|)(\.\.[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?)?")
+
+
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
     """Print a table on stdout, never splitting an id or a number.
 
@@ -370,6 +374,14 @@ def check_out_names(out_dir: Path | None, names, *, option: str = "--out-dir") -
 
     with guard():
         check_output_names(out_dir, names, option=option)
+
+
+def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:
+    """Every name in ``columns`` is a metadata column with a value for at least one run (else a one-line error)."""
+    missing = [c for c in columns if c not in runs.meta.columns or runs.meta[c].isna().all()]
+    if missing:
+        cols = [c for c in runs.meta.columns if runs.meta[c].notna().any()]
+        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

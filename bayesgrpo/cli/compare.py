@@ -89,10 +89,7 @@ def compare_cmd(
     C.check_out_names(out_dir, [f"{n}.{x}" for n, x in (("contrasts", "csv"), ("loo", "csv"), ("pareto_k", "csv"),
                                                          ("tau_by_size", "csv"), ("health", "csv"), ("summary", "md"),
                                                          ("forest", "png"))])  # fmt: skip
-    missing = [c for c in by_t if c not in rs.meta.columns or rs.meta[c].isna().all()]
-    if missing:
-        cols = [c for c in rs.meta.columns if rs.meta[c].notna().any()]
-        C.fail(f"--by {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+    C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
     C.status(

@@ -89,12 +89,16 @@ def run_forecast(
     context=None, context_meta=None, model=DEFAULT_MODEL, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None, reward_key=None, check=None,
+    scheduler=None, check_runs=None, exit_if_none=True, reward_key=None,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
-    ``check(runs)`` (optional) validates more of the verb's outputs once the runs are read, before
-    any sampling. Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
+    ``check_runs(runs)``, when given, is called after reading and before any sampling (a verb's own
+    checks of the runs, e.g. metadata columns it needs or the files of its --out-dir). With
+    ``exit_if_none`` (default) a batch in which no run could be forecast (and none is complete) exits
+    with code 1; otherwise its result (error rows only) is returned.
+
+    Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
     """
     from bayesgrpo.errors import Interrupted
     from bayesgrpo.forecast import Forecaster
@@ -113,12 +117,12 @@ def run_forecast(
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
     runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds, reward_key=reward_key)
+    if check_runs is not None:
+        check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     names = figure_names(runs.run_ids)
     if out_dir is not None and figures:  # the files --out-dir will hold, before any sampling
         C.check_out_names(out_dir, ["paths.csv", *names.values()])
-    if check is not None:
-        check(runs)
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
         fc = Forecaster(model, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     where = (
@@ -170,7 +174,7 @@ def run_forecast(
                 save_figure(fig, path)
             C.status(f"wrote {path}")
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
-    if res.fit is None and not res.complete:
+    if res.fit is None and not res.complete and exit_if_none:
         raise typer.Exit(C.EXIT_FAILED)
     return res
 

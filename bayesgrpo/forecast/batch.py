@@ -119,6 +119,9 @@ class BatchResult:
     full : RunSet
         The runs as read (before truncation), e.g. to draw the truth in fan charts.
     truncated : bool
+    observed : RunSet
+        What the forecast saw: every requested run after truncation (error rows included), e.g. for
+        their diagnostics.
     """
 
     fit: object
@@ -127,6 +130,7 @@ class BatchResult:
     full: RunSet | None = None
     truncated: bool = False
     complete: dict = field(default_factory=dict)
+    observed: RunSet | None = None
 
 
 def _where(observed: RunSet, rid: str) -> str:
@@ -267,7 +271,8 @@ def forecast_batch(
     for rid in cut:
         errors[rid] = "interrupted (Ctrl-C) before its forecast finished"
     table = _table(observed, forecaster, horizons, fit, errors, complete, cut)
-    res = BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated, complete=complete)
+    res = BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated, complete=complete,
+                      observed=observed)
     if cut:
         raise Interrupted(f"interrupted: {len(good) - len(cut)} of {len(good)} run(s) forecast", partial=res)
     return res

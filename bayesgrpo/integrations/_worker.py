@@ -40,6 +40,7 @@ from pathlib import Path
 __all__ = [
     "ForecastWorker",
     "forecast_request",
+    "request_runs",
     "run_config_meta",
     "summarize_fit",
     "SEVERITY_RANK",
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("bayesgrpo")
+
+#: seconds after which a live HTML report reloads itself
+REPORT_REFRESH = 10
 
 #: severity of a diagnose finding -> the number logged as ``bayesgrpo/flag/<mode>``
 SEVERITY_RANK = {"none": 0.0, "watch": 1.0, "warning": 2.0, "critical": 3.0}
@@ -64,41 +68,49 @@ def _lib():
     """Everything this package uses from bayesgrpo, imported in ONE place.
 
     Top-level API: ``Forecaster``, ``SamplerConfig``, ``RunSet``. Below it: ``diagnose_runs``,
-    ``recommend_stop``, the importers' metric mapping (``map_metric_columns``, ``numeric_columns``,
-    ``canonical_name``, ``ALIASES``) and the error types. Imported lazily (the training process
-    only needs the light names; PyMC is imported in the worker only).
+    ``recommend_stop`` and the error types, plus everything of :func:`_light`. Imported lazily (the
+    training process only needs the light names; PyMC is imported in the worker only).
     """
     import types
 
-    from bayesgrpo import Forecaster, RunSet, SamplerConfig
+    from bayesgrpo import Forecaster, SamplerConfig, write_report
     from bayesgrpo.decisions import recommend_stop
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
     from bayesgrpo.forecast.batch import forecast_batch
-    from bayesgrpo.io._common import ALIASES, canonical_name, map_metric_columns, numeric_columns
 
     return types.SimpleNamespace(
-        Forecaster=Forecaster, SamplerConfig=SamplerConfig, RunSet=RunSet, recommend_stop=recommend_stop,
+        **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, recommend_stop=recommend_stop,
         forecast_batch=forecast_batch,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
-        LogFormatError=LogFormatError, ALIASES=ALIASES, canonical_name=canonical_name,
-        map_metric_columns=map_metric_columns, numeric_columns=numeric_columns,
+        LogFormatError=LogFormatError, write_report=write_report,
     )  # fmt: skip
 
 
 def _light():
     """The light part of the adapter, safe to import in the training process (no PyMC).
 
-    ``ALIASES`` / ``canonical_name`` of the importers' key mapping, the schema's ``META_FIELDS`` and
+    The importers' key mapping (``ALIASES``, ``canonical_name``, ``map_metric_columns``,
+    ``numeric_columns``, ``reward_std_definition``), the schema's ``RunSet`` and ``META_FIELDS`` and
     the error types.
     """
     import types
 
     import bayesgrpo.errors as errors
-    from bayesgrpo.io._common import ALIASES, canonical_name
-    from bayesgrpo.schema import META_FIELDS
+    from bayesgrpo.io._common import (
+        ALIASES,
+        canonical_name,
+        map_metric_columns,
+        numeric_columns,
+        reward_std_definition,
+    )
+    from bayesgrpo.schema import META_FIELDS, RunSet
 
-    return types.SimpleNamespace(ALIASES=ALIASES, canonical_name=canonical_name, errors=errors, META_FIELDS=META_FIELDS)
+    return types.SimpleNamespace(
+        ALIASES=ALIASES, canonical_name=canonical_name, map_metric_columns=map_metric_columns,
+        numeric_columns=numeric_columns, reward_std_definition=reward_std_definition, RunSet=RunSet,
+        errors=errors, META_FIELDS=META_FIELDS,
+    )  # fmt: skip
 
 
 def reward_keys() -> frozenset:
@@ -133,7 +145,9 @@ def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None
     -------
     dict
         Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
-        logging_steps, prompts_per_step`` that the configuration holds.
+        logging_steps, prompts_per_step, scale_rewards`` that the configuration holds, and
+        ``trl_version`` for a TRL configuration (with ``scale_rewards`` it says what TRL's ``reward_std``
+        measures: :func:`bayesgrpo.io._common.trl_reward_std_definition`).
 
     Examples
     --------
@@ -170,6 +184,16 @@ def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None
     ls = _get(config, "logging_steps")
     if isinstance(ls, (int, float)) and ls >= 1:
         out["logging_steps"] = int(ls)
+    sr = _get(config, "scale_rewards")  # with the TRL version: what TRL's reward_std measures
+    if sr is not None:
+        out["scale_rewards"] = {True: "group", False: "none"}.get(sr, str(sr)) if isinstance(sr, bool) else str(sr)
+    if type(config).__module__.startswith("trl."):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            out["trl_version"] = version("trl")
+        except PackageNotFoundError:
+            pass
     return out
 
 
@@ -189,6 +213,8 @@ def forecast_request(
     ceiling: float | None = None,
     plot: str | None = None,
     diagnose: bool = True,
+    report: str | None = None,
+    report_refresh: int = REPORT_REFRESH,
 ) -> dict:
     """Build one forecast request for :meth:`ForecastWorker.submit`.
 
@@ -220,21 +246,44 @@ def forecast_request(
         Write the fan chart (PNG) to this path.
     diagnose : bool
         Add the failure-mode flags (``flags``: mode -> severity).
+    report : str, optional
+        Rewrite this HTML report (``bayesgrpo.write_report``) after the fit, atomically; the page
+        reloads itself every ``report_refresh`` seconds.
     """
     if rows is None and frame is None:
         raise ValueError("forecast_request needs rows or frame")
     return dict(
         kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
         model=model, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
-        ceiling=ceiling, plot=plot, diagnose=diagnose,
+        ceiling=ceiling, plot=plot, diagnose=diagnose, report=report, report_refresh=int(report_refresh),
     )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- the fit (worker side)
-def _frame_from_rows(rows: list[dict], run_id: str):
+def request_runs(req: dict):
+    """The :class:`~bayesgrpo.schema.RunSet` a forecast request describes (what the worker fits).
+
+    Raw ``rows`` are mapped onto the schema's channels with the importers' one table
+    (:func:`bayesgrpo.io._common.map_metric_columns`; the request's ``meta`` says what TRL's
+    ``reward_std`` measures); a ``frame`` is already mapped (``watch`` reads logs with ``read_runs``).
+    Light: usable in the training process (no PyMC).
+    """
     import pandas as pd
 
-    lib = _lib()
+    rid = req["run_id"]
+    if req.get("frame") is not None:
+        df = pd.DataFrame(req["frame"]).copy()
+    else:
+        df = _frame_from_rows(req["rows"], rid, meta=req.get("meta"))
+    df["run_id"] = rid  # every refit swaps its data into the one compiled model (lagged runs included)
+    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": rid}])
+    return _light().RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
+
+
+def _frame_from_rows(rows: list[dict], run_id: str, *, meta: dict | None = None):
+    import pandas as pd
+
+    lib = _light()
     merged: dict[int, dict] = {}
     for r in rows:
         st = r.get("step")
@@ -242,14 +291,14 @@ def _frame_from_rows(rows: list[dict], run_id: str):
             continue
         merged.setdefault(int(st), {}).update({k: v for k, v in r.items() if v is not None})
     if not merged:
-        raise lib.ForecastError(f"run {run_id!r}: no logged row with a step")
+        raise lib.errors.ForecastError(f"run {run_id!r}: no logged row with a step")
     df = pd.DataFrame.from_records(list(merged.values()))
     df["step"] = list(merged)
     df["run_id"] = run_id
     df = lib.numeric_columns(df)
-    df, _ = lib.map_metric_columns(df)
+    df, _ = lib.map_metric_columns(df, reward_std=lib.reward_std_definition(meta or {}))
     if "reward" not in df.columns:
-        raise lib.ForecastError(
+        raise lib.errors.ForecastError(
             f"run {run_id!r}: none of the {len(df)} logged rows has a reward (keys: "
             f"{sorted(c for c in df.columns if c not in ('run_id', 'step'))[:10]}); expected 'reward' or another reward key"
         )
@@ -356,24 +405,16 @@ def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, uti
 
 
 def _handle(req: dict) -> dict:
-    import pandas as pd
-
     lib = _lib()
     if req.get("kind") == "warmup":
         return _warmup(req)
     rid = req["run_id"]
-    if req.get("frame") is not None:
-        df = pd.DataFrame(req["frame"]).copy()
-    else:
-        df = _frame_from_rows(req["rows"], rid)
-    fid = rid  # every refit swaps its data into the one compiled model (lagged runs included)
-    df["run_id"] = fid
-    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": fid}])
+    fid = rid
     kw = dict(target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
               ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        runs = lib.RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
+        runs = request_runs(req)
         # the horizon the user or the trainer set, never moved: a run logged up to it is complete
         horizon = req.get("horizon") or req.get("meta", {}).get("max_steps")
         fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
@@ -387,10 +428,24 @@ def _handle(req: dict) -> dict:
             if req.get("plot"):
                 _plot(res.fit, fid, req["plot"])
                 out["plot"] = str(req["plot"])
+            if req.get("report"):
+                out["report"] = _report(res.fit, req, title=f"bayesgrpo live: {rid}")
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
     return out
+
+
+def _report(fit, req: dict, *, title: str) -> str:
+    """Rewrite the live HTML report of ``fit`` (atomically; the page reloads itself)."""
+    u = req.get("utility") or {}
+    cost = u.get("cost_per_step")
+    if cost is None and u.get("cost_per_hour") is not None and u.get("steps_per_hour"):
+        cost = float(u["cost_per_hour"]) / float(u["steps_per_hour"])
+    p = _lib().write_report(fit, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
+                            cost_per_step=cost, value_per_reward=u.get("value_per_reward"), title=title,
+                            refresh=req.get("report_refresh", REPORT_REFRESH))  # fmt: skip
+    return str(p)
 
 
 def _plot(fit, run_id: str, path: str) -> None:

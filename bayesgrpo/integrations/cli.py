@@ -68,6 +68,9 @@ def watch_cmd(
     ] = None,
     value_per_reward: Annotated[float, typer.Option(help="budget: value of one unit of final reward")] = 1.0,
     plot: Annotated[Path | None, typer.Option(help="keep an updated fan chart PNG here")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="keep an updated HTML report here (.html; the page reloads itself)")
+    ] = None,
     history: Annotated[
         Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")
     ] = None,
@@ -100,7 +103,8 @@ def watch_cmd(
     from bayesgrpo.integrations.watch import format_line, watch
 
     bounds, meta_row = _check_watch_options(path, model=model, meta=meta, reward_range=reward_range, fmt=fmt,
-                                            history=history, plot=plot, draws=draws, tune=tune, seed=seed)  # fmt: skip
+                                            history=history, plot=plot, report=report, draws=draws, tune=tune,
+                                            seed=seed)  # fmt: skip
     con = Console(highlight=False, soft_wrap=True)
     tty = sys.stdout.isatty() and not plain
     utility = (
@@ -130,9 +134,10 @@ def watch_cmd(
     try:
         watch(
             path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
-            ceiling=ceiling, plot=plot, history=history, sampler={"draws": draws, "tune": tune, "seed": seed},
-            on_update=update, on_status=status, max_updates=max_updates, idle_timeout=idle_timeout, model=model,
-            meta=meta_row, reward_range=bounds, reward_key=reward_key,
+            ceiling=ceiling, plot=plot, report=report, history=history,
+            sampler={"draws": draws, "tune": tune, "seed": seed}, on_update=update, on_status=status,
+            max_updates=max_updates, idle_timeout=idle_timeout, model=model, meta=meta_row, reward_range=bounds,
+            reward_key=reward_key,
         )  # fmt: skip
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
@@ -144,6 +149,8 @@ def watch_cmd(
             live.stop()
     if plot is not None and results:
         typer.echo(f"# fan chart: {plot}", err=True)
+    if report is not None and results:
+        typer.echo(f"# report: {report}", err=True)
     typer.echo(f"# {len(results)} forecast(s)", err=True)
 
 
@@ -154,7 +161,7 @@ def _fail(msg: str):
     raise typer.Exit(2)
 
 
-def _check_watch_options(path, *, model, meta, reward_range, fmt, history, plot, draws, tune, seed):
+def _check_watch_options(path, *, model, meta, reward_range, fmt, history, plot, report, draws, tune, seed):
     """Every option and output of ``watch`` before anything is followed or compiled (one line, exit 2).
     Returns the reward bounds and the metadata (a frame, or None)."""
     from bayesgrpo.errors import BayesGRPOError
@@ -187,6 +194,10 @@ def _check_watch_options(path, *, model, meta, reward_range, fmt, history, plot,
                     _fail(f"--history {history}: {name} beside it is a folder where an output file goes")
         if plot is not None:
             check_output_file(plot, option="--plot", suffixes={".png": "png", ".svg": "svg", ".pdf": "pdf"})
+        if report is not None:
+            from bayesgrpo.report import REPORT_SUFFIXES
+
+            check_output_file(report, option="--report", suffixes=REPORT_SUFFIXES)
     except BayesGRPOError as e:
         _fail(str(e))
     return bounds, meta_row

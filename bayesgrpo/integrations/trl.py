@@ -34,6 +34,7 @@ from bayesgrpo.integrations._worker import (
     ForecastWorker,
     append_history,
     forecast_request,
+    request_runs,
     reward_keys,
     run_config_meta,
     write_latest,
@@ -330,6 +331,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         the given folder, or not at all (False).
     plot : bool
         Also keep an updated fan chart ``fan_chart.png`` in the history folder (costs the worker ~0.5 s).
+    report : bool or str
+        Also keep an updated HTML report (``bayesgrpo.write_report``) of the run: ``report.html`` in the
+        history folder (True), at the given path, or none (False, default). Rewritten atomically by the
+        worker after each forecast; the page reloads itself.
     warmup : bool
         Compile the model in the worker as soon as training starts.
     final_wait : float
@@ -380,6 +385,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         diagnose: bool = True,
         history: bool | str = True,
         plot: bool = False,
+        report: bool | str = False,
         warmup: bool = True,
         final_wait: float = 10.0,
         max_wait: float = 120.0,
@@ -403,6 +409,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.diagnose = bool(diagnose)
         self.history = history
         self.plot = bool(plot)
+        self.report = report if isinstance(report, str) else bool(report)
         self.warmup = bool(warmup)
         self.final_wait = float(final_wait)
         self.max_wait = float(max_wait)
@@ -441,6 +448,13 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.hook_calls = 0
         self.end_seconds = 0.0
 
+    @property
+    def runs(self):
+        """The live :class:`~bayesgrpo.schema.RunSet`: the rows logged so far, mapped onto the schema's
+        channels as the worker maps them (``runs.channels(run_id)``; raises ``ForecastError`` before
+        the first reward is logged)."""
+        return request_runs(self._request())
+
     # ------------------------------------------------------------------ ExportableState
     def state(self) -> dict:
         stop = self.stop.to_dict() if hasattr(self.stop, "to_dict") else None
@@ -451,7 +465,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             "args": {
                 "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "model": self.model,
                 "sampler": self.sampler, "min_points": self.min_points, "ceiling": self.ceiling,
-                "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "warmup": self.warmup,
+                "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "report": self.report,
+                "warmup": self.warmup,
                 "final_wait": self.final_wait, "max_wait": self.max_wait, "threads": self.threads,
             },
             "attributes": {
@@ -605,8 +620,14 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         return forecast_request(
             run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, model=self.model,
             sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
-            plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None, **extra,
+            plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None,
+            report=self._report_path(), **extra,
         )  # fmt: skip
+
+    def _report_path(self) -> str | None:
+        if isinstance(self.report, str):
+            return self.report
+        return str(self._hist_dir / "report.html") if (self.report and self._hist_dir) else None
 
     def _submit(self, step: int) -> int | None:
         self._last_submit_n = self._n_reward

@@ -269,6 +269,7 @@ def watch(
     min_points: int = 6,
     ceiling: float | None = None,
     plot=None,
+    report=None,
     history=None,
     on_update: Callable[[dict], None] | None = None,
     on_status: Callable[[str], None] | None = None,
@@ -309,6 +310,9 @@ def watch(
         Verifiable reward ceiling for the failure diagnostics.
     plot : str or Path, optional
         Keep an updated fan chart PNG here.
+    report : str or Path, optional
+        Keep an updated HTML report here (``bayesgrpo.write_report``: rewritten atomically after each
+        forecast; the page reloads itself).
     history : str or Path, optional
         Append every forecast to this CSV (and write ``latest.json`` beside it).
     on_update : callable, optional
@@ -366,6 +370,7 @@ def watch(
         req = forecast_request(
             run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), model=model,
             sampler=smp, target=target, utility=utility, ceiling=ceiling, plot=str(plot) if plot else None,
+            report=str(report) if report else None,
         )  # fmt: skip
         status(f"forecasting from step {src.last_step} ({n} logged rewards)")
         return w.submit(req)

@@ -7,10 +7,12 @@
 
 Every importer
 
-* maps the source's metric names onto the schema (``reward``, ``reward_std``, ``kl``, ``entropy``,
-  ``completion_length``, ``frac_reward_zero_std``, ``reward_fn/<name>``, ``eval/<name>``) and keeps
-  every other numeric metric under its original name; the source key used for each schema column
-  is recorded in the metadata column ``<name>_key`` (e.g. ``reward_key``);
+* maps the source's metric names onto the schema's channels (:data:`bayesgrpo.schema.CHANNELS`:
+  ``reward_std``, ``reward_std_batch``, ``frac_reward_zero_std``, ``kl``, ``approx_kl``, ``entropy``,
+  ``completion_length``, ``frac_truncated``, ``clip_ratio``; ``reward_fn/<name>``, ``eval/<name>``)
+  through the one table :data:`bayesgrpo.io._common.ALIASES`, and keeps every other numeric metric
+  under its original name; the source key used for each schema column is recorded, for the runs that
+  log it, in the metadata column ``<name>_key`` (e.g. ``reward_key``);
 * records ``source_file`` and, where the format has lines/records, ``source_line`` (1-based);
 * only reads its input (files are opened read-only and never written);
 * raises :class:`~bayesgrpo.errors.LogFormatError` naming the file, the line/record and what was
@@ -34,7 +36,13 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, LogFormatError
-from bayesgrpo.io._common import fmt_error, is_bad_number, map_metric_columns, numeric_columns
+from bayesgrpo.io._common import (
+    fmt_error,
+    is_bad_number,
+    map_metric_columns,
+    numeric_columns,
+    reward_std_definition,
+)
 from bayesgrpo.io.trl import hf_trainer_state
 from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP, RunSet
 
@@ -355,6 +363,7 @@ def _finish(
             .reset_index(drop=True)
         )
     runs = list(pd.unique(data[RUN]))
+    mapping = {}
     if run_id is not None:
         if len(runs) == 1:
             mapping = {runs[0]: str(run_id)}
@@ -367,8 +376,9 @@ def _finish(
     _check_reward(data, path)
     if used:
         meta = meta.copy() if meta is not None else pd.DataFrame({RUN: runs})
-        for k, v in used.items():
-            meta[f"{k}_key"] = v
+        for k, by_run in used.items():  # the source key of each channel, for the runs that log it
+            by_run = {mapping.get(r, r): v for r, v in by_run.items()}
+            meta[f"{k}_key"] = [by_run.get(r) for r in meta[RUN].astype(str)]
     meta = _merge_meta(meta, _load_meta(user_meta), runs)
     if meta is not None and "source_file" not in meta.columns:
         meta = meta.assign(source_file=str(path))
@@ -377,8 +387,9 @@ def _finish(
 
 def _map_and_finish(data, meta, path, **kw) -> RunSet:
     reward_key = kw.pop("reward_key", None)
+    reward_std = kw.pop("reward_std", None) or reward_std_definition(meta)  # the caller's, else the log's own
     data = numeric_columns(data)
-    data, used = map_metric_columns(data, reward_key=reward_key)
+    data, used = map_metric_columns(data, reward_key=reward_key, reward_std=reward_std)
     metrics = [c for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE, REWARD)]
     if reward_key and reward_key not in metrics and REWARD not in data.columns:
         shown = ", ".join(map(str, metrics[:12])) + (" ..." if len(metrics) > 12 else "")
@@ -419,6 +430,9 @@ def read_runs(
         :class:`~bayesgrpo.errors.DataWarning` naming the steps, or raise.
     **options
         Format-specific: ``reward_key`` (source metric to use as reward, all formats);
+        ``reward_std`` (``"group"`` or ``"batch"``: what the TRL key ``reward_std`` measures -- the mean
+        within-group std of TRL <= 0.26 or the batch std of TRL >= 0.27; default: the former unless a run
+        proves the latter, see :mod:`bayesgrpo.schema`);
         ``logging_steps`` (``trl_console``: step interval when no step is printed);
         ``x`` (``wandb_csv``: per-run metric used as step instead of the first column, e.g. ``"_step"``).
 
@@ -443,6 +457,7 @@ def read_runs(
     if not p.exists():
         raise LogFormatError(f"{p}: no such file or directory")
     reward_key = options.pop("reward_key", None)
+    reward_std = _reward_std_option(options)
     data, found_meta = _reader(fmt)(p, **options)
     return _map_and_finish(
         data,
@@ -452,8 +467,18 @@ def read_runs(
         user_meta=meta,
         on_duplicate=on_duplicate,
         reward_key=reward_key,
+        reward_std=reward_std,
         parts=p.is_dir(),
     )
+
+
+def _reward_std_option(options: dict) -> str | None:
+    from bayesgrpo.io._common import REWARD_STD_DEFINITIONS
+
+    v = options.pop("reward_std", None)
+    if v not in (None, *REWARD_STD_DEFINITIONS):
+        raise ValueError(f"reward_std must be one of {REWARD_STD_DEFINITIONS} or None, got {v!r}")
+    return v
 
 
 def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **options) -> RunSet:
@@ -469,6 +494,7 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
         from bayesgrpo.io.tensorboard import read_tensorboard
 
         reward_key = options.pop("reward_key", None)
+        reward_std = _reward_std_option(options)
         data, found = read_tensorboard(paths, **options)
         return _map_and_finish(
             data,
@@ -478,9 +504,11 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
             user_meta=meta,
             on_duplicate=on_duplicate,
             reward_key=reward_key,
+            reward_std=reward_std,
             parts=True,
         )
     reward_key = options.pop("reward_key", None)
+    reward_std = _reward_std_option(options)
     frames, metas = [], []
     rid = run_id or _reader_default_id(paths[0])
     for p in paths:
@@ -499,6 +527,7 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
         user_meta=meta,
         on_duplicate=on_duplicate,
         reward_key=reward_key,
+        reward_std=reward_std,
         parts=True,
     )
 

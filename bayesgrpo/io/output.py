@@ -81,18 +81,16 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
 
 
 def _umask() -> int:
-    """The process umask: from ``/proc/self/status`` on Linux (no side effect), else by setting and
-    restoring it (the os module has no getter)."""
+    """The process umask (read from /proc where it can be, without changing it; else set and restored)."""
     try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     except (OSError, ValueError):
         pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
 
 
 def check_output_names(folder, names, *, option: str = "--out-dir") -> None:
@@ -118,8 +116,7 @@ def file_stems(run_ids) -> dict:
 def atomic_path(path):
     """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it.
 
-    The file ends with the permissions of any new file under the user's umask (``0o666 & ~umask``),
-    as ``open()`` would give it.
+    The file gets the permissions a plain ``open(path, "w")`` would give (``mkstemp`` makes it private).
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -127,7 +124,8 @@ def atomic_path(path):
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
+        if os.path.exists(tmp):
+            os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesgrpo.errors import LogFormatError
-from bayesgrpo.io._common import default_run_id, fmt_error
+from bayesgrpo.io._common import default_run_id, fmt_error, strip_train_prefix
 from bayesgrpo.schema import RUN, SOURCE_FILE, STEP
 
 __all__ = ["read_tensorboard"]
@@ -47,10 +47,6 @@ def _run_folder(f: Path) -> Path:
     """The folder that names the run of event file ``f`` (see module docstring)."""
     d = f.parent
     return d.parent if _HF_START.match(d.name) else d
-
-
-def _tag_name(tag: str) -> str:
-    return tag[len("train/") :] if tag.startswith("train/") and len(tag) > 6 else tag
 
 
 def read_tensorboard(path: Path | Sequence[Path]):
@@ -103,7 +99,7 @@ def read_tensorboard(path: Path | Sequence[Path]):
         for _, f, s in items:
             s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
             wide = s.pivot(index="step", columns="tag", values="value").sort_index()
-            wide.columns = [_tag_name(str(c)) for c in wide.columns]
+            wide.columns = [strip_train_prefix(str(c)) for c in wide.columns]
             wide = wide.reset_index().rename(columns={"step": STEP})
             wide[SOURCE_FILE] = str(f)
             wide[RUN] = rid

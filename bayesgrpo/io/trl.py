@@ -125,7 +125,9 @@ def read_trainer_state(path: Path):
     same ``step``) are merged into the training row of that step as ``eval/<name>``; the final
     summary entry (``train_runtime``, ...) is skipped. ``max_steps``, ``logging_steps``,
     ``eval_steps``, ``save_steps``, ``global_step``, ``num_train_epochs``, ``train_batch_size``
-    (per device) go to the metadata. Bare ``NaN``/``Infinity`` tokens are accepted.
+    (per device) go to the metadata, and ``trl_version`` when TRL's model card lies beside the file
+    (it says what ``reward_std`` measures, :func:`bayesgrpo.io._common.trl_reward_std_definition`).
+    Bare ``NaN``/``Infinity`` tokens are accepted.
     """
     path = Path(path)
     text = read_text(path)
@@ -173,7 +175,28 @@ def read_trainer_state(path: Path):
     for k in _STATE_META:
         if k in obj and obj[k] is not None:
             meta[k] = obj[k]
+    version = _model_card_trl_version(path)
+    if version is not None:
+        meta["trl_version"] = version
     return data, pd.DataFrame([meta])
+
+
+_CARD_TRL = re.compile(r"^- TRL: (\S+)\s*$", re.M)
+
+
+def _model_card_trl_version(path: Path) -> str | None:
+    """The TRL version in the model card TRL writes at every checkpoint save (``<output_dir>/README.md``,
+    line ``- TRL: x.y.z``), beside ``trainer_state.json`` or one folder up from ``checkpoint-N/``."""
+    folders = [path.parent]
+    if re.fullmatch(r"checkpoint-\d+", path.parent.name):
+        folders.append(path.parent.parent)
+    for d in folders:
+        card = d / "README.md"
+        if card.is_file():
+            m = _CARD_TRL.search(read_text(card)[:100_000])
+            if m:
+                return m.group(1)
+    return None
 
 
 # ----------------------------------------------------------------------------- console logs

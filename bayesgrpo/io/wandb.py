@@ -15,14 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesgrpo.io._common import fmt_error, num, read_text, records_frame
+from bayesgrpo.io._common import fmt_error, num, read_text, records_frame, strip_train_prefix
 from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
 
 __all__ = ["read_wandb_csv"]
-
-
-def _metric_name(m: str) -> str:
-    return m[len("train/") :] if m.startswith("train/") and len(m) > 6 else m
 
 
 def read_wandb_csv(path: Path, *, x: str | None = None):
@@ -74,7 +70,7 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
                     f"line {i}",
                     f"x axis value {sx!r} (column {x or header[0]!r}) is not an integer step; export with a step x axis or pass x='_step'",
                 )
-            rec = {_metric_name(m): v for m, v in vals.items()}
+            rec = {strip_train_prefix(m): v for m, v in vals.items()}
             rec[RUN] = run
             rec[STEP] = int(st)
             rec[SOURCE_LINE] = i

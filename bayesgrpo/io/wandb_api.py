@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from bayesgrpo.errors import LogFormatError
+from bayesgrpo.io._common import strip_train_prefix
 from bayesgrpo.schema import RUN, SOURCE_LINE, STEP, RunSet
 
 __all__ = ["read_wandb_run", "wandb_rows"]
@@ -39,10 +40,6 @@ def _api(api):
             "pip install bayesgrpo[wandb]"
         ) from None
     return wandb.Api()
-
-
-def _metric(k: str) -> str:
-    return k[len("train/") :] if k.startswith("train/") and len(k) > 6 else k
 
 
 def wandb_rows(history: Iterable[dict], *, x: str | None = None) -> list[dict]:
@@ -74,7 +71,7 @@ def wandb_rows(history: Iterable[dict], *, x: str | None = None) -> list[dict]:
         if sx is None or sx != sx:
             continue
         rec = {
-            _metric(k): v for k, v in row.items()
+            strip_train_prefix(k): v for k, v in row.items()
             if k not in _INTERNAL and k not in keys and isinstance(v, (int, float, str)) and not isinstance(v, bool)
         }  # fmt: skip
         rec = {k: v for k, v in rec.items() if v is not None}

@@ -1,0 +1,154 @@
+"""``bayesgrpo report``: forecast every run and write ONE self-contained HTML page of them all."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bayesgrpo.cli import common as C
+from bayesgrpo.cli.forecast import run_forecast
+from bayesgrpo.cli.options import (
+    DEFAULT_CHAINS,
+    DEFAULT_DRAWS,
+    DEFAULT_FINAL_WINDOW,
+    DEFAULT_MODEL,
+    DEFAULT_STOP_FRACTION,
+    DEFAULT_TUNE,
+    ChainsOpt,
+    ContextMetaOpt,
+    ContextOpt,
+    DrawsOpt,
+    ExcludeOpt,
+    FinalWindowOpt,
+    FormatOpt,
+    HorizonOpt,
+    MetaOpt,
+    ModelOpt,
+    RewardRangeOpt,
+    RunOpt,
+    RunsArg,
+    SchedulerOpt,
+    SeedOpt,
+    StopFractionOpt,
+    StrictOpt,
+    TuneOpt,
+    UntilFractionOpt,
+    UntilStepOpt,
+    WorkersOpt,
+)
+
+__all__ = ["report_cmd", "command_line"]
+
+ReportOutOpt = Annotated[Path, typer.Option("--out", help="the HTML file to write (.html)")]
+TargetOpt = Annotated[float | None, typer.Option("--target", help="target reward (the run's units): adds P(target)")]
+CostOpt = Annotated[
+    float | None,
+    typer.Option("--cost-per-step", help="cost of one more optimizer step (in units of --value-per-reward)"),
+]
+ValueOpt = Annotated[
+    float | None, typer.Option("--value-per-reward", help="value of one reward unit at the end (default 1)")
+]
+ByOpt = Annotated[
+    str | None,
+    typer.Option("--by", help="comma-separated metadata columns to compare the runs by (e.g. family,group_size)"),
+]
+CeilingOpt = Annotated[
+    float | None,
+    typer.Option("--ceiling", help="verifiable reward ceiling for the diagnostics of runs without reward_max metadata"),
+]
+
+
+def command_line(ctx: typer.Context) -> str:
+    """The command as a user would type it again: the verb and every option that differs from its default."""
+    parts = ["bayesgrpo", *ctx.command_path.split()[1:]]
+    for p in ctx.command.params:
+        v = ctx.params.get(p.name)
+        if v is None or v == p.default or (isinstance(v, (list, tuple)) and not v):
+            continue
+        if p.param_type_name == "argument":
+            parts += [str(x) for x in (v if isinstance(v, (list, tuple)) else [v])]
+        elif isinstance(v, bool):
+            parts.append(p.opts[0])
+        else:
+            for x in v if isinstance(v, (list, tuple)) else [v]:
+                parts += [p.opts[0], str(x)]
+    return shlex.join(parts)
+
+
+def _check_decisions(*, target, cost_per_step, value_per_reward, ceiling) -> None:
+    for name, v in (("--target", target), ("--cost-per-step", cost_per_step), ("--value-per-reward", value_per_reward),
+                    ("--ceiling", ceiling)):  # fmt: skip
+        if v is not None and not math.isfinite(v):
+            C.fail(f"{name} must be a finite number, got {v}")
+    if cost_per_step is not None and cost_per_step < 0:
+        C.fail(f"--cost-per-step must be >= 0, got {cost_per_step:g}")
+    if value_per_reward is not None and value_per_reward <= 0:
+        C.fail(f"--value-per-reward must be > 0, got {value_per_reward:g}")
+
+
+def report_cmd(
+    ctx: typer.Context,
+    runs: RunsArg,
+    out: ReportOutOpt = Path("report.html"),
+    meta: MetaOpt = None,
+    fmt: FormatOpt = None,
+    run: RunOpt = None,
+    exclude: ExcludeOpt = None,
+    horizon: HorizonOpt = None,
+    until_step: UntilStepOpt = None,
+    until_fraction: UntilFractionOpt = None,
+    context: ContextOpt = None,
+    context_meta: ContextMetaOpt = None,
+    model: ModelOpt = DEFAULT_MODEL,
+    reward_range: RewardRangeOpt = None,
+    target: TargetOpt = None,
+    cost_per_step: CostOpt = None,
+    value_per_reward: ValueOpt = None,
+    by: ByOpt = None,
+    ceiling: CeilingOpt = None,
+    seed: SeedOpt = 0,
+    final_window: FinalWindowOpt = DEFAULT_FINAL_WINDOW,
+    stop_fraction: StopFractionOpt = DEFAULT_STOP_FRACTION,
+    draws: DrawsOpt = DEFAULT_DRAWS,
+    tune: TuneOpt = DEFAULT_TUNE,
+    chains: ChainsOpt = DEFAULT_CHAINS,
+    strict: StrictOpt = False,
+    workers: WorkersOpt = None,
+    scheduler: SchedulerOpt = None,
+):
+    """Forecast every run and write ONE self-contained HTML report (opens offline; no server).
+
+    The page holds a sortable, filterable table of every run (final reward with its 80% interval,
+    P(target), stop step, stop advice, failure flags, sampler health, error rows), small multiples of
+    every run's curve with its fan, per-run fan chart, budget curve and diagnostics, a comparison by
+    --by groups, and the provenance (versions, prior, command line, data files with hashes).
+    """
+    from bayesgrpo.io.output import check_output_file
+    from bayesgrpo.report import REPORT_SUFFIXES, write_report
+
+    _check_decisions(target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward, ceiling=ceiling)
+    by_t = tuple(s.strip() for s in (by or "").split(",") if s.strip())
+    if by is not None and not by_t:
+        C.fail("--by must name at least one metadata column, e.g. --by family,group_size")
+    with C.guard():
+        check_output_file(out, option="--out", suffixes=REPORT_SUFFIXES)
+
+    cmd = command_line(ctx)
+    res = run_forecast(
+        runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
+        until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, seed=seed,
+        final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune, chains=chains, strict=strict,
+        title="report", figures=False, reward_range=reward_range, workers=workers, scheduler=scheduler,
+        check_runs=lambda rs: C.validate_meta_columns(rs, by_t, option="--by"), exit_if_none=False,
+    )  # fmt: skip
+    files = [*runs, *([meta] if meta is not None else [])]
+    with C.guard():
+        p = write_report(res, out, target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward,
+                         by=by_t, ceiling=ceiling, command=cmd, data_files=files)  # fmt: skip
+    C.status(f"wrote {p} ({p.stat().st_size / 1e6:.2f} MB, {len(res.table)} runs)")
+    if res.fit is None:
+        raise typer.Exit(C.EXIT_FAILED)

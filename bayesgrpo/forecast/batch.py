@@ -271,8 +271,9 @@ def forecast_batch(
     for rid in cut:
         errors[rid] = "interrupted (Ctrl-C) before its forecast finished"
     table = _table(observed, forecaster, horizons, fit, errors, complete, cut)
-    res = BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated, complete=complete,
-                      observed=observed)
+    res = BatchResult(
+        fit=fit, table=table, errors=errors, full=runs, truncated=truncated, complete=complete, observed=observed
+    )
     if cut:
         raise Interrupted(f"interrupted: {len(good) - len(cut)} of {len(good)} run(s) forecast", partial=res)
     return res

@@ -544,12 +544,15 @@ class FittedForecast:
                 new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
                 observed[idx] += new - latent_run[idx]
                 latent_run[idx] = new
-        if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
-            observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                               info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        r_star = p["r_star"] * sc + lo
+        if info.bounds:  # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
+            lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
+                    info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+            observed, latent_run = np.clip(observed, *lims), np.clip(latent_run, *lims)
+            latent_now, r_star = np.clip(latent_now, *lims), np.clip(r_star, *lims)
         out = PathDraws(
             run_id=run_id, steps=fut, observed=observed, latent=latent_run,
-            r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
+            r0=p["r0"] * sc + lo, r_star=r_star, tau=p["tau"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
             horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
             interval=info.interval, latent_now=latent_now,
@@ -696,6 +699,7 @@ class FittedForecast:
                 "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
                 "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
                 "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known), "fraction": ("run", arr.fraction),
+                "ceil": ("run", arr.ceil), "ceil_known": ("run", arr.ceil_known),
             },
             coords={"run": list(arr.run_ids)},
         )  # fmt: skip
@@ -777,7 +781,8 @@ class FittedForecast:
             span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
             mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
             log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction") if n in c},
+            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "ceil", "ceil_known", "fraction")
+               if n in c},
             run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
         )  # fmt: skip
         hd = dt["sampler_health"].to_dataset().to_dataframe()

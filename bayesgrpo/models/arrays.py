@@ -194,7 +194,7 @@ def prepare_arrays(
     """
     prior = prior or PopulationPrior.default()
     infos: list[RunInfo] = []
-    zs, masks_steps, noises, r0s, floors = [], [], [], [], []
+    zs, masks_steps, noises, r0s, floors, ceils = [], [], [], [], [], []
     fam_names = []
     for rid in runs.run_ids:
         g = runs.data.loc[runs.data[RUN] == rid]
@@ -261,6 +261,7 @@ def prepare_arrays(
         noises.append(_noise_estimate(zn))
         r0s.append(float(start_level(zn)))  # the start level, in normalised units
         floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
+        ceils.append((hi_b - loc) / scale if math.isfinite(hi_b) else np.nan)
         interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
         ms_ = _num(meta, "max_steps")
         planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
@@ -303,6 +304,7 @@ def prepare_arrays(
     size_known = (np.isfinite(size) & (size > 0)).astype(float)
     log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
     floor = np.array(floors, dtype=float)
+    ceil = np.array(ceils, dtype=float)
     arrays = ModelArrays(
         y=y,
         mask=mask,
@@ -317,6 +319,8 @@ def prepare_arrays(
         r0_obs=np.array(r0s),
         floor=np.where(np.isfinite(floor), floor, 0.0),
         floor_known=np.isfinite(floor).astype(float),
+        ceil=np.where(np.isfinite(ceil), ceil, 0.0),
+        ceil_known=np.isfinite(ceil).astype(float),
         fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
         run_ids=tuple(i.run_id for i in infos),
         families=tuple(fam_order),

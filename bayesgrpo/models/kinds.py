@@ -53,6 +53,8 @@ DATA_VARS = (
     "mu_known",
     "floor",
     "floor_known",
+    "ceil",
+    "ceil_known",
     "fraction",
 )
 
@@ -66,7 +68,8 @@ class ModelArrays:
     step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
     (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
     (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
-    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
+    observed points), ``floor`` / ``ceil`` (the reward's lower / upper bound, normalised) and
+    ``floor_known`` / ``ceil_known``.
     """
 
     y: np.ndarray
@@ -84,11 +87,14 @@ class ModelArrays:
     size_known: np.ndarray = None
     floor: np.ndarray = None
     floor_known: np.ndarray = None
+    ceil: np.ndarray = None
+    ceil_known: np.ndarray = None
     fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
 
     def __post_init__(self):
         R = len(self.r0_obs)
-        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("ceil", 0.0),
+                              ("ceil_known", 0.0), ("fraction", 0.3)):  # fmt: skip
             if getattr(self, name) is None:  # arrays saved before these fields existed
                 object.__setattr__(self, name, np.full(R, default))
 
@@ -173,7 +179,8 @@ class ModelKind:
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
             refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
             vec = {n: pm.Data(n, getattr(arr, n), dims="run", shape=(None,))
-                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor", "floor_known")}  # fmt: skip
+                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor",
+                             "floor_known", "ceil", "ceil_known")}  # fmt: skip
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
             span = vec["span"]
             # the population prior enters as per-run data: one compile serves every prior and fraction
@@ -199,7 +206,8 @@ class ModelKind:
                 t_sd = pt.sqrt(t_sd**2 + (1.0 - vec["size_known"]) * (alpha * LOG_SIZE_SD) ** 2)
 
             r0 = C.start_level(vec["r0_obs"], hp["r0_sd"])
-            r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
+            r_star = C.plateau(r0 + C.run_effect("gain", g_mu, g_sd), floor=vec["floor"], floor_known=vec["floor_known"],
+                               ceil=vec["ceil"], ceil_known=vec["ceil_known"])  # fmt: skip
             tau = pm.Deterministic("tau", 1.0 + pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
             mu = C.momentum(vec["mu_mean"], vec["mu_known"], free=self.free_momentum, like=span,
                             conc_unknown=hp["mu_conc"], conc_known=hp["mu_conc_known"])  # fmt: skip

@@ -98,7 +98,7 @@ def report() -> None:
     for name, g in (("all re-forecast", m), ("reached the bound", m[m["hit"]]), ("the others", m[~m["hit"]])):
         if not len(g):
             continue
-        f = lambda col, fn: f"{fn(g[col + '_before']):.3f} / {fn(g[col + '_after']):.3f}"  # noqa: E731
+        f = lambda col, fn, g=g: f"{fn(g[col + '_before']):.3f} / {fn(g[col + '_after']):.3f}"  # noqa: E731
         lines.append(
             f"| {name} | {len(g)} | {(g.plateau_q95_before > 1).mean():.0%} / {(g.plateau_q95_after > 1).mean():.0%} | "
             f"{(g.latent_median_max_before > 1).mean():.0%} / {(g.latent_median_max_after > 1).mean():.0%} | "

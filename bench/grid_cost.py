@@ -83,19 +83,21 @@ def main() -> None:
                 js.write_text(json.dumps(cells, indent=1))
     load = os.getloadavg()
     md = ["# Cost of the step grid and of the horizon\n",
-          "Regenerate: `nice -n 10 python bench/grid_cost.py` (resumable). Wall time of a fresh `bayesgrpo forecast` "
-          f"process (compiled model from the disk cache), default sampler, on the shared 2-core machine (load average "
-          f"{load[0]:.1f} at the end: other engineers' jobs ran too, so times are upper bounds).\n",
-          "| measured | grid or steps ahead | wall s | fit s (table) | status |", "|---|---:|---:|---:|---|"]  # fmt: skip
+          "Regenerate: `nice -n 10 python bench/grid_cost.py` (resumable). Wall time of a fresh `bayesgrpo "
+          "forecast` process (compiled model from the disk cache), default sampler, on the shared 2-core machine "
+          f"(load average {load[0]:.1f} when this page was written, 15-19 while the cells ran: other engineers' "
+          "jobs ran too, so times are upper bounds).\n",
+          "| measured | grid or steps ahead | wall s | fit s (table) | status |",
+          "|---|---:|---:|---:|---|"]  # fmt: skip
     for c in cells:
         what = "fit: 50 points over a grid of" if c["kind"] == "fit" else "horizon: steps ahead of 100 points"
         fit_s = "" if c.get("fit_s") is None or c["fit_s"] != c["fit_s"] else f"{c['fit_s']:.1f}"
         md.append(f"| {what} | {c['size']:,} | {c.get('wall_s')} | {fit_s} | {c.get('status')} |")
     from bayesgrpo.forecast.batch import MAX_FUTURE_STEPS, MAX_GRID_STEPS
 
-    md += ["", f"Limits chosen from these numbers (`bayesgrpo/forecast/batch.py`): a run whose logged steps span a grid "
-           f"of more than {MAX_GRID_STEPS:,} steps, or a horizon more than {MAX_FUTURE_STEPS:,} steps after the last "
-           "logged step, is an error row naming the run and the size, within a second and before any sampling "
+    md += ["", "Limits chosen from these numbers (`bayesgrpo/forecast/batch.py`): a run whose logged steps span a "
+           f"grid of more than {MAX_GRID_STEPS:,} steps, or a horizon more than {MAX_FUTURE_STEPS:,} steps after "
+           "the last logged step, is an error row naming the run and the size, within a second and before any sampling "
            "(the development runs span at most 1,000 steps). The times above were taken without those limits.",
            "", "Measured before the limits existed: the cells ran on the code of main at the time (the limits would "
            "have refused the last rows)."]  # fmt: skip

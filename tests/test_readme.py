@@ -64,7 +64,7 @@ def _commands() -> list[tuple[str, list[str]]]:
                     continue
                 argv = []
                 for w in words[1:]:
-                    w = re.sub(r"\$([A-Z_]+)", lambda mm: env.get(mm.group(1), mm.group(0)), w)
+                    w = re.sub(r"\$([A-Z_]+)", lambda mm, env=env: env.get(mm.group(1), mm.group(0)), w)
                     hits = sorted(glob.glob(str(ROOT / w))) if any(c in w for c in "*?[") else []
                     argv += [os.path.relpath(h, ROOT) for h in hits] or [w]
                 out.append((part.strip(), argv))
@@ -103,7 +103,7 @@ def test_every_readme_command_runs_on_shipped_data(repo, mock_sampler, inprocess
     runner = CliRunner()
     ran = []
     cmds = [c for c in _commands() if not _skip(c[0])]
-    for k, (line, argv) in enumerate(sorted(cmds, key=lambda c: c[1][0] == "compare")):  # compare last:
+    for line, argv in sorted(cmds, key=lambda c: c[1][0] == "compare"):  # compare last:
         if argv[0] == "compare" and "compare" not in ran:  # its models sample their prior (conftest.prior_sampler)
             request.getfixturevalue("prior_sampler")
         if argv[0] == "watch":

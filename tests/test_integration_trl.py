@@ -183,7 +183,7 @@ def test_stop_rule_sets_should_training_stop_when_its_condition_holds(tmp_path, 
     assert tr.state.global_step < 60
     stops = [e for e in tr.state.log_history if e.get("bayesgrpo/stop") == 1.0]
     assert len(stops) == 1 and stops[0]["step"] == tr.state.global_step
-    assert fake.requests[-1]["improve"] == {"delta": 0.0, "window": 5}
+    assert fake.requests[-1]["improve"] == {"delta": 0.0, "window": 5, "relative": True}
     msg = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
     assert msg and "P(final reward >= best so far 0.55 + 0) = 0.001 < 0.05 for 2 consecutive" in msg[0]
 

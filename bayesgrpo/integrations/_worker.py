@@ -235,8 +235,9 @@ def forecast_request(
     target : float, optional
         Adds ``p_target`` = P(final reward >= target).
     improve : dict, optional
-        ``{"delta": d, "window": w}``: adds ``best`` (largest mean of ``w`` consecutive logged
-        rewards so far) and ``p_improve`` = P(final reward >= best + d).
+        ``{"delta": d, "window": w, "relative": bool}``: adds ``best`` (largest mean of ``w`` consecutive
+        logged rewards so far) and ``p_improve`` = P(final reward >= best + d), ``d`` in units of the
+        run's reward scale (the forecast's normalising scale) when ``relative``.
     utility : dict, optional
         Keyword arguments of ``recommend_stop`` (``cost_per_step``, ``value_per_reward``, ...):
         adds ``recommended_stop`` and ``stop_now``.
@@ -317,6 +318,12 @@ def _best_window_mean(y, window: int) -> float:
     return float(c.max())
 
 
+def _improve_delta(improve: dict, scale: float) -> float:
+    """The improvement a stop rule asks for, in reward units (``delta x scale`` when relative)."""
+    d = float(improve.get("delta", 0.0))
+    return d * float(scale) if improve.get("relative") else d
+
+
 def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
     """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
 
@@ -361,7 +368,7 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         obs = fit.runs.run(run_id)["reward"].to_numpy(dtype=float)
         best = _best_window_mean(obs, int(improve.get("window", 5)))
         out["best"] = best
-        out["p_improve"] = float(np.mean(fin >= best + float(improve.get("delta", 0.0))))
+        out["p_improve"] = float(np.mean(fin >= best + _improve_delta(improve, fit.infos[run_id].scale)))
     if utility:
         kw = dict(utility)
         kw.setdefault("max_steps", out["horizon"])
@@ -382,6 +389,8 @@ def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, uti
     """The result for a run logged up to its horizon (status ``complete``): the observed final reward
     as a zero-width interval, no stop step; ``p_target`` / ``p_improve`` are 0 or 1 and a stop rule's
     ``stop_now`` is True (there is nothing left to train)."""
+    import numpy as np
+
     v = float(row["final_q50"])
     out = {
         "run_id": run_id, "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]),
@@ -392,8 +401,9 @@ def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, uti
     if target is not None:
         out["p_target"] = float(v >= float(target))
     if improve is not None:
-        best = _best_window_mean(runs.run(run_id)["reward"].to_numpy(dtype=float), int(improve.get("window", 5)))
-        out["best"], out["p_improve"] = best, float(v >= best + float(improve.get("delta", 0.0)))
+        y = runs.run(run_id)["reward"].to_numpy(dtype=float)
+        best = _best_window_mean(y, int(improve.get("window", 5)))
+        out["best"], out["p_improve"] = best, float(v >= best + _improve_delta(improve, float(np.ptp(y))))
     if utility:
         out.update(recommended_stop=float(out["horizon"]), stop_now=True, expected_reward_at_stop=v,
                    stop_rule="complete")  # fmt: skip

@@ -140,3 +140,21 @@ def test_a_constant_reward_has_settled(tmp_path):
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert pd.read_csv(bud).iloc[0]["step"] <= 200
+
+
+# ============================================================================ 4. bounds, really fitted
+def test_a_pass_rate_rising_towards_one_is_forecast_below_one(tmp_path):
+    rng = np.random.default_rng(5)
+    s = np.arange(1, 61)
+    r = np.clip(0.35 + 0.6 * (1 - np.exp(-s / 15)) + 0.04 * rng.standard_normal(s.size), 0, 1)  # steep, near 1
+    p = tmp_path / "rate.csv"
+    pd.DataFrame({"run_id": "rate", "step": s, "reward": r}).to_csv(p, index=False)
+    out, figs = tmp_path / "t.csv", tmp_path / "figs"
+    proc = subprocess.run(cli("forecast", p, "--horizon", 600, "--out", out, "--out-dir", figs), cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    t = pd.read_csv(out).iloc[0]
+    assert t["plateau_q95"] <= 1.0 and t["final_q95"] <= 1.0, t.to_dict()
+    assert t["final_q50"] < 1.0  # the median does not stick at the bound
+    paths = pd.read_csv(figs / "paths.csv")
+    assert paths["latent_mean"].max() <= 1.0 and paths["yhat"].max() < 1.0

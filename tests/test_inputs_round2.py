@@ -117,6 +117,16 @@ def test_a_long_but_feasible_horizon_is_forecast(tmp_path, mock_sampler):
     assert table(out).loc["d", "status"] == "ok"
 
 
+def test_long_work_is_announced_before_it_starts(tmp_path, mock_sampler):
+    s = np.r_[np.arange(1, 100), np.arange(100, 8001, 50)]  # a grid of 8,000 steps: minutes of fitting
+    p = write_long(tmp_path / "runs.csv", {"long": (s, curve(s, tau=2000.0))})
+    res = invoke("forecast", p, "--horizon", 9000, *FAST)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "run 'long': a grid of 8,000 steps" in out and "takes about" in out
+    assert out.index("takes about") < out.index("final reward =")  # said before the table, i.e. before the work
+
+
 # ============================================================================ 4. bounds kept by the latent state
 def _near_one(n=120):
     s = np.arange(1, n + 1)

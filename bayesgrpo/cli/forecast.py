@@ -102,7 +102,7 @@ def run_forecast(
     """
     from bayesgrpo.errors import Interrupted
     from bayesgrpo.forecast import Forecaster
-    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.forecast.batch import forecast_batch, long_work
     from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import save_figure, write_table
 
@@ -134,6 +134,9 @@ def run_forecast(
         + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
         "later runs load it from the disk cache), then about 1 s per run"
     )
+    with C.guard():
+        for line in long_work(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction):
+            C.status(line)
     interrupted = None
     with (
         C.guard(),

@@ -40,7 +40,7 @@ from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, OptionErro
 from bayesgrpo.schema import REWARD, STEP, RunSet
 from bayesgrpo.series import final_reward
 
-__all__ = ["BatchResult", "forecast_batch", "resolve_horizons", "truncate_runs", "MEMORY_LIMIT_BYTES",
+__all__ = ["BatchResult", "forecast_batch", "resolve_horizons", "truncate_runs", "long_work", "MEMORY_LIMIT_BYTES",
            "MAX_GRID_STEPS", "MAX_FUTURE_STEPS", "STATUSES"]  # fmt: skip
 
 #: refuse a forecast whose posterior paths would need more memory than this (per run, in bytes)
@@ -168,6 +168,31 @@ def _check_run(observed: RunSet, rid: str, horizon, *, min_points: int, n_draws:
     if need > MEMORY_LIMIT_BYTES:
         return f"{where}: the forecast would need about {need / 1024**3:.1f} GiB; use fewer --draws"
     return None
+
+
+#: a fit over more grid steps than this, or a propagation further than this, takes minutes
+#: (bench/results/grid_cost.md: about 7 s per 1,000 grid steps and 0.8 s per 1,000 steps ahead on a loaded
+#: 2-core machine): :func:`long_work` says so before it starts
+LONG_GRID_STEPS = 5_000
+LONG_FUTURE_STEPS = 20_000
+
+
+def long_work(runs: RunSet, *, horizon=None, until_step=None, until_fraction=None) -> list[str]:
+    """One line per run whose forecast will take minutes (a long step grid or a far horizon), to print
+    before sampling starts: long work is never silent."""
+    observed = truncate_runs(runs, until_step=until_step, until_fraction=until_fraction)
+    horizons = resolve_horizons(runs, observed, horizon)
+    out = []
+    for rid in observed.run_ids:
+        s = observed.run(rid)[STEP].to_numpy()
+        if len(s) < 2:
+            continue
+        grid, ahead = int(s[-1] - s[0] + 1), (horizons[rid] or 0) - int(s[-1])
+        if MAX_GRID_STEPS >= grid > LONG_GRID_STEPS or MAX_FUTURE_STEPS >= ahead > LONG_FUTURE_STEPS:
+            minutes = (7.0 * grid / 1000 + 0.8 * max(ahead, 0) / 1000) / 60
+            out.append(f"run {rid!r}: a grid of {grid:,} steps and {max(ahead, 0):,} steps ahead; its forecast "
+                       f"takes about {minutes:.0f} min (more on a busy machine)")  # fmt: skip
+    return out
 
 
 def _observed_final(observed: RunSet, rid: str, horizon: int, final_window: float) -> float:

@@ -591,8 +591,8 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale,
-                                            go=float(info.time_to_go(info.horizon)), **self._leave_anchor(run_id))  # fmt: skip
+        frac, go = float(self.arrays.run(run_id).fraction[0]), float(info.time_to_go(info.horizon))
+        out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, go=go, **self._leave_anchor(run_id))
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip

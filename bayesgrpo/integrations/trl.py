@@ -695,6 +695,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                 out[key] = float(v)
         if res.get("status") in ("ok", "warning", "complete"):
             out[PREFIX + "sampler_warning"] = float(res["status"] == "warning")
+            out[PREFIX + "complete"] = float(res["status"] == "complete")
         for mode, sev in (res.get("flags") or {}).items():
             out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
         out[PREFIX + "fit_failures"] = float(self._n_failures)

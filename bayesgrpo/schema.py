@@ -119,33 +119,10 @@ def is_channel(name: str) -> bool:
     )
 
 
-META_FIELDS = (
-    "model",
-    "family",
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "dataset",
-    "algorithm",
-    "reward_min",
-    "reward_max",
-    "source_file",
-)
-NUMERIC_META = (
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "reward_min",
-    "reward_max",
-)
+META_FIELDS = ("model", "family", "params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size",
+               "max_steps", "dataset", "algorithm", "reward_min", "reward_max", "source_file")  # fmt: skip
+NUMERIC_META = ("params_b", "group_size", "learning_rate", "beta1", "refresh_interval", "batch_size", "max_steps",
+                "reward_min", "reward_max")  # fmt: skip
 _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
 # lower bound and whether it is exclusive, per numeric metadata field (values outside are missing)
 _META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
@@ -174,18 +151,14 @@ def parse_reward_range(text: str | None) -> tuple[float, float] | None:
 def meta_value_problem(field: str, value) -> str | None:
     """Why ``value`` cannot be metadata ``field`` (None: it can). Numeric fields must be finite
     numbers within :data:`_META_RANGES`; ``beta1`` a momentum in [0, 1)."""
-    if field not in NUMERIC_META or value is None or (isinstance(value, float) and np.isnan(value)):
-        return None
-    if isinstance(value, str) and not value.strip():
+    if field not in NUMERIC_META or value is None or (isinstance(value, str) and not value.strip()):
         return None
     try:
         v = float(value)
     except (TypeError, ValueError):
         return "not a number"
-    if np.isnan(v):
-        return None
     if not np.isfinite(v):
-        return "not a finite number"
+        return None if np.isnan(v) else "not a finite number"
     lo, lo_open = _META_RANGES.get(field, (None, False))
     if lo is not None and ((v <= lo) if lo_open else (v < lo)):
         return f"outside its range ({'>' if lo_open else '>='} {lo:g})"
@@ -199,25 +172,17 @@ def check_meta_values(meta: pd.DataFrame, where: str, *, stacklevel: int = 3) ->
     value :func:`meta_value_problem` refuses made missing with a :class:`DataWarning` naming ``where``
     (the metadata file), the run, the column and the value."""
     out = meta.copy()
-    if RUN in out.columns:
-        ids = out[RUN]
-    elif out.index.name == RUN:
-        ids = pd.Series(out.index, index=out.index)
-    else:  # one row without ids: it applies to every run
-        ids = pd.Series("(every run)", index=out.index)
-    for f in NUMERIC_META:
-        if f not in out.columns:
-            continue
-        keep = []
-        for i, v in out[f].items():
-            why = meta_value_problem(f, v)
-            if why is not None:
+    ids = out[RUN] if RUN in out.columns else pd.Series(out.index if out.index.name == RUN else "(every run)",
+                                                        index=out.index)  # fmt: skip
+    for f in [f for f in NUMERIC_META if f in out.columns]:
+        why = {i: meta_value_problem(f, v) for i, v in out[f].items()}
+        for i, w in why.items():
+            if w is not None:
+                v = out.loc[i, f]
                 shown = f"{v!r}" if isinstance(v, str) else f"{float(v):g}"
-                warnings.warn(f"metadata{where}: run {ids[i]!r}, column {f!r} is {shown}, {why}; treated as missing",
+                warnings.warn(f"metadata{where}: run {ids[i]!r}, column {f!r} is {shown}, {w}; treated as missing",
                               DataWarning, stacklevel=stacklevel)  # fmt: skip
-            keep.append(why is None)
-        conv = pd.to_numeric(out[f].where(keep), errors="coerce")
-        out[f] = conv.astype(float)
+        out[f] = pd.to_numeric(out[f].where([w is None for w in why.values()]), errors="coerce").astype(float)
     return out
 
 

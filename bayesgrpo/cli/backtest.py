@@ -36,6 +36,32 @@ from bayesgrpo.cli.options import (
 __all__ = ["backtest_cmd"]
 
 
+def _cutoffs(text: str) -> tuple[float, ...]:
+    """``--cutoffs``: a comma list of observed fractions, each in (0, 1) (else one line, exit 2)."""
+    try:
+        cut = tuple(float(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        C.fail(f"--cutoffs must be a comma list of numbers, got {text!r}")
+    if not cut or any(not 0 < c < 1 for c in cut):
+        C.fail(f"--cutoffs: every cutoff must lie in (0, 1), got {text!r}")
+    return cut
+
+
+def _run(rs, out_dir, **kw):
+    """The backtest with a progress bar; after a Ctrl-C one line saying what the ledger keeps, exit 130."""
+    from bayesgrpo.evaluation.backtest import backtest
+
+    stopped = None
+    with C.progress_bar("backtest", unit="case") as bar:
+        try:
+            return backtest(rs, out_dir=out_dir, progress=lambda d, n, m: bar(d, n, m), **kw)
+        except KeyboardInterrupt as e:
+            stopped = e
+    n = getattr(stopped, "partial", None)
+    C.interrupted(f"{n if n is not None else 'the'} finished case(s) are in {out_dir / 'cases.csv'}; the case in "
+                  "flight is not; rerun the same command to resume")  # fmt: skip
+
+
 def backtest_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
@@ -73,18 +99,13 @@ def backtest_cmd(
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
     ledger), summary.md/json and figures; --out writes the summary table. Safe to interrupt: rerun the
     same command to resume."""
-    from bayesgrpo.evaluation.backtest import OUTPUT_FILES, backtest
+    from bayesgrpo.evaluation.backtest import OUTPUT_FILES
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
     from bayesgrpo.io.output import write_table
 
     C.validate_model(model)
-    try:
-        cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
-    except ValueError:
-        C.fail(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}")
-    if not cut or any(not 0 < c < 1 for c in cut):
-        C.fail(f"--cutoffs: every cutoff must lie in (0, 1), got {cutoffs!r}")
+    cut = _cutoffs(cutoffs)
     try:
         resolve_methods(peers)
     except ValueError as e:
@@ -105,21 +126,9 @@ def backtest_cmd(
     C.check_out_names(out_dir, OUTPUT_FILES)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    stopped = None
-    with (
-        C.guard(),
-        make_executor(workers=workers, scheduler=scheduler) as ex,
-        C.progress_bar("backtest", unit="case") as bar,
-    ):
-        try:
-            res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                           resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex)  # fmt: skip
-        except KeyboardInterrupt as e:
-            stopped = e
-    if stopped is not None:
-        n = getattr(stopped, "partial", None)
-        C.interrupted(f"{n if n is not None else 'the'} finished case(s) are in {out_dir / 'cases.csv'}; the case in "
-                      "flight is not; rerun the same command to resume")  # fmt: skip
+    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex:
+        res = _run(rs, out_dir, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, resume=resume,
+                   seed=seed, executor=ex)  # fmt: skip
     s = res.summary
     if s.empty:
         C.status("no case could be scored")

@@ -32,6 +32,26 @@ from bayesgrpo.cli.options import (
 __all__ = ["diagnose_cmd"]
 
 
+def _posteriors(rs, *, horizon, model, sampler) -> dict:
+    """``--posterior``: each run's posterior paths (the model fitted to the logged curve; a complete run
+    needs no future: one logging interval ahead suffices)."""
+    import numpy as np
+
+    from bayesgrpo.forecast import Forecaster
+    from bayesgrpo.forecast.batch import forecast_batch
+
+    def ahead(g):
+        s = g["step"].to_numpy()
+        return int(s[-1]) + (max(1, int(np.median(np.diff(s)))) if len(s) > 1 else 1)
+
+    hz = horizon if horizon is not None else {r: ahead(rs.run(r)) for r in rs.run_ids}
+    C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
+    with C.guard(), C.progress_bar("sampling", unit="run") as bar:
+        res = forecast_batch(rs, forecaster=Forecaster(model, sampler=sampler), horizon=hz,
+                             progress=lambda d, n: bar(d, n))  # fmt: skip
+    return {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
+
+
 def diagnose_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
@@ -80,25 +100,7 @@ def diagnose_cmd(
     C.check_out_names(out_dir, [f"{s}_diagnosis.png" for s in stems.values()])
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
-    posts = None
-    if posterior:
-        import numpy as np
-
-        from bayesgrpo.forecast import Forecaster
-        from bayesgrpo.forecast.batch import forecast_batch
-
-        # complete runs: the posterior of the logged curve needs no future, one logging interval ahead suffices
-        def ahead(g):
-            s = g["step"].to_numpy()
-            return int(s[-1]) + (max(1, int(np.median(np.diff(s)))) if len(s) > 1 else 1)
-
-        hz = horizon if horizon is not None else {r: ahead(rs.run(r)) for r in rs.run_ids}
-        C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
-        with C.guard(), C.progress_bar("sampling") as bar:
-            res = forecast_batch(
-                rs, forecaster=Forecaster(model, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
-            )
-        posts = {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
+    posts = _posteriors(rs, horizon=horizon, model=model, sampler=smp) if posterior else None
     with C.guard():
         res = diagnose_runs(rs, posteriors=posts, ceiling=ceil)
     sev = res["severity"].astype(str)

@@ -104,7 +104,7 @@ def run_forecast(
     from bayesgrpo.forecast import Forecaster
     from bayesgrpo.forecast.batch import forecast_batch, long_work
     from bayesgrpo.inference.executor import check_options, make_executor
-    from bayesgrpo.io.output import save_figure, write_table
+    from bayesgrpo.io.output import write_table
 
     # ---- every option before any reading or sampling
     C.validate_model(model)
@@ -161,25 +161,32 @@ def run_forecast(
             write_table(res.table, out)
         C.status(f"wrote {out}")
     if out_dir is not None and figures and res.fit is not None:
-        import pandas as pd
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with C.guard():  # the fan charts' numbers: per-step predictive quantiles of the logged reward
-            bands = [res.fit.path_quantiles(rid).assign(run_id=rid) for rid in res.fit.forecast_ids]
-            bands = pd.concat(bands, ignore_index=True)
-            write_table(bands[["run_id", *[c for c in bands.columns if c != "run_id"]]], out_dir / "paths.csv")
-        C.status(f"wrote {out_dir / 'paths.csv'}")
-        for rid in res.fit.forecast_ids:
-            truth = res.full.run(rid) if res.truncated else None
-            with C.guard():
-                fig = res.fit.plot(rid, truth=truth)
-                path = out_dir / names[rid]
-                save_figure(fig, path)
-            C.status(f"wrote {path}")
+        _write_figures(res, out_dir, names)
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
     if res.fit is None and not res.complete and exit_if_none:
         raise typer.Exit(C.EXIT_FAILED)
     return res
+
+
+def _write_figures(res, out_dir, names: dict) -> None:
+    """``--out-dir``: ``paths.csv`` (the per-step predictive quantiles behind the fan charts) and a fan
+    chart per forecast run."""
+    import pandas as pd
+
+    from bayesgrpo.io.output import save_figure, write_table
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with C.guard():
+        bands = [res.fit.path_quantiles(rid).assign(run_id=rid) for rid in res.fit.forecast_ids]
+        bands = pd.concat(bands, ignore_index=True)
+        write_table(bands[["run_id", *[c for c in bands.columns if c != "run_id"]]], out_dir / "paths.csv")
+    C.status(f"wrote {out_dir / 'paths.csv'}")
+    for rid in res.fit.forecast_ids:
+        truth = res.full.run(rid) if res.truncated else None
+        with C.guard():
+            path = out_dir / names[rid]
+            save_figure(res.fit.plot(rid, truth=truth), path)
+        C.status(f"wrote {path}")
 
 
 def _interrupted(res, out, final_window) -> None:

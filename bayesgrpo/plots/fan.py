@@ -16,6 +16,18 @@ BAND_COLOR = "#1f6fb4"
 TRUTH_POINTS = 400
 
 
+def _draw_truth(ax, t) -> None:
+    """The later logged points behind the bands (zorder below theirs), thinned to :data:`TRUTH_POINTS`
+    with their rolling median: a long run never hides the forecast."""
+    k = max(1, int(np.ceil(len(t) / TRUTH_POINTS)))
+    ax.plot(t[STEP].to_numpy()[::k], t[REWARD].to_numpy()[::k], ".", color="0.7", ms=2.0, zorder=0.5,
+            label="logged later (truth)" + (f", every {k}th point" if k > 1 else ""))  # fmt: skip
+    if len(t) > TRUTH_POINTS:
+        med = t[REWARD].rolling(2 * k + 1, center=True, min_periods=1).median().to_numpy()[::k]
+        ax.plot(t[STEP].to_numpy()[::k], med, color="0.45", lw=1.0, zorder=0.6,
+                label="logged later, rolling median")  # fmt: skip
+
+
 def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     """Fan chart: observed points, predictive median and central bands, final-reward interval, stop step.
 
@@ -61,16 +73,8 @@ def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     med = np.r_[np.median(now), np.median(pdraws.latent, axis=0)]
     ax.plot(steps, med, color=BAND_COLOR, lw=2, label="median latent reward")
     ax.plot(obs[STEP], obs[REWARD], ".", color="black", ms=3, label=f"observed ({len(obs)} points)")
-    if truth is not None:  # behind the bands (zorder below theirs), thinned: a long run never hides the forecast
-        t = truth.loc[truth[STEP] > info.last_step]
-        k = max(1, int(np.ceil(len(t) / TRUTH_POINTS)))
-        ax.plot(t[STEP].to_numpy()[::k], t[REWARD].to_numpy()[::k], ".", color="0.7", ms=2.0, zorder=0.5,
-                label="logged later (truth)" + (f", every {k}th point" if k > 1 else ""))  # fmt: skip
-        if len(t) > TRUTH_POINTS:
-            med = t[REWARD].rolling(2 * k + 1, center=True, min_periods=1).median().to_numpy()[::k]
-            ax.plot(
-                t[STEP].to_numpy()[::k], med, color="0.45", lw=1.0, zorder=0.6, label="logged later, rolling median"
-            )
+    if truth is not None:
+        _draw_truth(ax, truth.loc[truth[STEP] > info.last_step])
     win_lo = info.s0 + (1 - fit.config.final_window) * (info.horizon - info.s0)
     fin = fit.final_draws(run_id)
     q = np.quantile(fin, [0.1, 0.5, 0.9])

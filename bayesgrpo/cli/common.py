@@ -61,16 +61,24 @@ def status(msg: str) -> None:
 
 
 def interrupted(what: str = "nothing was written") -> None:
-    """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130."""
+    """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130.
+
+    Further Ctrl-C are ignored from here on: the process is exiting, and a signal during the
+    interpreter's shutdown (when Python handlers are gone) would end it as killed instead of 130."""
+    import signal
+
     from rich.markup import escape
 
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     err_console().print(f"[bold yellow]interrupted[/] (Ctrl-C): {escape(what)}")
     raise typer.Exit(EXIT_INTERRUPTED)
 
 
 @contextlib.contextmanager
 def no_interrupts():
-    """Ignore further Ctrl-C while the finished results are written (a write is atomic anyway)."""
+    """Ignore further Ctrl-C while the finished results are written (a write is atomic anyway); call
+    :func:`interrupted` after the block, not in it (it ignores Ctrl-C for good)."""
     import signal
 
     try:

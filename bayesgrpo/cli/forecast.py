@@ -202,8 +202,8 @@ def _interrupted(res, out, final_window) -> None:
                                 "(median [80% interval]); interrupted")  # fmt: skip
             if out is not None:
                 write_table(res.table, out)
-        kept = f" (kept in {out}; the others are marked interrupted)" if out is not None and res is not None else ""
-        C.interrupted(f"{n_done} of {n} run(s) finished{kept}")
+    kept = f" (kept in {out}; the others are marked interrupted)" if out is not None and res is not None else ""
+    C.interrupted(f"{n_done} of {n} run(s) finished{kept}")
 
 
 def forecast_cmd(

@@ -17,6 +17,7 @@ __all__ = [
     "OutputError",
     "OptionError",
     "warning_type",
+    "Interrupted",
 ]
 
 
@@ -53,6 +54,18 @@ class OutputError(BayesGRPOError, OSError):
 
 class OptionError(BayesGRPOError, ValueError):
     """A command-line option (or keyword argument) has a value outside what it allows."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped the work; ``partial`` holds what had finished (None: nothing).
+
+    A :class:`KeyboardInterrupt`, so code that does not know it still stops; the layers that do
+    pass on what finished (a batch keeps its finished runs, a backtest its finished cases).
+    """
+
+    def __init__(self, message: str = "interrupted (Ctrl-C)", *, partial=None):
+        super().__init__(message)
+        self.partial = partial
 
 
 class DataWarning(UserWarning):

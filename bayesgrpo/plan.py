@@ -10,8 +10,9 @@
 * **the horizon** and where it came from (:data:`HORIZON_SOURCES`): the option (one for all runs or
   per run); else the run's planned length (metadata ``max_steps``), and for a truncated run at least
   its last logged step; ``"next"`` asks for one logged step after the last (a complete curve whose
-  posterior is wanted: compare, diagnose, per-run fits); **live** (the trainer is at step S of
-  ``max_steps``): a run logged up to or past its horizon is forecast one logging interval further;
+  posterior is wanted: compare, diagnose, per-run fits). A horizon the user or the trainer set is
+  never moved: a run logged up to (or past) its horizon is **complete** (``RunPlan.complete``; its
+  final reward is observed, and ``forecast_batch`` reports it without a fit);
 * **the planned length** the population prior is conditioned on (``max_steps`` when it lies after
   the last logged step, else the horizon) and the **observed fraction** ``(last - s0) / (planned - s0)``;
 * **the logging interval** -- the median step difference of the observed prefix (at least 1);
@@ -20,16 +21,18 @@
   :data:`BOUND_TOL`); else unknown; declared bounds the log contradicts are an error;
 * **the final window** -- the logged steps of ``(s0 + (1 - w)(H - s0), H]`` (:func:`final_window_mask`);
 * **the minimum points** (:data:`MIN_POINTS`) and **the limits** (:data:`MEMORY_LIMIT_BYTES`,
-  :data:`MAX_FUTURE_STEPS`, :data:`MAX_STORED_STEPS`);
+  :data:`MAX_GRID_STEPS`, :data:`MAX_FUTURE_STEPS`, :data:`MAX_STORED_STEPS`);
 * **the reason a run cannot be forecast** (``RunPlan.error``: one line naming the run), or None.
 
-Issue 19's changes to horizons are one edit each here: the finished-run and live rules
-(:func:`_horizon`), one horizon instead of the planned length (:func:`_planned`).
+Issue 19's changes to horizons are here: finished runs are complete (:func:`_plan_one`), the live
+path uses the same horizon rule as every other (:func:`_horizon`), and the cost limits of a sparse
+step grid or a far horizon (:func:`_grid_error`, :func:`horizon_error`).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Final, Literal
@@ -38,14 +41,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
-from bayesgrpo.errors import ForecastError, OptionError
+from bayesgrpo.errors import DataWarning, ForecastError, OptionError
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 
 __all__ = [
     "RunPlan", "Plans", "PlanOptions", "plan_runs", "truncate", "logging_interval", "is_unit_interval",
-    "reward_bounds", "final_window_threshold", "final_window_mask", "final_window_steps", "future_steps",
-    "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_FUTURE_STEPS", "MAX_STORED_STEPS",
-    "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error",
+    "reward_bounds", "final_window_threshold", "final_window_mask", "final_window_steps", "final_reward", "future_steps",
+    "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_GRID_STEPS", "MAX_FUTURE_STEPS",
+    "MAX_STORED_STEPS",
+    "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error", "parse_reward_range", "INFER_MIN_SHARE", "RATE_RESOLUTION",
 ]  # fmt: skip
 
 #: a forecast needs at least this many logged reward points
@@ -53,17 +57,25 @@ MIN_POINTS = 5
 #: the one tolerance of a reward's bounds, relative to max(1, |bound|): "is this a 0-1 reward" and
 #: "does the log contradict the declared bounds"
 BOUND_TOL = 1e-9
+#: [0, 1] is inferred silently only for rewards that reach this share of it
+INFER_MIN_SHARE = 0.05
+#: a reward whose every value is below this is not assumed to be a rate in [0, 1]
+RATE_RESOLUTION = 1e-3
 #: refuse a forecast whose posterior paths would need more memory than this (per run, in bytes)
 MEMORY_LIMIT_BYTES = 2 * 1024**3
-#: at most this many steps after the last logged one are forecast
-MAX_FUTURE_STEPS = 10_000_000
+#: refuse a run whose logged steps span more grid steps than this: the model steps every optimizer step,
+#: so a fit costs the grid's length however few points are logged on it (bench/results/grid_cost.md)
+MAX_GRID_STEPS = 20_000
+#: at most this many steps after the last logged one are forecast: every future step of every draw is
+#: propagated (bench/results/grid_cost.md)
+MAX_FUTURE_STEPS = 100_000
 #: at most this many future steps are stored per path (long horizons are thinned evenly; the final
 #: window is accumulated exactly while propagating)
 MAX_STORED_STEPS = 2000
 #: ``horizon=NEXT``: one logged step after each run's last (a complete curve; no future is wanted)
 NEXT: Final = "next"
 #: where a plan's horizon came from
-HORIZON_SOURCES = ("option", "max_steps", "log", "next", "live", "")
+HORIZON_SOURCES = ("option", "max_steps", "log", "next", "")
 
 #: the final window as an option: a share of the run in (0, 1]
 FinalWindow = Annotated[float, Field(gt=0.0, le=1.0, description="final reward = mean over this last share of the run")]
@@ -117,15 +129,49 @@ def meta_number(meta_row, key: str) -> float:
     return v if math.isfinite(v) else math.nan
 
 
-def reward_bounds(meta_row, rewards) -> tuple[float, float, str]:
+def reward_bounds(meta_row, rewards, *, where: str = "the run") -> tuple[float, float, str]:
     """``(L, U, source)`` of a run's reward: declared (``"metadata"``; one bound may be missing),
-    inferred ``[0, 1]`` (``"inferred"``: every observed reward lies in it), or unknown (NaN, NaN, "")."""
+    inferred ``[0, 1]`` (``"inferred"``: every observed reward lies in it), or unknown (NaN, NaN, "").
+
+    A reward that uses less than :data:`INFER_MIN_SHARE` of [0, 1] is assumed a rate only with a
+    :class:`~bayesgrpo.errors.DataWarning` naming ``where`` and how to declare its bounds (a pass rate
+    flat at its floor, 0.01, may still rise; 0.001-0.007 may as well be another scale), and not at all
+    below :data:`RATE_RESOLUTION` (no batch pass rate is that fine: a 1e-12 reward keeps its scale)."""
     lo, hi = meta_number(meta_row, "reward_min"), meta_number(meta_row, "reward_max")
     if math.isfinite(lo) or math.isfinite(hi):
         return lo, hi, "metadata"
-    if is_unit_interval(rewards):
+    if not is_unit_interval(rewards):
+        return math.nan, math.nan, ""
+    v = np.asarray(rewards, dtype=float)
+    v = v[np.isfinite(v)]
+    if float(v.max()) >= INFER_MIN_SHARE:
         return 0.0, 1.0, "inferred"
-    return math.nan, math.nan, ""
+    rate = float(v.max()) >= RATE_RESOLUTION
+    warnings.warn(
+        f"{where}: its rewards lie in [{v.min():.3g}, {v.max():.3g}], less than {INFER_MIN_SHARE:.0%} of [0, 1]; "
+        + ("assumed a rate in [0, 1] (a rate flat at its floor may still rise)" if rate else
+           "not assumed a rate in [0, 1] (finer than any batch pass rate): no bounds")
+        + "; declare them with --reward-range LO,HI (or reward_min/reward_max in --meta)",
+        DataWarning,
+        stacklevel=4,
+    )  # fmt: skip
+    return (0.0, 1.0, "inferred") if rate else (math.nan, math.nan, "")
+
+
+def parse_reward_range(text: str | None) -> tuple[float, float] | None:
+    """``"0,1"`` -> ``(0.0, 1.0)`` (``--reward-range``: the reward's bounds, metadata ``reward_min`` /
+    ``reward_max``); None -> None; anything else is an :class:`~bayesgrpo.errors.OptionError`."""
+    if text is None:
+        return None
+    try:
+        lo, hi = (float(v) for v in str(text).split(","))
+    except ValueError:
+        raise OptionError(f"--reward-range {text!r}: expected LO,HI, e.g. 0,1") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise OptionError(f"--reward-range {text!r}: LO and HI must be finite numbers")
+    if not lo < hi:
+        raise OptionError(f"--reward-range {text!r}: LO must be below HI")
+    return lo, hi
 
 
 def _contradiction(steps, rewards, lo: float, hi: float) -> str | None:
@@ -172,6 +218,27 @@ def final_window_steps(*, s0: int, horizon: int, interval: int, final_window: fl
     return grid[final_window_mask(grid, s0=s0, horizon=horizon, final_window=final_window)]
 
 
+def final_reward(
+    steps, rewards, *, horizon: float | None = None, s0: float | None = None, final_window: float = DEFAULT_FINAL_WINDOW
+) -> float:
+    """The forecast target from logged rewards: the mean reward over the final window (the truth of a
+    backtest, and the observed final reward of a run logged up to its horizon).
+
+    ``s0`` defaults to the first step and ``horizon`` to the last step of ``steps``. NaN rewards
+    are ignored; returns NaN when the window holds no finite reward.
+    """
+    s = np.asarray(steps, dtype=float)
+    r = np.asarray(rewards, dtype=float)
+    if s.shape != r.shape:
+        raise ValueError(f"steps {s.shape} and rewards {r.shape} differ in shape")
+    if s.size == 0:
+        return float("nan")
+    s0 = float(np.min(s)) if s0 is None else float(s0)
+    horizon = float(np.max(s)) if horizon is None else float(horizon)
+    m = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window) & np.isfinite(r)
+    return float(np.mean(r[m])) if m.any() else float("nan")
+
+
 def future_steps(*, last_step: int, horizon: int, interval: int) -> np.ndarray:
     """The steps logged after the last observation up to the horizon, at the run's interval."""
     return np.arange(last_step + interval, horizon + 1, interval, dtype=np.int64)
@@ -195,7 +262,8 @@ class RunPlan:
     """The facts about one run (module docstring). ``error`` is None when the run can be forecast.
 
     Steps are the run's own; ``last_step`` is the last observed (after truncation), ``last_logged``
-    the last of the whole log; ``n_obs`` counts the observed points.
+    the last of the whole log; ``n_obs`` counts the observed points. ``complete``: the run is logged
+    up to its horizon (its final reward is observed; ``error`` says why there is nothing to forecast).
     """
 
     run_id: str
@@ -213,6 +281,7 @@ class RunPlan:
     final_window: float
     min_points: int
     error: str | None = None
+    complete: bool = False
 
     @property
     def ok(self) -> bool:
@@ -300,7 +369,7 @@ class Plans:
                      self.truncated, self.options)  # fmt: skip
 
 
-def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, interval: int, live: bool):
+def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, interval: int):
     """``(horizon or None, where it came from)`` of one run (module docstring)."""
     h = spec.get(rid) if isinstance(spec, Mapping) else spec
     if isinstance(h, float) and math.isnan(h):
@@ -319,8 +388,6 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, int
         if not cands:
             return None, ""
         h, src = max(cands, key=lambda c: c[0])  # a tie is the planned length
-    if live and h <= last_obs:  # the trainer reached its horizon: forecast one log further
-        return last_obs + interval, "live"
     return h, src
 
 
@@ -344,12 +411,23 @@ def horizon_error(where: str, horizon: int | None, last: int, n_draws: int | Non
         if need > MEMORY_LIMIT_BYTES:
             return f"{where}: the forecast would need about {need / 1024**3:.1f} GiB; use fewer --draws"
     if horizon - last > MAX_FUTURE_STEPS:
-        return (f"{where}: the horizon {horizon} is {horizon - last:,} steps beyond the log; at most "
-                f"{MAX_FUTURE_STEPS:,} are forecast")  # fmt: skip
+        return (f"{where}: the horizon {horizon:,} is {horizon - last:,} steps beyond the log (its last logged step "
+                f"{last:,}); every step of every draw is propagated and at most {MAX_FUTURE_STEPS:,} are forecast; "
+                "pass a nearer --horizon")  # fmt: skip
     return None
 
 
-def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, live, source, bound_rows):
+def _grid_error(where: str, s) -> str | None:
+    """Why the logged steps ``s`` span too long a grid to fit (:data:`MAX_GRID_STEPS`), or None."""
+    grid = int(s[-1]) - int(s[0]) + 1
+    if grid <= MAX_GRID_STEPS:
+        return None
+    return (f"{where}: its {len(s)} logged steps span a grid of {grid:,} steps (steps {int(s[0])} to {int(s[-1])}); "
+            f"the model steps every optimizer step and fits at most {MAX_GRID_STEPS:,}; forecast from an "
+            "earlier prefix (--until-step) or log the run more evenly")  # fmt: skip
+
+
+def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, source, bound_rows):
     where = f"run {rid!r}" + (f" ({source})" if source else "")
     s = g_obs[STEP].to_numpy(dtype=np.int64)
     r = g_obs[REWARD].to_numpy(dtype=float)
@@ -366,15 +444,18 @@ def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_dra
                        interval=logging_interval(s), horizon=None, horizon_from="", planned=None, reward_min=math.nan,
                        reward_max=math.nan, bounds="", error=msg)  # fmt: skip
     interval = logging_interval(s)
-    h, src = _horizon(horizon, rid, meta_row, int(s[-1]), last_full, interval, live)
-    lo, hi, bsrc = reward_bounds(meta_row, r if bound_rows is None else bound_rows)
+    h, src = _horizon(horizon, rid, meta_row, int(s[-1]), last_full, interval)
+    lo, hi, bsrc = reward_bounds(meta_row, r if bound_rows is None else bound_rows, where=where)
     err = horizon_error(where, h, int(s[-1]), n_draws, interval)
+    complete = h is not None and h <= int(s[-1])  # logged up to its horizon: the final reward is observed
+    if h is not None and not complete:  # a sparse step axis is named first: it is the run's own problem
+        err = _grid_error(where, s) or err
     if err is None and bsrc == "metadata":
         bad = _contradiction(s, r, lo, hi)
         err = f"{where}: {bad}" if bad else None
     return RunPlan(**base, s0=int(s[0]), last_step=int(s[-1]), interval=interval, horizon=h, horizon_from=src,
                    planned=_planned(meta_row, int(s[-1]), h) if h is not None else None, reward_min=lo, reward_max=hi,
-                   bounds=bsrc, error=err)  # fmt: skip
+                   bounds=bsrc, error=err, complete=complete)  # fmt: skip
 
 
 def plan_runs(
@@ -386,7 +467,6 @@ def plan_runs(
     final_window: float = DEFAULT_FINAL_WINDOW,
     min_points: int = MIN_POINTS,
     n_draws: int | None = None,
-    live: bool = False,
     bounds_from: RunSet | None = None,
 ) -> Plans:
     """The plan of every run of ``runs`` (module docstring); a run that cannot be forecast has ``error``.
@@ -403,8 +483,6 @@ def plan_runs(
     final_window, min_points : optional
     n_draws : int, optional
         Posterior draws per run (for the memory limit; None: not checked).
-    live : bool
-        The trainer is running: a run at or past its horizon is forecast one logging interval further.
     bounds_from : RunSet, optional
         Infer each run's reward bounds from these rows (the prefix a normalisation comes from) instead.
 
@@ -426,7 +504,7 @@ def plan_runs(
     for rid in runs.run_ids:
         bound_rows = None if bounds_from is None else bounds_from.run(rid)[REWARD].to_numpy(dtype=float)
         plans[rid] = _plan_one(rid, obs_groups.get(rid, empty), full_groups.get(rid, empty), runs.meta.loc[rid],
-                               horizon=horizon, opts=opts, n_draws=n_draws, live=live, source=runs.source,
+                               horizon=horizon, opts=opts, n_draws=n_draws, source=runs.source,
                                bound_rows=bound_rows)  # fmt: skip
     truncated = until_step is not None or until_fraction is not None
     return Plans(observed=observed, full=runs, plans=plans, truncated=truncated, options=opts)

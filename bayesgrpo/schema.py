@@ -77,6 +77,8 @@ __all__ = [
     "is_channel",
     "META_FIELDS",
     "NUMERIC_META",
+    "check_meta_values",
+    "meta_value_problem",
     "RunSet",
 ]
 
@@ -130,6 +132,44 @@ _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
 _META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
                 "beta1": (0.0, False), "refresh_interval": (1.0, False), "batch_size": (1.0, False),
                 "max_steps": (1.0, False)}  # fmt: skip
+
+
+def meta_value_problem(field: str, value) -> str | None:
+    """Why ``value`` cannot be metadata ``field`` (None: it can). Numeric fields must be finite
+    numbers within :data:`_META_RANGES`; ``beta1`` a momentum in [0, 1)."""
+    if field not in NUMERIC_META or value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "not a number"
+    if not np.isfinite(v):
+        return None if np.isnan(v) else "not a finite number"
+    lo, lo_open = _META_RANGES.get(field, (None, False))
+    if lo is not None and ((v <= lo) if lo_open else (v < lo)):
+        return f"outside its range ({'>' if lo_open else '>='} {lo:g})"
+    if field == "beta1" and v >= 1.0:
+        return "not a momentum in [0, 1)"
+    return None
+
+
+def check_meta_values(meta: pd.DataFrame, where: str, *, stacklevel: int = 3) -> pd.DataFrame:
+    """A copy of ``meta`` (index: run ids, or a ``run_id`` column) whose numeric fields are floats, each
+    value :func:`meta_value_problem` refuses made missing with a :class:`DataWarning` naming ``where``
+    (the metadata file), the run, the column and the value."""
+    out = meta.copy()
+    ids = out[RUN] if RUN in out.columns else pd.Series(out.index if out.index.name == RUN else "(every run)",
+                                                        index=out.index)  # fmt: skip
+    for f in [f for f in NUMERIC_META if f in out.columns]:
+        why = {i: meta_value_problem(f, v) for i, v in out[f].items()}
+        for i, w in why.items():
+            if w is not None:
+                v = out.loc[i, f]
+                shown = f"{v!r}" if isinstance(v, str) else f"{float(v):g}"
+                warnings.warn(f"metadata{where}: run {ids[i]!r}, column {f!r} is {shown}, {w}; treated as missing",
+                              DataWarning, stacklevel=stacklevel)  # fmt: skip
+        out[f] = pd.to_numeric(out[f].where([w is None for w in why.values()]), errors="coerce").astype(float)
+    return out
 
 
 def _where(df: pd.DataFrame, idx, source: str | None) -> str:
@@ -262,34 +302,8 @@ class RunSet:
         for f in META_FIELDS:
             if f not in out.columns:
                 out[f] = np.nan if f in NUMERIC_META else None
+        out = check_meta_values(out, f" ({source})" if source else "", stacklevel=4)
         where = f" ({source})" if source else ""
-        for f in NUMERIC_META:
-            conv = pd.to_numeric(out[f], errors="coerce")
-            bad = conv.isna() & out[f].notna() & (out[f].astype(str).str.strip() != "")
-            for r in bad[bad].index:
-                warnings.warn(
-                    f"metadata{where}: run {r!r}, column {f!r} is {out.loc[r, f]!r}, not a number; treated as missing",
-                    DataWarning,
-                    stacklevel=3,
-                )
-            lo, lo_open = _META_RANGES.get(f, (None, False))
-            if lo is not None:
-                bad = conv.notna() & ((conv <= lo) if lo_open else (conv < lo))
-                for r in bad[bad].index:
-                    warnings.warn(
-                        f"metadata{where}: run {r!r}, column {f!r} is {conv[r]:g}, outside its range "
-                        f"({'>' if lo_open else '>='} {lo:g}); treated as missing",
-                        DataWarning,
-                        stacklevel=3,
-                    )
-                conv = conv.where(~bad)
-            if f == "beta1":
-                bad = conv.notna() & (conv >= 1.0)
-                for r in bad[bad].index:
-                    warnings.warn(f"metadata{where}: run {r!r}, beta1 = {conv[r]:g} is not a momentum in [0, 1); "
-                                  "treated as missing", DataWarning, stacklevel=3)  # fmt: skip
-                conv = conv.where(~bad)
-            out[f] = conv.astype(float)
         if {"reward_min", "reward_max"} <= set(out.columns):
             bad = out["reward_min"].notna() & out["reward_max"].notna() & (out["reward_min"] >= out["reward_max"])
             for r in bad[bad].index:

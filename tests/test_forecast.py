@@ -223,7 +223,8 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
             seen.update(kw)
             return self
 
-    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled")
+    run = types.SimpleNamespace(wait=lambda: "sampled", cancel=lambda: None)  # sampling.nuts waits itself
+    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled" if kw.get("blocking", True) else run)
     req = ("y", "mask", "refresh")
     assert sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req) == "sampled"
     np.testing.assert_array_equal(seen["refresh"], arr.refresh)
@@ -320,17 +321,32 @@ def test_flat_prefix_at_the_floor_is_not_a_narrow_future():
 
 
 # ------------------------------------------------------------------ the API of a fit: ArviZ data, identity, any horizon
-def test_saved_forecast_of_format_2_loads_and_forecasts_exactly_as_then():
+def test_saved_forecast_of_format_2_loads_and_forecasts_exactly_as_then(monkeypatch):
     """A forecast saved by the landed code of bayesgrpo 0.1 in format 2 (tests/data/artefacts/forecast_v2.nc:
     the example run to step 120, real sampling) loads and gives the table saved beside it, number for number
-    (its config said ``model`` for the kind and carried the identity fields of the calibration variants)."""
+    (its config said ``model`` for the kind and carried the identity fields of the calibration variants),
+    under the rules of then. Two rules of issue 19 changed numbers since, and only those: a horizon (400)
+    before the planned length (max_steps 500) gets its pro-rata share of the calibration layer's widening
+    (item 7: one horizon), and a gain below one reward scale unit settles in a band of the scale (item 8)."""
+    import bayesgrpo.physics.stopping as stopping
+    from bayesgrpo.models.arrays import RunInfo
+
     data = Path(__file__).parent / "data" / "artefacts"
-    fit = FittedForecast.load(data / "forecast_v2.nc")
     old = pd.read_csv(data / "forecast_v2_table.csv")
+    num = [c for c in old.columns if c not in ("run_id", "model")]
+    now = FittedForecast.load(data / "forecast_v2.nc").table()
+    changed = {c for c in num if not np.allclose(now[c].to_numpy(float), old[c].to_numpy(float), rtol=1e-12, atol=0)}
+    assert changed and changed <= {"final_mean", *(f"final_q{q}" for q in ("05", "10", "25", "50", "75", "90", "95")),
+                                   "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon"}, changed  # fmt: skip
+    # the rules of then: the widening by the time to the horizon, the band 1 - fraction whatever the gain
+    band = stopping.band
+    monkeypatch.setattr(stopping, "band", lambda fraction, gain=None: band(fraction, None))
+    monkeypatch.setattr(RunInfo, "time_to_go", lambda self, steps: np.clip(
+        (np.asarray(steps, dtype=float) - self.last_step) / max(1, self.horizon - self.last_step), 0.0, 1.0))  # fmt: skip
+    fit = FittedForecast.load(data / "forecast_v2.nc")
     assert fit.config.kind == "oscillator" and fit.sample_stats is None  # format 2 kept no sampler statistics
     new = fit.table()
     assert list(new["kind"]) == list(old["model"])
-    num = [c for c in old.columns if c not in ("run_id", "model")]
     np.testing.assert_allclose(new[num].to_numpy(float), old[num].to_numpy(float), rtol=1e-12, atol=0)
 
 

@@ -53,12 +53,16 @@ def test_horizon_rule_and_where_it_came_from():
     assert [(nxt[r].horizon, nxt[r].horizon_from) for r in "abc"] == [(51, "next")] * 3
 
 
-def test_live_horizon_is_one_logging_interval_past_the_log():
+def test_a_run_logged_to_its_horizon_is_complete_and_the_horizon_never_moves():
+    """Issue 19 item 6: a horizon the user or the trainer set is never moved (the live path once pushed it
+    one logging interval further); a run logged up to it is complete, not forecast."""
     runs = _runs({"a": _ramp(n=20, step=5, start=5)}, meta={"max_steps": {"a": 100}})
-    p = plan_runs(runs, live=True)
-    assert (p["a"].horizon, p["a"].horizon_from, p["a"].interval) == (105, "live", 5)
-    assert plan_runs(runs, horizon=300, live=True)["a"].horizon_from == "option"  # not reached: unchanged
-    assert plan_runs(runs)["a"].error is not None  # off the live path the same run cannot be forecast
+    p = plan_runs(runs)["a"]
+    assert (p.horizon, p.horizon_from, p.interval, p.complete, p.ok) == (100, "max_steps", 5, True, False)
+    assert "not after the last logged step 100" in p.error
+    q = plan_runs(runs, horizon=300)["a"]
+    assert (q.horizon, q.horizon_from, q.complete, q.ok) == (300, "option", False, True)  # not reached: unchanged
+    assert plan_runs(runs, horizon=60)["a"].complete  # a horizon before the last step: the observed final reward
 
 
 def test_interval_fraction_final_window_and_future_steps():
@@ -109,7 +113,7 @@ def test_limits_memory_and_distance():
     assert "GiB; use fewer --draws" in plan_runs(runs, horizon=10_000, n_draws=10**8)["a"].error
     assert plan_runs(runs, horizon=10_000, n_draws=2000)["a"].ok
     far = plan_runs(runs, horizon=50 + MAX_FUTURE_STEPS + 1)["a"].error
-    assert "steps beyond the log; at most 10,000,000" in far
+    assert "steps beyond the log (its last logged step 50)" in far and "at most 100,000 are forecast" in far
 
 
 def test_with_horizon_keeps_the_planned_length():

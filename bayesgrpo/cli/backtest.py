@@ -13,6 +13,21 @@ from bayesgrpo.cli.options import CONTEXT, KIND, READ, SAMPLER, WHERE, FolderOpt
 __all__ = ["backtest_cmd"]
 
 
+def _run(rs, out_dir, **kw):
+    """The backtest with a progress bar; after a Ctrl-C one line saying what the ledger keeps, exit 130."""
+    from bayesgrpo.evaluation.backtest import backtest
+
+    stopped = None
+    with C.progress_bar("backtest", unit="case") as bar:
+        try:
+            return backtest(rs, out_dir=out_dir, progress=lambda d, n, m: bar(d, n, m), **kw)
+        except KeyboardInterrupt as e:
+            stopped = e
+    n = getattr(stopped, "partial", None)
+    C.interrupted(f"{n if n is not None else 'the'} finished case(s) are in {out_dir / 'cases.csv'}; the case in "
+                  "flight is not; rerun the same command to resume")  # fmt: skip
+
+
 @with_options(*READ, *KIND, "reward_range", *CONTEXT, "out", *SAMPLER, *WHERE)
 def backtest_cmd(
     runs: RunsArg,
@@ -36,7 +51,7 @@ def backtest_cmd(
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
     ledger), summary.md/json and figures; --out writes the summary table. Safe to interrupt: rerun the
     same command to resume."""
-    from bayesgrpo.evaluation.backtest import backtest
+    from bayesgrpo.evaluation.backtest import OUTPUT_FILES
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
 
@@ -52,15 +67,17 @@ def backtest_cmd(
     with C.guard():
         check_options(**pick(options, WHERE))
     rs = C.read_options(runs, options)
+    C.check_out_names(out_dir, OUTPUT_FILES)
     ctx = C.read_context(options)
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    with C.guard(), make_executor(**pick(options, WHERE)) as ex, C.progress_bar("backtest") as bar:
-        res = backtest(rs, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=options["seed"], executor=ex)  # fmt: skip
+    with C.guard(), make_executor(**pick(options, WHERE)) as ex:
+        res = _run(rs, out_dir, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, resume=resume,
+                   seed=options["seed"], executor=ex)  # fmt: skip
     _show_and_write(res, rs, out=out, out_dir=out_dir)
 
 
 def _cutoffs(text: str) -> tuple[float, ...]:
+    """``--cutoffs``: a comma list of observed fractions, each in (0, 1) (else one line, exit 2)."""
     from bayesgrpo.plan import PlanOptions
 
     try:

@@ -13,6 +13,13 @@ from bayesgrpo.cli.options import KIND, OUTPUTS, PLAN, READ, SAMPLER, RunsArg, w
 __all__ = ["budget_cmd"]
 
 
+def _names(run_ids) -> list[str]:
+    """The files ``--out-dir`` receives: a budget table and figure per run."""
+    from bayesgrpo.io.output import file_stems
+
+    return [f"{s}_budget.{x}" for s in file_stems(run_ids).values() for x in ("csv", "png")]
+
+
 @with_options(*READ, *PLAN, *KIND, "reward_range", *OUTPUTS, *SAMPLER, "strict")
 def budget_cmd(
     runs: RunsArg,
@@ -41,7 +48,7 @@ def budget_cmd(
     import pandas as pd
 
     from bayesgrpo.decisions.budget import Costs
-    from bayesgrpo.io.output import write_table
+    from bayesgrpo.io.output import file_stems, write_table
 
     # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
     costs: dict[str, Any] = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
@@ -49,11 +56,21 @@ def budget_cmd(
     C.validated(Costs, **costs)
     out, out_dir = options.pop("out"), options.pop("out_dir")
     C.validate_outputs(out=out, out_dir=out_dir)
-    res = run_forecast(runs, **options, title="budget", figures=False)
-    taken: set[str] = set()
+    res = run_forecast(runs, **options, title="budget", figures=False,
+                       check_runs=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
+    stems = file_stems(res.table["run_id"])
+    status = res.table.set_index("run_id")[["status", "error"]]
     recs = [
-        _one_run(res, rid, target=target, costs=costs, out_dir=out_dir, taken=taken) for rid in res.fit.forecast_ids
+        _one_run(res, rid, target=target, costs=costs, out_dir=out_dir, stem=stems[rid])
+        | {"status": status.loc[rid, "status"], "status_reason": status.loc[rid, "error"]}
+        for rid in (res.fit.forecast_ids if res.fit is not None else [])
     ]
+    for rid, v in res.complete.items():  # logged up to the horizon: nothing left to decide
+        h = int(res.table.set_index("run_id").loc[rid, "horizon"])
+        recs.append({"run_id": rid, "step": h, "rule": "complete (logged up to its horizon)", "expected_reward": v,
+                     "notes": ("the final reward is observed",), "status": "complete",
+                     "status_reason": ""})  # fmt: skip
+        C.status(f"{rid}: logged up to its horizon {h}; its final reward {v:.4g} is observed")
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if out is not None:
@@ -62,10 +79,10 @@ def budget_cmd(
         C.status(f"wrote {out}")
 
 
-def _one_run(res, rid: str, *, target, costs: dict, out_dir, taken: set) -> dict:
+def _one_run(res, rid: str, *, target, costs: dict, out_dir, stem: str) -> dict:
     """One run's budget table (printed; with ``out_dir`` written with its figure) and its recommendation."""
     from bayesgrpo.decisions.budget import budget_table
-    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
+    from bayesgrpo.io.output import save_figure, write_table
     from bayesgrpo.plots.budget import plot_budget
 
     fit = res.fit
@@ -79,7 +96,6 @@ def _one_run(res, rid: str, *, target, costs: dict, out_dir, taken: set) -> dict
     C.print_table(tab[cols].iloc[::every], title=f"{rid}: budget (every {every}th forecast step)")
     C.status(rec.summary())
     if out_dir is not None:
-        stem = safe_file_stem(rid, taken)
         truth = res.full.run(rid) if res.truncated and res.full is not None else None
         with C.guard():
             write_table(tab, out_dir / f"{stem}_budget.csv")

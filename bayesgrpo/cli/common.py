@@ -16,21 +16,28 @@ import typer
 
 from bayesgrpo.errors import BayesGRPOError
 
-__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table",
-           "progress_bar", "guard", "validated", "sampler_config", "plan_options", "forecast_options", "EXIT_USAGE",
-           "EXIT_FAILED"]  # fmt: skip
+__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table", "progress_bar", "guard",
+           "validated", "sampler_config", "plan_options", "forecast_options", "check_out_names", "interrupted",
+           "no_interrupts", "stdout_is_terminal", "until_step_prefix", "EXIT_USAGE", "EXIT_FAILED",
+           "EXIT_INTERRUPTED"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
 EXIT_USAGE = 2  # bad option, bad input file
 EXIT_FAILED = 1  # nothing could be done (every run failed)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
+
+
+def stdout_is_terminal() -> bool:
+    """Tables go to a terminal (a rich table) or to a pipe / file (one plain line per row)."""
+    return sys.stdout.isatty()
 
 
 def out_console():
     """stdout: tables only. Soft-wrapped, no highlighting; rich markup in data is never interpreted."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    return Console(highlight=False, soft_wrap=not stdout_is_terminal())
 
 
 def err_console():
@@ -54,9 +61,42 @@ def status(msg: str) -> None:
     err_console().print(f"[dim]{escape(msg)}[/]")
 
 
+def interrupted(what: str = "nothing was written") -> None:
+    """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130.
+
+    Further Ctrl-C are ignored from here on: the process is exiting, and a signal during the
+    interpreter's shutdown (when Python handlers are gone) would end it as killed instead of 130."""
+    import signal
+
+    from rich.markup import escape
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    err_console().print(f"[bold yellow]interrupted[/] (Ctrl-C): {escape(what)}")
+    raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@contextlib.contextmanager
+def no_interrupts():
+    """Ignore further Ctrl-C while the finished results are written (a write is atomic anyway); call
+    :func:`interrupted` after the block, not in it (it ignores Ctrl-C for good)."""
+    import signal
+
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @contextlib.contextmanager
 def guard():
-    """Turn the package's own errors into one-line messages (exit 2); warnings are shown as lines."""
+    """Turn the package's own errors into one-line messages (exit 2) and a Ctrl-C into one line (exit
+    130); warnings are shown as lines."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -68,6 +108,9 @@ def guard():
         except KeyError as e:  # unknown run ids etc. carry their message as the first argument
             _show(caught)
             fail(str(e.args[0]) if e.args else repr(e))
+        except KeyboardInterrupt:
+            _show(caught)
+            interrupted()
     _show(caught)
 
 
@@ -102,21 +145,17 @@ def _show(caught) -> None:
 
 def parse_reward_range(text: str | None):
     """``"0,1"`` -> ``(0.0, 1.0)``; None -> None; a bad value is a one-line error naming the option."""
-    if text is None:
-        return None
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        fail(f"--reward-range {text!r}: expected LO,HI, e.g. 0,1")
-    if not lo < hi:
-        fail(f"--reward-range {text!r}: LO must be below HI")
-    return lo, hi
+    from bayesgrpo.plan import parse_reward_range as parse
+
+    with guard():
+        return parse(text)
 
 
 def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: list[str] | None = None,
-                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None):  # fmt: skip
-    """Read one or many logs into a RunSet and apply ``--run`` / ``--exclude`` / ``--reward-range``
-    (one-line errors)."""
+                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None,
+                 reward_key: str | None = None):  # fmt: skip
+    """Read one or many logs into a RunSet and apply ``--reward-key`` / ``--run`` / ``--exclude`` /
+    ``--reward-range`` (one-line errors)."""
     from bayesgrpo.io import FORMATS, read_many, read_runs
 
     if fmt is not None and fmt not in FORMATS:
@@ -126,8 +165,16 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
             fail(f"{p}: no such file or directory ({option})")
     if meta is not None and not meta.exists():
         fail(f"--meta {meta}: no such file")
+    kw = {"reward_key": reward_key} if reward_key else {}
+    from bayesgrpo.io.trl import hf_trainer_state
+
+    for p in paths:
+        ts = hf_trainer_state(p) if fmt in (None, "trainer_state") else None
+        if ts is not None:
+            status(f"{p}: a Hugging Face output folder; reading {ts.relative_to(p)} (the furthest trainer_state.json)")
     with guard():
-        rs = read_runs(paths[0], format=fmt, meta=meta) if len(paths) == 1 else read_many(paths, format=fmt, meta=meta)
+        rs = (read_runs(paths[0], format=fmt, meta=meta, **kw) if len(paths) == 1
+              else read_many(paths, format=fmt, meta=meta, **kw))  # fmt: skip
     ids = list(rs.run_ids)
     if run:
         unknown = [r for r in run if r not in ids]
@@ -148,11 +195,11 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
 
 
 def read_options(paths: list[Path], options: dict):
-    """:func:`read_runsets` of a verb's shared options (``--meta``, ``--format``, ``--run``, ``--exclude``
-    and, where the verb has it, ``--reward-range``)."""
+    """:func:`read_runsets` of a verb's shared options (``--meta``, ``--format``, ``--reward-key``, ``--run``,
+    ``--exclude`` and, where the verb has it, ``--reward-range``)."""
     bounds = parse_reward_range(options.get("reward_range"))
     return read_runsets(paths, options["meta"], options["fmt"], run=options["run"], exclude=options["exclude"],
-                        reward_range=bounds)  # fmt: skip
+                        reward_range=bounds, reward_key=options.get("reward_key"))  # fmt: skip
 
 
 def read_context(options: dict):
@@ -171,25 +218,26 @@ _NUMBER = re.compile(r"([-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?|[<>]\d+|)(\.\.[-+]?
 
 
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
-    """Print a table on stdout: a rich table on a terminal; in a pipe, a title line and one line per
-    row, columns aligned, every id and number in full (nothing folded or cut)."""
+    """Print a table on stdout, never splitting an id or a number.
+
+    In a pipe: a title line and one line per row, columns aligned, every id and number in full. On a
+    terminal: a rich table when it fits the terminal's width, else one block per row (the first
+    column on its own line, then ``column value`` pairs packed into lines that fit), so a narrow
+    terminal never folds an id into pieces or a number over two lines.
+    """
     import pandas as pd
 
     cells = df.copy()
     for c in cells.columns:
         cells[c] = [("" if (isinstance(v, float) and pd.isna(v)) else floatfmt.format(v)) if isinstance(v, float) else str(v)
                     for v in cells[c]]  # fmt: skip
-    if sys.stdout.isatty():
-        from rich.markup import escape
-        from rich.table import Table
-
-        t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
-        for c in cells.columns:
-            # numbers never break over lines; ids and lists fold instead
-            t.add_column(escape(str(c)), overflow="fold", no_wrap=all(_NUMBER.fullmatch(v) for v in cells[c]))
-        for row in cells.itertuples(index=False):
-            t.add_row(*[escape(v) for v in row])
-        out_console().print(t)
+    if stdout_is_terminal():
+        con = out_console()
+        widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
+        if sum(widths) + 3 * len(widths) + 1 <= con.width:
+            _rich_table(con, cells, title)
+        else:
+            _row_blocks(con, cells, title)
         return
     widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
     lines = []
@@ -202,11 +250,72 @@ def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> No
     sys.stdout.flush()
 
 
+def _rich_table(con, cells, title) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
+    for c in cells.columns:
+        t.add_column(escape(str(c)), no_wrap=True)
+    for row in cells.itertuples(index=False):
+        t.add_row(*[escape(v) for v in row])
+    con.print(t)
+
+
+def _row_blocks(con, cells, title) -> None:
+    """One block per row for a terminal too narrow for the table: ``column value`` pairs, whole."""
+    import textwrap
+
+    from rich.markup import escape
+
+    width = max(20, con.width)
+    out = [f"[bold]{escape(title)}[/]"] if title else []
+    first, rest = cells.columns[0], list(cells.columns[1:])
+    for _, row in cells.iterrows():
+        out.append(f"[bold]{escape(row[first])}[/]")
+        line = ""
+        for c in rest:
+            if row[c] == "":
+                continue
+            pair = f"{c} {row[c]}"
+            if len(pair) > width - 2:  # free text longer than a line: wrapped on its own lines
+                if line:
+                    out.append(escape("  " + line))
+                    line = ""
+                out += [escape(t) for t in textwrap.wrap(pair, width, initial_indent="  ", subsequent_indent="    ")]
+            elif len(line) + 2 + len(pair) > width - 2 and line:
+                out.append(escape("  " + line))
+                line = pair
+            else:
+                line = f"{line}  {pair}" if line else pair
+        if line:
+            out.append(escape("  " + line))
+    con.print("\n".join(out), soft_wrap=True)
+
+
+#: seconds between two progress lines when stderr is not a terminal (every update with ``-v``)
+PROGRESS_EVERY = 30.0
+
+
 @contextlib.contextmanager
-def progress_bar(description: str, total: int | None = None):
-    """A transient progress bar on stderr when it is a terminal; a no-op updater otherwise."""
+def progress_bar(description: str, total: int | None = None, *, unit: str = "item"):
+    """A transient progress bar on stderr when it is a terminal; otherwise a line
+    ``description: done/n unit(s) (t s)`` every :data:`PROGRESS_EVERY` seconds (every update with ``-v``),
+    so long work in a pipe or a log file is never silent."""
     if not sys.stderr.isatty():
-        yield lambda done, n, msg=None: None
+        import time
+
+        t0 = time.monotonic()
+        last: list = [t0, None]  # when a line was last printed, and for how many done
+
+        def line(done, n, msg=None):
+            now = time.monotonic()
+            if done == last[1] or (now - last[0] < PROGRESS_EVERY and not log.isEnabledFor(logging.INFO)):
+                return
+            last[0], last[1] = now, done
+            status(f"{description}: {done}/{n} {unit}(s) ({now - t0:.0f} s)" + (f"; {msg}" if msg else ""))
+
+        yield line
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -312,6 +421,40 @@ def forecast_options(*, final_window: float, stop_fraction: float) -> None:
 
     check_field(ForecastConfig, "final_window", final_window)
     check_field(ForecastConfig, "stop_fraction", stop_fraction)
+
+
+def until_step_prefix(runs, until_step: int, *, min_points: int | None = None):
+    """The runs as logged up to ``until_step`` (``--until-step``): runs with fewer than ``min_points``
+    points by then are left out with a warning line; none left is a one-line error (exit 2)."""
+    from rich.markup import escape
+
+    from bayesgrpo.plan import MIN_POINTS, truncate
+
+    min_points = MIN_POINTS if min_points is None else min_points
+    with guard():
+        cut = truncate(runs, until_step=int(until_step))
+    keep: list[str] = []
+    short: list[str] = []
+    for rid in cut.run_ids:
+        (keep if len(cut.run(rid)) >= min_points else short).append(rid)
+    if not keep:
+        firsts = ", ".join(f"{r!r} at {int(runs.run(r)['step'].iloc[0])}" for r in list(runs.run_ids)[:5])
+        fail(f"--until-step {until_step}: no run has {min_points} logged points up to step {until_step} "
+             f"(first logged steps: {firsts})")  # fmt: skip
+    for rid in short:
+        msg = f"run {rid!r} has {len(cut.run(rid))} logged point(s) up to step {until_step}; left out"
+        err_console().print(f"[yellow]warning:[/] {escape(msg)}")
+    return cut.select(keep)
+
+
+def check_out_names(out_dir: Path | None, names, *, option: str = "--out-dir") -> None:
+    """Before any sampling: none of the files a verb writes into ``--out-dir`` is a folder (one line, exit 2)."""
+    if out_dir is None:
+        return
+    from bayesgrpo.io.output import check_output_names
+
+    with guard():
+        check_output_names(out_dir, names, option=option)
 
 
 def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:

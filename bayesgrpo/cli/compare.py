@@ -58,6 +58,12 @@ def compare_cmd(
     out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
     rs = C.read_options(runs, options)
+    if len(rs) < 2:
+        C.fail(f"compare needs at least 2 runs to compare; got {len(rs)} run ({', '.join(map(repr, rs.run_ids))}): "
+               "a fit of one run would report its prior as a comparison")  # fmt: skip
+    C.check_out_names(out_dir, [f"{n}.{x}" for n, x in (("contrasts", "csv"), ("loo", "csv"), ("pareto_k", "csv"),
+                                                         ("tau_by_size", "csv"), ("health", "csv"), ("summary", "md"),
+                                                         ("forest", "png"))])  # fmt: skip
     C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")

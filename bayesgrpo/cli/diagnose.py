@@ -12,7 +12,7 @@ from bayesgrpo.cli.options import KIND, OUTPUTS, READ, SAMPLER, RunsArg, pick, w
 __all__ = ["diagnose_cmd"]
 
 
-@with_options(*READ, "horizon", *KIND, *OUTPUTS, *SAMPLER)
+@with_options(*READ, "horizon", "until_step", *KIND, *OUTPUTS, *SAMPLER)
 def diagnose_cmd(
     runs: RunsArg,
     ceiling: Annotated[
@@ -26,18 +26,28 @@ def diagnose_cmd(
     ] = False,
     **options,
 ):
-    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
+    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability.
+
+    --until-step N diagnoses what was logged up to step N (what would the checks have said then?)."""
+    import math
+
     from bayesgrpo.diagnose import diagnose_runs, resolve_ceilings
-    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
+    from bayesgrpo.io.output import file_stems, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
     kind = C.model_kind(options["kind"], options["model"])
-    horizon = options["horizon"]
+    horizon, until_step = options["horizon"], options["until_step"]
     C.plan_options(horizon=horizon)
+    if ceiling is not None and not math.isfinite(ceiling):
+        C.fail(f"--ceiling must be a finite number (the highest reward a verifier can give), got {ceiling:g}")
     smp = C.sampler_config(**pick(options, SAMPLER))
     out, out_dir = options["out"], options["out_dir"]
     C.validate_outputs(out=out, out_dir=out_dir)
     rs = C.read_options(runs, options)
+    if until_step is not None:
+        rs = C.until_step_prefix(rs, until_step)
+    stems = file_stems(rs.run_ids)
+    C.check_out_names(out_dir, [f"{s}_diagnosis.png" for s in stems.values()])
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
     posts = _posteriors(rs, kind=kind, sampler=smp, horizon=horizon) if posterior else None
@@ -65,11 +75,11 @@ def diagnose_cmd(
             write_table(res, out)
         C.status(f"wrote {out}")
     if out_dir is not None:
-        taken: set[str] = set()
         for rid in rs.run_ids:
             with C.guard():
                 fig = plot_diagnosis(rs, rid, res, ceiling=ceil.get(rid), posteriors=posts)
-                save_figure(fig, out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png", dpi=100)
+                path = out_dir / f"{stems[rid]}_diagnosis.png"
+                save_figure(fig, path, dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")
 
 

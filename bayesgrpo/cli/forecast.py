@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import typer
@@ -23,29 +24,47 @@ from bayesgrpo.cli.options import (
     with_options,
 )
 
-__all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table"]
+__all__ = ["forecast_cmd", "demo_cmd", "run_forecast", "display_table", "figure_names"]
 
 
 def display_table(table):
-    """The human view of a forecast table: final reward with its 80% interval, censored stop steps."""
+    """The human view of a forecast table: final reward with its 80% interval, censored stop steps,
+    the status (``ok``, ``warning``, ``complete``, ``error``, ``interrupted``) and its reason."""
     import numpy as np
     import pandas as pd
 
     rows = []
     for r in table.itertuples(index=False):
-        if getattr(r, "status", "ok") != "ok":
-            rows.append({"run": r.run_id, "seen/horizon": "", "final reward [80%]": "", "plateau": "", "stop step": "",
-                         "P(stop<H)": "", "r_hat": "", "status": f"error: {r.error}"})  # fmt: skip
+        status = getattr(r, "status", "ok")
+        seen = (
+            f"{int(r.observed_until)}/{int(r.horizon)}"
+            if np.isfinite(r.observed_until) and np.isfinite(r.horizon)
+            else ""
+        )
+        blank = {"run": r.run_id, "seen/horizon": seen, "final reward [80%]": "", "plateau": "", "stop step": "",
+                 "P(stop<H)": "", "r_hat": ""}  # fmt: skip
+        if status in ("error", "interrupted"):
+            rows.append(blank | {"status": f"error: {r.error}" if status == "error" else "interrupted"})
+            continue
+        if status == "complete":
+            rows.append(blank | {"final reward [80%]": f"{r.final_q50:.3g} (observed)", "status": "complete"})
             continue
         censored = not (r.p_stop_before_horizon >= 0.5)
         stop = f">{int(r.horizon)}" if censored else f"{r.stop_q50:.0f}"
-        rows.append({
-            "run": r.run_id, "seen/horizon": f"{int(r.observed_until)}/{int(r.horizon)}",
+        rows.append(blank | {
             "final reward [80%]": f"{r.final_q50:.3g} [{r.final_q10:.3g}, {r.final_q90:.3g}]",
             "plateau": f"{r.plateau_q50:.3g}", "stop step": stop, "P(stop<H)": f"{r.p_stop_before_horizon:.2f}",
-            "r_hat": f"{r.r_hat_max:.3f}" if np.isfinite(r.r_hat_max) else "", "status": "ok",
+            "r_hat": f"{r.r_hat_max:.3f}" if np.isfinite(r.r_hat_max) else "",
+            "status": "ok" if status == "ok" else f"warning: {r.error}",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def figure_names(run_ids) -> dict:
+    """``{run_id: file name}`` of the fan charts ``--out-dir`` receives (unique, safe)."""
+    from bayesgrpo.io.output import file_stems
+
+    return {rid: f"{stem}.png" for rid, stem in file_stems(run_ids).items()}
 
 
 def run_forecast(
@@ -53,20 +72,23 @@ def run_forecast(
     context=None, context_meta=None, kind=DEFAULT_KIND, model=None, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
     chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
-    scheduler=None, check_runs=None, exit_if_none=True,
+    scheduler=None, check_runs=None, exit_if_none=True, reward_key=None,
 ):  # fmt: skip
     """Validate every option, read, forecast (bad runs become error rows), print and write.
 
     ``check_runs(runs)``, when given, is called after reading and before any sampling (a verb's own
-    checks of the runs, e.g. metadata columns it needs). With ``exit_if_none`` (default) a batch in
-    which no run could be forecast exits with code 1; otherwise its result (error rows only) is returned.
+    checks of the runs, e.g. metadata columns it needs or the files of its --out-dir). With
+    ``exit_if_none`` (default) a batch in which no run could be forecast (and none is complete) exits
+    with code 1; otherwise its result (error rows only) is returned.
 
     Returns the :class:`~bayesgrpo.forecast.batch.BatchResult`.
     """
+    from bayesgrpo.errors import Interrupted
     from bayesgrpo.forecast import Forecaster
-    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.forecast.batch import forecast_batch, long_work
     from bayesgrpo.inference.executor import check_options, make_executor
-    from bayesgrpo.io.output import safe_file_stem, save_figure, write_table
+    from bayesgrpo.io.output import write_table
+    from bayesgrpo.plan import plan_runs
 
     # ---- every option before any reading or sampling
     kind = C.model_kind(kind, model)
@@ -78,10 +100,13 @@ def run_forecast(
     with C.guard():
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
-    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds)
+    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds, reward_key=reward_key)
     if check_runs is not None:
         check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
+    names = figure_names(runs.run_ids)
+    if out_dir is not None and figures:  # the files --out-dir will hold, before any sampling
+        C.check_out_names(out_dir, ["paths.csv", *names.values()])
     with C.guard():  # an unreadable packaged or $BAYESGRPO_PRIOR prior is a one-line error
         fc = Forecaster(kind, final_window=final_window, stop_fraction=stop_fraction, sampler=sampler)
     where = (
@@ -93,11 +118,28 @@ def run_forecast(
         + f"; population prior {fc.config.prior.identity}{where}; compiling once per machine (about a minute; "
         "later runs load it from the disk cache), then about 1 s per run"
     )
-    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("sampling") as bar:
-        res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
-                             context=ctx, strict=strict, progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
-        if res.fit is not None:
+    with C.guard(), warnings.catch_warnings():  # long work is said before it starts (the batch warns its plans)
+        warnings.simplefilter("ignore")
+        plans = plan_runs(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
+                          final_window=final_window)  # fmt: skip
+    for line in long_work(plans):
+        C.status(line)
+    interrupted = None
+    with (
+        C.guard(),
+        make_executor(workers=workers, scheduler=scheduler) as ex,
+        C.progress_bar("sampling", unit="run") as bar,
+    ):
+        try:
+            res = forecast_batch(runs, forecaster=fc, horizon=horizon, until_step=until_step,
+                                 until_fraction=until_fraction, context=ctx, strict=strict,
+                                 progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
+        except Interrupted as e:
+            res, interrupted = e.partial, e
+        if res is not None and res.fit is not None:
             res.fit.warn_health()
+    if interrupted is not None:
+        _interrupted(res, out, final_window)
     C.print_table(display_table(res.table),
                   title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
                         "(median [80% interval]); stop step '>H' = not settled by the horizon")  # fmt: skip
@@ -106,28 +148,50 @@ def run_forecast(
             write_table(res.table, out)
         C.status(f"wrote {out}")
     if out_dir is not None and figures and res.fit is not None:
-        import pandas as pd
-
-        from bayesgrpo.plots.fan import fan_chart
-
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with C.guard():  # the fan charts' numbers: per-step predictive quantiles of the logged reward
-            bands = [res.fit.path_quantiles(rid).assign(run_id=rid) for rid in res.fit.forecast_ids]
-            bands = pd.concat(bands, ignore_index=True)
-            write_table(bands[["run_id", *[c for c in bands.columns if c != "run_id"]]], out_dir / "paths.csv")
-        C.status(f"wrote {out_dir / 'paths.csv'}")
-        taken: set[str] = set()
-        for rid in res.fit.forecast_ids:
-            truth = res.full.run(rid) if res.truncated and res.full is not None else None
-            with C.guard():
-                fig = fan_chart(res.fit, rid, truth=truth)
-                path = out_dir / f"{safe_file_stem(rid, taken)}.png"
-                save_figure(fig, path)
-            C.status(f"wrote {path}")
+        _write_figures(res, out_dir, names)
     C.status(f"done in {time.perf_counter() - t_start:.1f} s")
-    if res.fit is None and exit_if_none:
+    if res.fit is None and not res.complete and exit_if_none:
         raise typer.Exit(C.EXIT_FAILED)
     return res
+
+
+def _write_figures(res, out_dir, names: dict) -> None:
+    """``--out-dir``: ``paths.csv`` (the per-step predictive quantiles behind the fan charts) and a fan
+    chart per forecast run."""
+    import pandas as pd
+
+    from bayesgrpo.io.output import save_figure, write_table
+    from bayesgrpo.plots.fan import fan_chart
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with C.guard():
+        bands = [res.fit.path_quantiles(rid).assign(run_id=rid) for rid in res.fit.forecast_ids]
+        bands = pd.concat(bands, ignore_index=True)
+        write_table(bands[["run_id", *[c for c in bands.columns if c != "run_id"]]], out_dir / "paths.csv")
+    C.status(f"wrote {out_dir / 'paths.csv'}")
+    for rid in res.fit.forecast_ids:
+        truth = res.full.run(rid) if res.truncated and res.full is not None else None
+        with C.guard():
+            path = out_dir / names[rid]
+            save_figure(fan_chart(res.fit, rid, truth=truth), path)
+        C.status(f"wrote {path}")
+
+
+def _interrupted(res, out, final_window) -> None:
+    """After a Ctrl-C: the finished rows (table, ``--out`` written atomically), one line, exit 130."""
+    from bayesgrpo.io.output import write_table
+
+    n_done = 0 if res is None else int(res.table["status"].isin(["ok", "warning", "complete"]).sum())
+    n = 0 if res is None else len(res.table)
+    with C.no_interrupts():
+        if res is not None:
+            C.print_table(display_table(res.table),
+                          title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
+                                "(median [80% interval]); interrupted")  # fmt: skip
+            if out is not None:
+                write_table(res.table, out)
+    kept = f" (kept in {out}; the others are marked interrupted)" if out is not None and res is not None else ""
+    C.interrupted(f"{n_done} of {n} run(s) finished{kept}")
 
 
 @with_options(*FORECAST)

@@ -2,7 +2,7 @@
 
 Grammar (every verb that reads runs)::
 
-    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--run ID]... [--exclude ID]...
+    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--reward-key KEY] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
                            [--kind KIND] [--draws N] [--tune N] [--chains N] [--seed N]
                            [--workers N | --scheduler ADDRESS]
@@ -37,6 +37,10 @@ MetaOpt = Annotated[
 ]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="log format (default: detected); see `bayesgrpo formats`")
+]
+RewardKeyOpt = Annotated[
+    str | None,
+    typer.Option("--reward-key", help="the logged metric to use as the reward (default: detected, e.g. 'reward')"),
 ]
 RunOpt = Annotated[list[str] | None, typer.Option("--run", help="only these run ids (repeatable)")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", help="leave out these run ids (repeatable)")]
@@ -114,7 +118,8 @@ DEFAULT_CHAINS = _S.chains
 #: every option several verbs share: parameter name -> (its annotated type, its default). A verb takes
 #: them with :func:`with_options` (one declaration here, not one per verb).
 OPTIONS: dict[str, tuple[Any, Any]] = {
-    "meta": (MetaOpt, None), "fmt": (FormatOpt, None), "run": (RunOpt, None), "exclude": (ExcludeOpt, None),
+    "meta": (MetaOpt, None), "fmt": (FormatOpt, None), "reward_key": (RewardKeyOpt, None), "run": (RunOpt, None),
+    "exclude": (ExcludeOpt, None),
     "horizon": (HorizonOpt, None), "until_step": (UntilStepOpt, None), "until_fraction": (UntilFractionOpt, None),
     "context": (ContextOpt, None), "context_meta": (ContextMetaOpt, None),
     "kind": (KindOpt, DEFAULT_KIND), "model": (ModelAliasOpt, None), "reward_range": (RewardRangeOpt, None),
@@ -125,7 +130,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "workers": (WorkersOpt, None), "scheduler": (SchedulerOpt, None),
 }  # fmt: skip
 #: groups of them, in the order ``--help`` lists them
-READ = ("meta", "fmt", "run", "exclude")
+READ = ("meta", "fmt", "reward_key", "run", "exclude")
 PLAN = ("horizon", "until_step", "until_fraction")
 CONTEXT = ("context", "context_meta")
 KIND = ("kind", "model")

@@ -389,9 +389,13 @@ def _ceiling_for(ceiling, meta, rid):
 
 
 def resolve_ceilings(runs, ceiling: float | None = None) -> dict:
-    """Per-run verifiable ceilings: metadata ``reward_max``, else ``--ceiling``; a run whose first points
-    already exceed ``--ceiling`` is not on its scale (e.g. a sum of reward functions) and gets none,
-    with a warning."""
+    """Per-run verifiable ceilings: metadata ``reward_max``, else ``--ceiling``.
+
+    A run whose reward level (its rolling median) exceeds ``--ceiling`` anywhere -- at its start or
+    later -- is not on the ceiling's scale (e.g. a sum of reward functions that starts below 1 and
+    climbs to 3): a verifiable reward cannot pass its ceiling, so that is not reward hacking; the run
+    gets no ceiling, with a warning naming the step. Single points above it (noise) keep the ceiling.
+    """
     import warnings
 
     from bayesgrpo.errors import DataWarning
@@ -406,12 +410,21 @@ def resolve_ceilings(runs, ceiling: float | None = None) -> dict:
         if ceiling is None:
             out[rid] = None
             continue
-        r = runs.run(rid)["reward"].to_numpy(dtype=float)
+        g = runs.run(rid)
+        r, step = g["reward"].to_numpy(dtype=float), g["step"].to_numpy()
         start = start_level(r)
+        lev = _rolling_median(r, _window(r.size))
+        over = np.flatnonzero(lev > ceiling + 1e-9 * max(1.0, abs(ceiling)))
+        why = None
         if start > ceiling + 1e-9:
-            warnings.warn(f"run {rid!r} starts at {start:.3g}, above --ceiling {ceiling:g}: its reward is not on that scale "
-                          "(a sum of reward functions?), so the ceiling is not applied to it; set reward_max in --meta",
-                          DataWarning, stacklevel=2)  # fmt: skip
+            why = f"run {rid!r} starts at {start:.3g}, above --ceiling {ceiling:g}"
+        elif over.size:
+            j = over[0]
+            why = (f"run {rid!r} reaches a reward level (rolling median) of {lev[j]:.3g} at step {int(step[j])}, above "
+                   f"--ceiling {ceiling:g}")  # fmt: skip
+        if why:
+            warnings.warn(f"{why}: its reward is not on that scale (a sum of reward functions?), so the ceiling is not "
+                          "applied to it; set reward_max in --meta", DataWarning, stacklevel=2)  # fmt: skip
             out[rid] = None
         else:
             out[rid] = float(ceiling)

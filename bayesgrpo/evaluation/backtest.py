@@ -13,8 +13,9 @@ protocol: bayesgrpo and every peer implement ``forecast_many``), and scores each
   case's ``warnings`` column -- never hidden.
 * Outputs (``out_dir``): ``cases.csv`` (one row per run x cutoff x method; the resume ledger),
   ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and the fan data of a
-  few example runs (figures of a result: :func:`bayesgrpo.plots.backtest.plot_all`). With ``resume=True`` cases already in ``cases.csv`` are not
-  recomputed (safe to interrupt).
+  few example runs (figures of a result: :func:`bayesgrpo.plots.backtest.plot_all`). With ``resume=True``
+  cases already in ``cases.csv`` are not recomputed (safe to interrupt: a Ctrl-C writes the cases that
+  finished, never the one in flight, and raises :class:`~bayesgrpo.errors.Interrupted`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES
+from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, DEFAULT_PEERS, Case, get_method, resolve_methods
 from bayesgrpo.evaluation.scoring import (
     CASE_COLUMNS,
@@ -44,7 +46,11 @@ from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table, write_
 from bayesgrpo.plan import MIN_POINTS, plan_runs
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
-__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS"]
+__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS", "OUTPUT_FILES"]
+
+#: the files a backtest writes into its ``out_dir`` (and the folder ``examples/``)
+OUTPUT_FILES = ("cases.csv", "skipped.csv", "summary.csv", "summary.json", "summary.md", "draws.npz",
+                "calibration.png", "error_vs_cutoff.png", "crps_vs_cutoff.png", "examples.png")  # fmt: skip
 
 Progress = Callable[[int, int, str], None]
 _MAX_WARNINGS_CHARS = 400
@@ -218,20 +224,33 @@ def backtest(
             for k in range(0, len(todo), step):
                 part = todo[k : k + step]
                 cases = [_case(r, plans[c], facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
-                                                   seed=[seed, int(round(c * 1000)), k])  # fmt: skip
-                msgs = "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
-                for case, res in zip(cases, results, strict=True):
+                results, msgs, stopped = _forecast_part(method, cases, final_window=final_window, n_draws=n_draws,
+                                                        seed=[seed, int(round(c * 1000)), k])  # fmt: skip
+                for case, res in zip(cases[: len(results)], results, strict=True):
                     ledger.add(_row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs), res)
                     if ex_dir is not None and case.run_id in example_runs and res.ok:
                         _save_example(ex_dir, case.run_id, c, name, res)
                 ledger.flush()
+                if stopped is not None:
+                    n = len(ledger.rows)
+                    raise Interrupted(f"interrupted; {n} case(s) in the ledger", partial=n) from stopped
                 n_done += len(part)
                 if progress is not None:
                     progress(n_done, total, f"{name} @ {c:g}")
     return _result(ledger.rows, runs, names, cutoffs, skipped, out, example_runs)
+
+
+def _forecast_part(method, cases, **kw):
+    """``(results, warnings as one line, the Ctrl-C or None)`` of one chunk of cases: after a Ctrl-C the
+    results of the cases that finished (they enter the ledger, no other)."""
+    stopped = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            results = method.forecast_many(cases, **kw)
+        except KeyboardInterrupt as e:
+            results, stopped = list(getattr(e, "partial", None) or []), e
+    return results, "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught)), stopped
 
 
 class _Ledger:

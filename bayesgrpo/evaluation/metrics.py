@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
-from bayesgrpo.plan import final_window_mask
+from bayesgrpo.plan import final_reward  # the final window, defined once
 from bayesgrpo.series import robust_range as reward_range  # the one definition of a run's reward scale
 
 __all__ = [
@@ -185,23 +184,3 @@ def pit(samples, y, *, seed=None) -> np.ndarray | float:
     out = (less + u * (eq + 1)) / (n + 1)
     out = np.where((n > 0) & np.isfinite(yy), out, np.nan)
     return float(out[0]) if scalar else out
-
-
-def final_reward(
-    steps, rewards, *, horizon: float | None = None, s0: float | None = None, final_window: float = DEFAULT_FINAL_WINDOW
-) -> float:
-    """Truth of the forecast target from a complete run: mean reward over the final window.
-
-    ``s0`` defaults to the first step and ``horizon`` to the last step of ``steps``. NaN rewards
-    are ignored; returns NaN when the window holds no finite reward.
-    """
-    s = np.asarray(steps, dtype=float)
-    r = np.asarray(rewards, dtype=float)
-    if s.shape != r.shape:
-        raise ValueError(f"steps {s.shape} and rewards {r.shape} differ in shape")
-    if s.size == 0:
-        return float("nan")
-    s0 = float(np.min(s)) if s0 is None else float(s0)
-    horizon = float(np.max(s)) if horizon is None else float(horizon)
-    m = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window) & np.isfinite(r)
-    return float(np.mean(r[m])) if m.any() else float("nan")

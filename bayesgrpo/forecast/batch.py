@@ -5,10 +5,18 @@
 * **the run plans** (:func:`bayesgrpo.plan.plan_runs`: truncation, the horizon rule -- the live one
   too --, interval, bounds, limits);
 * **one bad run is an error row, never a lost batch** -- each run's plan is checked before sampling
-  (enough points, a horizon after its last step, a forecast that fits in memory); a failing run gets a
+  (enough points, a step grid and a horizon whose cost is bounded, a forecast that fits in memory);
+  long but feasible work is announced first (:func:`long_work`); a failing run gets a
   :class:`~bayesgrpo.errors.DataWarning` and a row with ``status="error"`` and the reason, the others
   are forecast; ``strict=True`` makes the first problem fatal instead. A run whose fit fails (in this
   process or on a worker) is an error row too: a group that fails is retried run by run.
+* **statuses** (:data:`STATUSES`) -- ``ok``; ``warning`` (forecast, but the sampler's health is poor:
+  :data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`; the reason in ``error``); ``complete`` (the
+  run is logged up to its horizon: the final reward is the observed one, a zero-width interval, no
+  fit); ``error``; ``interrupted`` (Ctrl-C came first: :class:`~bayesgrpo.errors.Interrupted` carries
+  the batch with the runs that finished).
+* **one horizon** -- a forecast to a ``--horizon`` other than the run's ``max_steps`` is the forecast
+  of the planned run read at that step; a :class:`~bayesgrpo.errors.DataWarning` says so.
 * **where it runs** -- an :class:`~bayesgrpo.inference.executor.Executor` (default: this process):
   runs are forecast in groups (:func:`~bayesgrpo.inference.executor.partition`), each group by
   ``forecaster.fit`` wherever the executor puts it, and the fits are merged
@@ -26,15 +34,23 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import DataWarning, ForecastError, warning_type
-from bayesgrpo.plan import MIN_POINTS, Plans, plan_runs
-from bayesgrpo.schema import RunSet
+from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, warning_type
+from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs
+from bayesgrpo.schema import REWARD, STEP, RunSet
 
 if TYPE_CHECKING:
     from bayesgrpo.forecast.fitted import FittedForecast
     from bayesgrpo.forecast.forecaster import Forecaster
 
-__all__ = ["BatchResult", "forecast_batch"]
+__all__ = ["BatchResult", "forecast_batch", "long_work", "STATUSES"]
+
+#: the values of the ``status`` column of a batch table
+STATUSES = ("ok", "warning", "complete", "error", "interrupted")
+#: a fit over more grid steps than this, or a propagation further than this, takes minutes
+#: (bench/results/grid_cost.md: about 7 s per 1,000 grid steps and 0.8 s per 1,000 steps ahead on a loaded
+#: 2-core machine): :func:`long_work` says so before it starts
+LONG_GRID_STEPS = 5_000
+LONG_FUTURE_STEPS = 20_000
 
 
 @dataclass
@@ -47,9 +63,11 @@ class BatchResult:
         The fit of the runs that could be forecast (None when none could).
     table : DataFrame
         One row per requested run: :data:`~bayesgrpo.forecast.TABLE_COLUMNS` plus ``status``
-        (``"ok"`` / ``"error"``) and ``error`` (the reason, empty when ok).
+        (:data:`STATUSES`) and ``error`` (the reason; empty when ok or complete).
     errors : dict
-        run id -> reason, for the runs that were not forecast.
+        run id -> reason, for the runs that were not forecast (errors and interrupted runs).
+    complete : dict
+        run id -> observed final reward, for runs logged up to their horizon.
     full : RunSet
         The runs as read (before truncation), e.g. to draw the truth in fan charts.
     truncated : bool
@@ -66,6 +84,7 @@ class BatchResult:
     full: RunSet | None = None
     truncated: bool = False
     plans: Plans | None = None
+    complete: dict = field(default_factory=dict)
 
     @property
     def observed(self) -> RunSet | None:
@@ -85,7 +104,6 @@ def forecast_batch(
     progress=None,
     min_points: int = MIN_POINTS,
     executor=None,
-    live: bool = False,
 ) -> BatchResult:
     """Plan every run, fit the ones that can be forecast, and tabulate all of them.
 
@@ -94,7 +112,7 @@ def forecast_batch(
     runs : RunSet
         The runs as logged.
     forecaster : bayesgrpo.forecast.Forecaster
-    horizon, until_step, until_fraction, min_points, live : optional
+    horizon, until_step, until_fraction, min_points : optional
         The plan's options (:func:`bayesgrpo.plan.plan_runs`).
     context : RunSet, optional
         Complete related runs to pool with (hierarchical fit).
@@ -108,24 +126,24 @@ def forecast_batch(
     Returns
     -------
     BatchResult
+
+    Raises
+    ------
+    Interrupted
+        Ctrl-C: ``partial`` is the BatchResult of the runs that finished (the others ``interrupted``).
     """
-    from bayesgrpo.forecast.config import TABLE_COLUMNS
     from bayesgrpo.forecast.fitted import FittedForecast
 
     plans = plan_runs(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
                       final_window=forecaster.config.final_window, min_points=min_points,
-                      n_draws=forecaster.sampler.draws * forecaster.sampler.chains, live=live)  # fmt: skip
-    errors = {}
-    for rid, msg in plans.errors.items():
-        if strict:
-            raise ForecastError(msg)
-        errors[rid] = msg
-        warnings.warn(f"{msg}; not forecast (the other runs are)", DataWarning, stacklevel=2)
-    good = plans.ok_ids
-    fit = None
+                      n_draws=forecaster.sampler.draws * forecaster.sampler.chains)  # fmt: skip
+    _max_steps_warnings(plans)
+    errors, complete = _check_plans(plans, strict=strict)
+    good = [r for r in plans.ok_ids if r not in complete]
+    fit, cut = None, []
     if good:
-        fits, failed = _fit_groups(plans.select(good), forecaster=forecaster, context=context, executor=executor,
-                                   progress=progress)  # fmt: skip
+        fits, failed, cut = _fit_groups(plans.select(good), forecaster=forecaster, context=context,
+                                        executor=executor, progress=progress)  # fmt: skip
         for rid, msg in failed.items():
             if strict:
                 raise ForecastError(f"run {rid!r}: {msg}")
@@ -133,20 +151,96 @@ def forecast_batch(
             warnings.warn(f"run {rid!r} could not be forecast ({msg}); the other runs are", DataWarning, stacklevel=2)
         if fits:
             fit = FittedForecast.merge(fits)
-    ok = (fit.table() if fit is not None else pd.DataFrame(columns=TABLE_COLUMNS)).assign(status="ok", error="")
-    ok = ok.set_index("run_id")
+    for rid in cut:
+        errors[rid] = "interrupted (Ctrl-C) before its forecast finished"
+    table = _table(runs, plans, forecaster, fit, errors, complete, cut)
+    res = BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=plans.truncated, plans=plans,
+                      complete=complete)  # fmt: skip
+    if cut:
+        raise Interrupted(f"interrupted: {len(good) - len(cut)} of {len(good)} run(s) forecast", partial=res)
+    return res
+
+
+def _check_plans(plans: Plans, *, strict: bool) -> tuple[dict, dict]:
+    """``(errors, complete)`` of the plans: run id -> reason for the runs that cannot be forecast (a
+    :class:`DataWarning` each; ``strict``: the first is a ForecastError), run id -> the observed final
+    reward for the runs logged up to their horizon."""
+    errors, complete = {}, {}
+    for p in plans:
+        msg = p.error
+        if p.complete:
+            v = _observed_final(plans, p)
+            if np.isfinite(v):
+                complete[p.run_id] = v
+                continue
+            msg = f"run {p.run_id!r}: logged up to its horizon {p.horizon}, but no finite reward in its final window"
+        if msg is None:
+            continue
+        if strict:
+            raise ForecastError(msg)
+        errors[p.run_id] = msg
+        warnings.warn(f"{msg}; not forecast (the other runs are)", DataWarning, stacklevel=3)
+    return errors, complete
+
+
+def _observed_final(plans: Plans, p: RunPlan) -> float:
+    """The final reward of a run logged up to (or past) its horizon: the mean logged reward over the
+    final window ``(s0 + (1 - w)(H - s0), H]``."""
+    g = plans.observed.run(p.run_id)
+    _, _, horizon = p.span()
+    return final_reward(g[STEP].to_numpy(), g[REWARD].to_numpy(), s0=float(g[STEP].iloc[0]), horizon=float(horizon),
+                        final_window=p.final_window)  # fmt: skip
+
+
+def _max_steps_warnings(plans: Plans) -> None:
+    """One horizon: a forecast to ``--horizon`` is the forecast of the planned run (metadata
+    ``max_steps``) read at that step; say so where the two differ."""
+    for p in plans:
+        ms = meta_number(plans.full.meta.loc[p.run_id], "max_steps")
+        if p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
+            where = f"run {p.run_id!r}" + (f" ({plans.full.source})" if plans.full.source else "")
+            warnings.warn(f"{where}: --horizon {int(p.horizon)} differs from its max_steps {int(ms)} (metadata); the "
+                          f"table is the forecast of the planned {int(ms)} steps read at step {int(p.horizon)}",
+                          DataWarning, stacklevel=4)  # fmt: skip
+
+
+def long_work(plans: Plans) -> list[str]:
+    """One line per planned run whose forecast will take minutes (a long step grid or a far horizon), to
+    print before sampling starts: long work is never silent."""
+    out = []
+    for p in plans:
+        if not p.ok or p.s0 is None or p.last_step is None or p.horizon is None:
+            continue
+        grid, ahead = p.last_step - p.s0 + 1, max(p.horizon - p.last_step, 0)
+        if grid > LONG_GRID_STEPS or ahead > LONG_FUTURE_STEPS:
+            minutes = (7.0 * grid / 1000 + 0.8 * ahead / 1000) / 60
+            out.append(f"run {p.run_id!r}: a grid of {grid:,} steps and {ahead:,} steps ahead; its forecast "
+                       f"takes about {minutes:.0f} min (more on a busy machine)")  # fmt: skip
+    return out
+
+
+def _table(runs: RunSet, plans: Plans, forecaster, fit, errors, complete, cut) -> pd.DataFrame:
+    """One row per run of ``runs``, in its order: forecast (ok / warning), complete, error or interrupted."""
+    from bayesgrpo.forecast.config import TABLE_COLUMNS
+
+    cols = [*TABLE_COLUMNS, "status", "error"]
+    ok = (fit.table() if fit is not None else pd.DataFrame(columns=TABLE_COLUMNS)).set_index("run_id")
     rows = []
     for rid in runs.run_ids:
-        if rid in errors:
-            p = plans[rid]
-            rows.append({"run_id": rid, "kind": forecaster.config.kind,
-                         "observed_until": p.last_step if p.last_step is not None else np.nan, "n_obs": p.n_obs,
-                         "horizon": p.horizon if p.horizon is not None else np.nan, "status": "error",
-                         "error": errors[rid]})  # fmt: skip
+        p = plans[rid]
+        base = {"run_id": rid, "kind": forecaster.config.kind,
+                "observed_until": p.last_step if p.last_step is not None else np.nan, "n_obs": p.n_obs,
+                "horizon": p.horizon if p.horizon is not None else np.nan}  # fmt: skip
+        if rid in complete:
+            v = complete[rid]
+            rows.append(base | {"final_mean": v, **{c: v for c in TABLE_COLUMNS if c.startswith("final_q")},
+                                "status": "complete", "error": ""})  # fmt: skip
+        elif rid in errors:
+            rows.append(base | {"status": "interrupted" if rid in cut else "error", "error": errors[rid]})
         else:
-            rows.append(ok.loc[rid].to_dict() | {"run_id": rid})
-    table = pd.DataFrame(rows).reindex(columns=[*TABLE_COLUMNS, "status", "error"])
-    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=plans.truncated, plans=plans)
+            status, reason = fit.health_status(rid)
+            rows.append(ok.loc[rid].to_dict() | {"run_id": rid, "status": status, "error": reason})
+    return pd.DataFrame(rows).reindex(columns=cols)
 
 
 @dataclass
@@ -159,13 +253,30 @@ class _FitJob:
     def __call__(self, plans: Plans):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fit = self.forecaster.fit_plans(plans, context=self.context)
+            try:
+                fit = self.forecaster.fit_plans(plans, context=self.context)
+            except Interrupted as e:  # the group's runs that finished, as this job's (partial) answer
+                if e.partial is None:
+                    raise
+                e.partial.table()
+                raise Interrupted(partial=(e.partial, [(w.category.__name__, str(w.message)) for w in caught])) from e
             fit.table()  # computed where the posterior is; the rows travel back with the fit
         return fit, [(w.category.__name__, str(w.message)) for w in caught]
 
 
+def _map(executor, job, items, progress=None):
+    """``executor.map`` of ``job`` over ``items``; after a Ctrl-C the outcomes that finished (None for
+    the others) and True."""
+    try:
+        return executor.map(job, items, progress=progress), False
+    except KeyboardInterrupt as e:
+        done = list(getattr(e, "partial", None) or [])
+        return done + [None] * (len(items) - len(done)), True
+
+
 def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
-    """Fit the planned runs in groups on ``executor``: ``(fits in run order, {run_id: reason})``."""
+    """Fit the planned runs in groups on ``executor``: ``(fits in run order, {run_id: reason}, [runs a
+    Ctrl-C cut off])``."""
     from bayesgrpo.inference.executor import SerialExecutor, partition
 
     good = plans.ok_ids
@@ -183,23 +294,25 @@ def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
         if progress is not None:
             progress(done[0], len(good))
 
-    outcomes = executor.map(job, [plans.select(g) for g in groups], progress=tick)
+    outcomes, stopped = _map(executor, job, [plans.select(g) for g in groups], progress=tick)
     results, failed = {}, {}
     retry = []
-    for g, (ok, value) in zip(groups, outcomes, strict=True):
+    for g, out in zip(groups, outcomes, strict=True):
+        if out is None:
+            continue
+        ok, value = out
         if ok:
             results[g[0]] = value
         elif len(g) > 1 and not joint:
             retry.extend(g)  # which run failed? each alone (its numbers do not depend on the group)
         else:
             failed.update(dict.fromkeys(g, value))
-    if retry:
+    if retry and not stopped:
         singles = [[r] for r in retry]
-        for g, (ok, value) in zip(singles, executor.map(job, [plans.select(g) for g in singles]), strict=True):
-            if ok:
-                results[g[0]] = value
-            else:
-                failed[g[0]] = value
+        again, stopped = _map(executor, job, [plans.select(g) for g in singles])
+        for g, out in zip(singles, again, strict=True):
+            if out is not None:
+                (results if out[0] else failed)[g[0]] = out[1]
     fits = []
     seen = set()
     for category, message in (w for first in sorted(results, key=good.index) for w in results[first][1]):
@@ -208,4 +321,5 @@ def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
             warnings.warn(message, warning_type(category), stacklevel=3)
     for first in sorted(results, key=good.index):
         fits.append(results[first][0])
-    return fits, failed
+    finished = {r for fit, _ in results.values() for r in fit.forecast_ids}
+    return fits, failed, [r for r in good if r not in finished and r not in failed]

@@ -119,9 +119,11 @@ class Calibration(BaseModel):
         g = np.asarray(go, dtype=float)
         return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))
 
-    def apply(self, draws, *, fraction: float, scale: float = float("nan")) -> np.ndarray:
-        """Calibrated final-reward draws (same number and order as ``draws``; run units)."""
-        return self.stretch(draws, fraction=fraction, scale=scale)
+    def apply(self, draws, *, fraction: float, scale: float = float("nan"), go: float = 1.0) -> np.ndarray:
+        """Calibrated final-reward draws (same number and order as ``draws``; run units). ``go`` (default
+        1: the planned end, where the layer was fitted) takes that share of the widening, for a forecast
+        to an earlier step (:meth:`bayesgrpo.models.arrays.RunInfo.time_to_go`)."""
+        return self.stretch(draws, fraction=fraction, scale=scale, go=go)
 
     def widen_paths(self, paths, *, fraction: float, scale: float, go) -> np.ndarray:
         """Calibrated path draws ``(draws, steps)``: each step's tails widen by the share ``go`` (one per

@@ -22,6 +22,7 @@ from bayesgrpo.errors import ForecastError, SamplerWarning
 from bayesgrpo.forecast import artefact
 from bayesgrpo.forecast.config import FINAL_COLUMNS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.paths import PathDraws, stop_quantile
+from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import DATA_VARS, ModelArrays, RunInfo
 from bayesgrpo.models.kinds import get_kind
@@ -296,15 +297,18 @@ class FittedForecast:
         latent_now = (m[..., 0] + p["r_star"]) * sc + lo
         if not cal.is_identity:  # the layer's widening grows with the time to go (Calibration.widen_paths)
             frac = float(arr.fraction[0])
-            go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
+            go = info.time_to_go(fut)  # pro rata of the planned run: one forecast, read at any step
             observed = cal.widen_paths(observed, fraction=frac, scale=sc, go=go)
             latent_run = cal.widen_paths(latent_run, fraction=frac, scale=sc, go=go)
-        if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
-            observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                               info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        r_star = p["r_star"] * sc + lo
+        if info.bounds:  # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
+            lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
+                    info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+            observed, latent_run = np.clip(observed, *lims), np.clip(latent_run, *lims)
+            latent_now, r_star = np.clip(latent_now, *lims), np.clip(r_star, *lims)
         out = PathDraws(
             run_id=run_id, steps=fut, observed=observed, latent=latent_run,
-            r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
+            r0=p["r0"] * sc + lo, r_star=r_star, tau=p["tau"], a=p["a"], mu=p["mu"],
             sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
             horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
             interval=info.interval, latent_now=latent_now,
@@ -334,7 +338,8 @@ class FittedForecast:
         if n == 0:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
-        out = self.config.calibration.apply(out, fraction=float(self.arrays.run(run_id).fraction[0]), scale=info.scale)
+        frac, go = float(self.arrays.run(run_id).fraction[0]), float(info.time_to_go(info.horizon))
+        out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, go=go)
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -390,18 +395,25 @@ class FittedForecast:
         out["latent_mean"] = pd_.latent.mean(axis=0)
         return out
 
+    def health_status(self, run_id: str) -> tuple[str, str]:
+        """``("ok", "")``, or ``("warning", reason)`` when the run's sampler health is poor enough to
+        doubt its numbers (:data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`)."""
+        t = sampling.STATUS_HEALTH
+        n = self.sampler.draws * self.sampler.chains
+        r_hat = t["r_hat"] + t["r_hat_per_draw"] / self.sampler.draws
+        ess = min(t["ess"], t["ess_share"] * n)
+        bad = sampling.health_problems(
+            self.health[run_id], r_hat=r_hat, ess=ess, max_divergences=t["divergent_share"] * n
+        )
+        if not bad:
+            return "ok", ""
+        return "warning", f"sampler health: {'; '.join(bad)}; rerun with more --draws/--tune before trusting it"
+
     def warn_health(self, *, r_hat: float = 1.01, ess: float = 200.0) -> list[str]:
         """Emit a :class:`SamplerWarning` per run whose sampler health is poor; return the messages."""
         msgs = []
         for rid in self.forecast_ids:
-            h = self.health[rid]
-            bad = []
-            if h["r_hat_max"] > r_hat:
-                bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat}")
-            if h["ess_min"] < ess:
-                bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
-            if h["divergences"] > 0:
-                bad.append(f"{h['divergences']} divergent transitions in its batch")
+            bad = sampling.health_problems(self.health[rid], r_hat=r_hat, ess=ess)
             if bad:
                 msg = f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or rerun with more --draws/--tune"
                 warnings.warn(msg, SamplerWarning, stacklevel=2)

@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
-from bayesgrpo.errors import ForecastError
+from bayesgrpo.errors import ForecastError, Interrupted
 from bayesgrpo.forecast.calibration import Calibration
 from bayesgrpo.forecast.config import HEALTH_VARS, STAT_VARS, STORED_VARS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.fitted import FittedForecast, RunArrays
@@ -154,26 +154,47 @@ class Forecaster:
                                     "runs only (use --kind oscillator for it)")  # fmt: skip
         log.info("population prior %s; calibration %s; kind %s", cfg.prior.identity, cfg.calibration.identity, cfg.kind)
         run_priors = self._context_priors(arrays, context) if context is not None and not cfg.hierarchical else {}
-        posterior, stats, hyper, health, seconds = self._sample(arrays, run_priors, progress)
+        acc: dict = {"posts": [], "stats": [], "health": {}, "seconds": {}}
+        try:
+            self._sample(arrays, run_priors, progress, acc)
+        except KeyboardInterrupt as e:  # Ctrl-C: the runs sampled so far are a fit, handed on with the interrupt
+            done = [r for p in acc["posts"] for r in p["run"].to_numpy().tolist()]
+            if cfg.hierarchical or not done:
+                raise Interrupted(partial=None) from e
+            sub = arrays.subset([list(arrays.run_ids).index(r) for r in done])
+            raise Interrupted(partial=self._assemble(all_runs.select(done), runs, infos, sub, acc, run_priors)) from e
+        return self._assemble(all_runs, runs, infos, arrays, acc, run_priors)
+
+    def _assemble(self, all_runs, runs, infos, arrays: ModelArrays, acc: dict, run_priors: dict) -> FittedForecast:
+        """The fit of the runs of ``arrays`` (all of them, or those sampled before a Ctrl-C)."""
+        import xarray as xr
+
+        keep = list(arrays.run_ids)
+        posts, stats = acc["posts"], acc["stats"]
+        posterior = xr.concat(
+            [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
+        ).sel(run=keep)
+        hierarchical = self.config.hierarchical
+        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
+        st = stats[0] if hierarchical else xr.concat(stats, dim="run").sel(run=keep)
         return FittedForecast(
-            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
-            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=list(runs.run_ids), context_priors={r: p.identity for r, p in run_priors.items()},
-            sample_stats=stats,
+            config=self.config, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos if i.run_id in keep},
+            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper,
+            health={r: acc["health"][r] for r in keep}, seconds={r: acc["seconds"][r] for r in keep},
+            forecast_ids=[r for r in runs.run_ids if r in set(keep)],
+            context_priors={r: p.identity for r, p in run_priors.items() if r in set(keep)}, sample_stats=st,
         )  # fmt: skip
 
-    def _sample(self, arrays: ModelArrays, run_priors: dict, progress):
-        """NUTS over the runs of ``arrays``: ``(posterior, sample stats, hyperparameters or None, health, seconds)``.
+    def _sample(self, arrays: ModelArrays, run_priors: dict, progress, acc: dict) -> None:
+        """NUTS over the runs of ``arrays``, appending posterior, sample stats, health and seconds to ``acc``.
 
         Hierarchical: one joint graph; otherwise each run alone (runs are independent given the
         population prior), all through one compiled model whose data are swapped per run.
         """
-        import xarray as xr
-
         cfg, kind, hierarchical = self.config, get_kind(self.config.kind), self.config.hierarchical
         n = len(arrays.run_ids)
         batches = [np.arange(n)] if hierarchical else [np.array([j]) for j in range(n)]
-        posts, stats, health, seconds = [], [], {}, {}
+        posts, stats, health, seconds = acc["posts"], acc["stats"], acc["health"], acc["seconds"]
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
             t0 = time.perf_counter()
@@ -202,12 +223,6 @@ class Forecaster:
                 seconds[rid] = dt / len(b)
             if progress is not None:
                 progress(done, len(batches))
-        posterior = xr.concat(
-            [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
-        ).sel(run=list(arrays.run_ids))
-        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
-        stats = stats[0] if hierarchical else xr.concat(stats, dim="run").sel(run=list(arrays.run_ids))
-        return posterior, stats, hyper, health, seconds
 
     #: observed fractions at which context runs are refitted (a run's fraction is rounded to the grid)
     CONTEXT_GRID = 0.05

@@ -4,9 +4,12 @@
 * :func:`compile_model` -- nutpie compilation, cached per process and on disk
   (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine (10-30 s with
   numba here) and reused by every later process; data enter as ``pm.Data`` and are swapped per call.
-* :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
+* :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree
+  (a Ctrl-C stops the chains and raises ``KeyboardInterrupt``, never a short trace).
 * :func:`batch_seed` -- a seed that depends on the sampler seed and the run ids only.
-* :func:`health` -- r_hat, ESS and divergences per run (or over all variables).
+* :func:`health` -- r_hat, ESS and divergences per run (or over all variables);
+  :func:`health_problems` -- what is wrong with them against thresholds (:data:`STATUS_HEALTH`: the
+  status ``warning`` of a forecast).
 
 Why nutpie directly rather than ``pm.sample``: ``pm.sample`` compiles the model anew on every call;
 nutpie's compiled model can be reused with ``with_data`` (a forecast of 100 runs then costs one
@@ -34,6 +37,8 @@ __all__ = [
     "as_dataset",
     "health",
     "is_cached",
+    "health_problems",
+    "STATUS_HEALTH",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -71,7 +76,7 @@ class SamplerConfig(BaseModel):
         pattern="^numba$",
         description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)",
     )
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**32, description="random seed (an integer in [0, 2**32))")
 
 
 _CACHE: dict = {}
@@ -167,10 +172,17 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
         cm = compiled.with_data(**{k: v for k, v in data.items() if k in known})
     kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     kw.update(extra)
-    return nutpie.sample(
+    run = nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, **kw,
+        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, blocking=False, **kw,
     )  # fmt: skip
+    try:
+        return run.wait()
+    except KeyboardInterrupt:
+        # nutpie's blocking sample() would swallow a Ctrl-C and return the draws so far as a finished
+        # (short or empty) trace; a forecast must never be made from that: stop the chains and pass it on
+        run.cancel()
+        raise
 
 
 def batch_seed(seed: int, run_ids: Sequence[str]) -> int:
@@ -219,3 +231,25 @@ def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str |
             "divergences": div,
         }
     return out
+
+
+#: sampler health past which a forecast's status is ``warning`` instead of ``ok``: split r_hat above
+#: 1.05 (chains that disagree; plus 2 / draws per chain, the spread of r_hat itself for short chains:
+#: 1.07 is common for 20 well-mixed draws), bulk ESS below 50 (too few effective draws for a 90%
+#: interval; below a quarter of the draws when fewer than 200 were asked for), or divergent
+#: transitions in more than 1% of the draws. Milder problems (r_hat > 1.01, ESS < 200, any divergence)
+#: stay an ``ok`` status with a sampler warning.
+STATUS_HEALTH = {"r_hat": 1.05, "r_hat_per_draw": 2.0, "ess": 50.0, "ess_share": 0.25, "divergent_share": 0.01}
+
+
+def health_problems(h: dict, *, r_hat: float, ess: float, max_divergences: float = 0.0) -> list[str]:
+    """The problems of one run's sampler health ``h`` (:func:`health`): r_hat above ``r_hat``, ESS
+    below ``ess``, more than ``max_divergences`` divergent transitions. Empty when healthy."""
+    bad = []
+    if np.isfinite(h.get("r_hat_max", np.nan)) and h["r_hat_max"] > r_hat:
+        bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat:g}")
+    if np.isfinite(h.get("ess_min", np.nan)) and h["ess_min"] < ess:
+        bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
+    if h.get("divergences", 0) > max_divergences:
+        bad.append(f"{h['divergences']} divergent transitions in its batch")
+    return bad

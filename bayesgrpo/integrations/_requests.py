@@ -89,8 +89,9 @@ def forecast_request(
     target : float, optional
         Adds ``p_target`` = P(final reward >= target).
     improve : dict, optional
-        ``{"delta": d, "window": w}``: adds ``best`` (largest mean of ``w`` consecutive logged
-        rewards so far) and ``p_improve`` = P(final reward >= best + d).
+        ``{"delta": d, "window": w, "relative": bool}``: adds ``best`` (largest mean of ``w`` consecutive
+        logged rewards so far) and ``p_improve`` = P(final reward >= best + d), ``d`` in units of the
+        run's reward scale (the forecast's normalising scale) when ``relative``.
     utility : dict, optional
         Keyword arguments of ``recommend_stop`` (``cost_per_step``, ``value_per_reward``, ...):
         adds ``recommended_stop`` and ``stop_now``.

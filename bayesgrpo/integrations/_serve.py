@@ -1,7 +1,8 @@
 """The worker process of the live integrations (``python -m bayesgrpo.integrations._serve``): it answers
 forecast requests from its stdin until EOF, each through the one forecasting core of every CLI verb
-(:func:`bayesgrpo.forecast.batch.forecast_batch` with the live horizon rule of the run plan), and
-reports the numbers the callback and ``watch`` log (:func:`summarize_fit`)."""
+(:func:`bayesgrpo.forecast.batch.forecast_batch`: the run plan's horizon, never moved), and reports the
+numbers the callback and ``watch`` log (:func:`summarize_fit`; a run logged up to its horizon is
+``complete``: :func:`summarize_complete`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import warnings
 
 from bayesgrpo.integrations._requests import REPORT_REFRESH, _light, _recv, _send, request_runs
 
-__all__ = ["summarize_fit", "main"]
+__all__ = ["summarize_fit", "summarize_complete", "main"]
 
 log = logging.getLogger("bayesgrpo")
 
@@ -57,15 +58,24 @@ def _best_window_mean(y, window: int) -> float:
     return float(c.max())
 
 
+def _improve_delta(improve: dict, scale: float) -> float:
+    """The improvement a stop rule asks for, in reward units (``delta x scale`` when relative)."""
+    d = float(improve.get("delta", 0.0))
+    return d * float(scale) if improve.get("relative") else d
+
+
 def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
     """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
 
     Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
-    final_q50, final_q90, stop_step_q50, p_plateaued, plateau_q50, p_underdamped, r_hat_max,
-    divergences`` plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with ``improve``),
-    ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and ``flags``
-    (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability that the
-    latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the plateau.
+    final_q50, final_q90, stop_step_q50, p_stop_before_horizon, p_plateaued, plateau_q50,
+    p_underdamped, r_hat_max, divergences``, ``status`` (``ok`` or ``warning``: poor sampler health,
+    the reason in ``status_reason``) plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with
+    ``improve``), ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and
+    ``flags`` (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability
+    that the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the
+    plateau. ``stop_step_q50`` is censored at the horizon when ``p_stop_before_horizon < 0.5`` (shown
+    as ``>H``; the callback then logs no stop step).
     """
     import numpy as np
 
@@ -79,10 +89,11 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]), "horizon": int(row["horizon"]),
         "final_mean": float(row["final_mean"]), "final_q10": float(row["final_q10"]),
         "final_q50": float(row["final_q50"]), "final_q90": float(row["final_q90"]),
-        "stop_step_q50": float(row["stop_q50"]), "plateau_q50": float(row["plateau_q50"]),
-        "p_underdamped": float(row["p_underdamped"]), "r_hat_max": float(row["r_hat_max"]),
-        "divergences": float(row["divergences"]),
+        "stop_step_q50": float(row["stop_q50"]), "p_stop_before_horizon": float(row["p_stop_before_horizon"]),
+        "plateau_q50": float(row["plateau_q50"]), "p_underdamped": float(row["p_underdamped"]),
+        "r_hat_max": float(row["r_hat_max"]), "divergences": float(row["divergences"]),
     }  # fmt: skip
+    out["status"], out["status_reason"] = fit.health_status(run_id)
     sf = float(fit.config.stop_fraction)
     if pdr.latent_now is not None:
         gain = pdr.r_star - pdr.r0
@@ -97,7 +108,7 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         obs = fit.runs.run(run_id)["reward"].to_numpy(dtype=float)
         best = _best_window_mean(obs, int(improve.get("window", 5)))
         out["best"] = best
-        out["p_improve"] = float(np.mean(fin >= best + float(improve.get("delta", 0.0))))
+        out["p_improve"] = float(np.mean(fin >= best + _improve_delta(improve, fit.infos[run_id].scale)))
     if utility:
         kw = dict(utility)
         kw.setdefault("max_steps", out["horizon"])
@@ -113,6 +124,36 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     return out
 
 
+def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, utility=None, ceiling=None,
+                       diagnose=True) -> dict:  # fmt: skip
+    """The result for a run logged up to its horizon (status ``complete``): the observed final reward
+    as a zero-width interval, no stop step; ``p_target`` / ``p_improve`` are 0 or 1 and a stop rule's
+    ``stop_now`` is True (there is nothing left to train)."""
+    import numpy as np
+
+    v = float(row["final_q50"])
+    out = {
+        "run_id": run_id, "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]),
+        "horizon": int(row["horizon"]), "final_mean": v, "final_q10": v, "final_q50": v, "final_q90": v,
+        "stop_step_q50": math.nan, "p_stop_before_horizon": math.nan, "p_plateaued": math.nan,
+        "plateau_q50": math.nan, "status": "complete", "status_reason": "",
+    }  # fmt: skip
+    if target is not None:
+        out["p_target"] = float(v >= float(target))
+    if improve is not None:
+        y = runs.run(run_id)["reward"].to_numpy(dtype=float)
+        best = _best_window_mean(y, int(improve.get("window", 5)))
+        out["best"], out["p_improve"] = best, float(v >= best + _improve_delta(improve, float(np.ptp(y))))
+    if utility:
+        out.update(recommended_stop=float(int(row["horizon"])), stop_now=True, expected_reward_at_stop=v,
+                   stop_rule="complete")  # fmt: skip
+    if diagnose:
+        res = _lib().diagnose_runs(runs.select([run_id]), ceiling=ceiling)
+        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
+    out["table"] = {k: (v_.item() if hasattr(v_, "item") else v_) for k, v_ in row.to_dict().items()}
+    return out
+
+
 def _kind(req: dict) -> str:
     """The model kind a request asks for (``model_kind``; requests of bayesgrpo 0.1 said ``model``)."""
     return req.get("model_kind") or req.get("model") or "oscillator"
@@ -124,26 +165,29 @@ def _handle(req: dict) -> dict:
         return _warmup(req)
     rid = req["run_id"]
     fid = rid
+    kw = dict(target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
+              ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = request_runs(req)
         fc = lib.Forecaster(_kind(req), sampler=lib.SamplerConfig(**req.get("sampler", {})))
-        # the same core as every CLI verb: the run's plan (the live horizon rule), then the fit
-        res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, live=True, strict=True)
-        fit = res.fit
-        out = summarize_fit(
-            fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
-            ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
-        )  # fmt: skip
-        if req.get("plot"):
-            _plot(fit, fid, req["plot"])
-            out["plot"] = str(req["plot"])
-        if req.get("report"):
-            out["report"] = _report(fit, req, title=f"bayesgrpo live: {rid}")
+        # the same core as every CLI verb: the run's plan (the horizon the user or the trainer set, never
+        # moved: a run logged up to it is complete), then the fit
+        res = lib.forecast_batch(runs, forecaster=fc, horizon=req.get("horizon") or None, strict=True)
+        row = res.table.set_index("run_id").loc[fid].copy()
+        row["run_id"] = fid
+        if fid in res.complete:
+            out = summarize_complete(runs, fid, row, **kw)
+        else:
+            out = summarize_fit(res.fit, fid, **kw)
+            if req.get("plot"):
+                _plot(res.fit, fid, req["plot"])
+                out["plot"] = str(req["plot"])
+            if req.get("report"):
+                out["report"] = _report(res.fit, req, title=f"bayesgrpo live: {rid}")
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
-    out["horizon_extended"] = res.plans[fid].horizon_from == "live"
     return out
 
 

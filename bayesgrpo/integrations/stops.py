@@ -15,10 +15,18 @@ class ImprovementStop:
     "Best so far" is the largest mean of ``window`` consecutive logged rewards (a single noisy
     logged value would make the rule too eager).
 
+    The defaults are measured (``bench/results/improvement_stop.md``: the rule run through forecasts
+    at every 5% of 43 development runs of 15 sources): ``delta`` 0.02 of the run's reward scale,
+    ``epsilon`` 0.1 and ``patience`` 3 stop 74% of the runs, save 22% of their steps and stop badly
+    (losing more than 0.1 of the run's range) in 9%; the earlier example (``delta`` 0.01 reward units,
+    ``epsilon`` 0.05) stopped 58%, saving 13% with 5% bad stops. Fewer forecasts per run (the
+    callback fits every ~50 steps) make ``patience`` cost more of the run.
+
     Parameters
     ----------
     delta : float
-        Improvement over the best so far that would make continuing worthwhile (reward units).
+        Improvement over the best so far that would make continuing worthwhile: in units of the run's
+        reward scale (the forecast's normalising scale) when ``relative`` (default), else reward units.
     epsilon : float
         Probability below which the improvement is judged out of reach.
     patience : int
@@ -27,19 +35,21 @@ class ImprovementStop:
         Logged rows averaged for "best so far".
     min_step : int
         Never stop before this optimizer step.
+    relative : bool
+        ``delta`` is a share of the run's reward scale (the same rule for a 0-1 pass rate and a summed
+        reward of 0-3); False: reward units.
 
     Examples
     --------
-    >>> rule = ImprovementStop(delta=0.02, epsilon=0.05, patience=3)
+    >>> rule = ImprovementStop(delta=0.02, epsilon=0.05, patience=3, relative=False)
     >>> rule.check({"p_improve": 0.01, "best": 0.61, "observed_until": 400})
     'P(final reward >= best so far 0.61 + 0.02) = 0.010 < 0.05'
     """
 
     kind = "improvement"
 
-    def __init__(
-        self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0
-    ):
+    def __init__(self, *, delta: float = 0.02, epsilon: float = 0.1, patience: int = 3, window: int = 5,
+                 min_step: int = 0, relative: bool = True):  # fmt: skip
         if not 0 < epsilon < 1:
             raise ValueError(f"epsilon must be in (0, 1); got {epsilon}")
         if patience < 1 or window < 1:
@@ -51,21 +61,23 @@ class ImprovementStop:
             int(window),
             int(min_step),
         )
+        self.relative = bool(relative)
 
     def request(self) -> dict:
-        return {"improve": {"delta": self.delta, "window": self.window}}
+        return {"improve": {"delta": self.delta, "window": self.window, "relative": self.relative}}
 
     def check(self, result: dict) -> str | None:
         p = result.get("p_improve")
         if p is None or not math.isfinite(p) or result.get("observed_until", 0) < self.min_step:
             return None
         if p < self.epsilon:
-            return f"P(final reward >= best so far {result.get('best', float('nan')):.4g} + {self.delta:g}) = {p:.3f} < {self.epsilon:g}"
+            d = f"{self.delta:g}" + (" x scale" if self.relative and self.delta else "")
+            return f"P(final reward >= best so far {result.get('best', float('nan')):.4g} + {d}) = {p:.3f} < {self.epsilon:g}"
         return None
 
     def to_dict(self) -> dict:
         return {"rule": self.kind, "delta": self.delta, "epsilon": self.epsilon, "patience": self.patience,
-                "window": self.window, "min_step": self.min_step}  # fmt: skip
+                "window": self.window, "min_step": self.min_step, "relative": self.relative}  # fmt: skip
 
 
 class UtilityStop:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -48,6 +49,7 @@ LOGGED_KEYS = {
     "final_q50": "bayesgrpo/final_q50",
     "final_q90": "bayesgrpo/final_q90",
     "stop_step_q50": "bayesgrpo/stop_step_q50",
+    "p_stop_before_horizon": "bayesgrpo/p_stop_before_horizon",
     "p_plateaued": "bayesgrpo/p_plateaued",
     "observed_until": "bayesgrpo/observed_until",
     "r_hat_max": "bayesgrpo/r_hat_max",
@@ -58,6 +60,25 @@ LOGGED_KEYS = {
 }
 #: default sampler of live fits (small: a live forecast is refreshed every few dozen steps)
 LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
+
+
+def _visible_warnings() -> None:
+    """Make the package's warnings (a stop and its reason, failed fits, a final forecast that did not
+    arrive, poor sampler health) reach the user of a training script by default: the library's logger
+    has only a NullHandler (quiet as a library should be), and a training script rarely configures
+    logging. When no handler other than a NullHandler is found between the ``bayesgrpo`` logger and the
+    root, one stderr handler for WARNING and above is added (once); configured logging is left alone."""
+    lg: logging.Logger | None = log
+    while lg is not None:
+        if any(not isinstance(h, logging.NullHandler) for h in lg.handlers):
+            return
+        if not lg.propagate:
+            break
+        lg = lg.parent
+    h = logging.StreamHandler(sys.stderr)
+    h.setLevel(logging.WARNING)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(h)
 
 
 def _finite(v) -> TypeGuard[int | float]:
@@ -133,7 +154,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     --------
     >>> from trl import GRPOConfig, GRPOTrainer                                    # doctest: +SKIP
     >>> from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop  # doctest: +SKIP
-    >>> cb = BayesGRPOCallback(target=0.8, stop=ImprovementStop(delta=0.01))        # doctest: +SKIP
+    >>> cb = BayesGRPOCallback(target=0.8, stop=ImprovementStop())                  # doctest: +SKIP
     >>> trainer = GRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...),
     ...                       train_dataset=..., callbacks=[cb])                    # doctest: +SKIP
     >>> trainer.train()                                                            # doctest: +SKIP
@@ -252,6 +273,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     # ------------------------------------------------------------------ events
     def on_train_begin(self, args, state, control, **kwargs):
         t0 = time.perf_counter()
+        _visible_warnings()
         self._reset_run()
         self._is_main = bool(state.is_world_process_zero)
         self._reward_keys = reward_keys()
@@ -439,6 +461,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     self._stop_reason = f"{why} for {self._stop_count} consecutive forecast(s)"
             log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
                      res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
+            if res.get("status") == "warning":
+                log.warning("bayesgrpo: forecast from step %s: %s", res.get("observed_until"), res.get("status_reason"))
         else:
             self._n_failures += 1
             log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
@@ -447,10 +471,16 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
 
     def _values(self, res: dict) -> dict:
         out = {}
+        censored = _finite(res.get("p_stop_before_horizon")) and not res["p_stop_before_horizon"] >= 0.5
         for src, key in LOGGED_KEYS.items():
             v = res.get(src)
+            if src == "stop_step_q50" and censored:
+                continue  # not settled by the horizon: no step to log (p_stop_before_horizon says so)
             if _finite(v):
                 out[key] = float(v)
+        if res.get("status") in ("ok", "warning", "complete"):
+            out[PREFIX + "sampler_warning"] = float(res["status"] == "warning")
+            out[PREFIX + "complete"] = float(res["status"] == "complete")
         for mode, sev in (res.get("flags") or {}).items():
             out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
         out[PREFIX + "fit_failures"] = float(self._n_failures)

@@ -1,13 +1,19 @@
 """Writing results: tables by suffix, atomically, with output paths checked before any work is done.
 
-* :func:`check_output_file` / :func:`check_output_dir` -- validate an output path up front (the
-  CLI calls them before reading or sampling, so a bad ``--out`` never costs a fit);
+* :func:`check_output_file` / :func:`check_output_dir` / :func:`check_output_names` -- validate an
+  output path up front (the CLI calls them before reading or sampling, so a bad ``--out`` never
+  costs a fit), and the files a verb will write into its folder (none may be a folder already);
 * :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
-  failure never leaves a half-written file (the one atomic writer: every file the package writes goes
-  through it);
+* :func:`check_output_file` / :func:`check_output_dir` / :func:`check_output_names` -- validate an
+  output path up front (the CLI calls them before reading or sampling, so a bad ``--out`` never
+  costs a fit), and the files a verb will write into its folder (none may be a folder already);
+* :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
+  failure (or a Ctrl-C) never leaves a half-written file (the one atomic writer: every file the
+  package writes goes through it; the file gets the permissions the user's umask gives a new file);
 * :func:`write_table` -- a DataFrame as CSV, JSON (records) or Parquet, chosen by the suffix;
   any other suffix is refused; :func:`write_text`, :func:`save_figure` -- text and figures, atomically;
-* :func:`safe_file_stem` -- a unique, safe, short file name for a run id (figures per run).
+* :func:`safe_file_stem` / :func:`file_stems` -- a unique, safe, short file name for a run id
+  (figures per run).
 """
 
 from __future__ import annotations
@@ -17,28 +23,39 @@ import hashlib
 import os
 import re
 import secrets
+import tempfile
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
 
 from bayesgrpo.errors import OutputError
 
-__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "write_text",
-           "save_figure", "safe_file_stem"]  # fmt: skip
+__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "check_output_names", "atomic_path",
+           "write_table", "write_text", "save_figure", "safe_file_stem", "file_stems"]  # fmt: skip
 
 #: suffix -> format of :func:`write_table`
 TABLE_SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 _MAX_STEM = 80
+_MAX_STEM_BYTES = 200  # file names are at most 255 bytes; room for suffixes such as _diagnosis.png
 
 
 def _writable_dir(d: Path, what: str) -> None:
+    """``d`` is a folder that exists and takes new files, or can be created under one that does.
+
+    Tried for real (a temporary file is created and removed): permission bits do not tell, e.g. for
+    root or in ``/proc``.
+    """
     probe = d
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
         raise OutputError(f"{what}: {probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: cannot write into {probe} (permission denied)")
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".bayesgrpo-probe-"):
+            pass
+    except OSError as e:
+        raise OutputError(f"{what}: cannot write into {probe} ({e.strerror or type(e).__name__})") from None
 
 
 def check_output_file(path, *, option: str = "--out", suffixes=TABLE_SUFFIXES) -> Path:
@@ -64,6 +81,25 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
         raise OutputError(f"{option} {p}: is a file; give a folder")
     _writable_dir(p, f"{option} {p}")
     return p
+
+
+def check_output_names(folder, names, *, option: str = "--out-dir") -> None:
+    """Before any work: none of the files a verb will write into ``folder`` is a folder already.
+
+    Raises :class:`~bayesgrpo.errors.OutputError` naming the option, the folder and the file.
+    """
+    d = Path(folder)
+    for name in names:
+        p = d / name
+        if p.is_dir():
+            raise OutputError(f"{option} {d}: {name} is a folder where the output file {name} goes; "
+                              "move it away or give another --out-dir")  # fmt: skip
+
+
+def file_stems(run_ids) -> dict:
+    """``{run_id: safe_file_stem}`` for every run, unique among them (the names figures are written under)."""
+    taken: set[str] = set()
+    return {rid: safe_file_stem(rid, taken) for rid in run_ids}
 
 
 @contextlib.contextmanager
@@ -130,15 +166,21 @@ def save_figure(fig, path, *, dpi: int = 110) -> Path:
 
 
 def safe_file_stem(run_id: str, taken: set[str] | None = None) -> str:
-    """A file-name stem for a run id: safe characters only, never hidden, at most 80 characters,
-    and unique within ``taken`` (distinct ids that map to the same characters get a short hash).
+    """A file-name stem for a run id: letters and digits of any script, ``.``, ``-`` and ``_`` only
+    (``模型-运行`` stays ``模型-运行``; a path separator or a space becomes ``_``), never hidden, at most
+    80 characters and 200 UTF-8 bytes, and unique within ``taken`` (distinct ids that map to the same
+    characters get a short hash).
 
     ``taken`` (if given) is updated with the returned stem.
     """
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", str(run_id)).strip("._") or "run"
+    text = unicodedata.normalize("NFC", str(run_id))
+    s = re.sub(r"[^\w.-]+", "_", text).strip("._") or "run"
     digest = hashlib.sha1(str(run_id).encode()).hexdigest()[:8]
-    if len(s) > _MAX_STEM:
-        s = f"{s[: _MAX_STEM - 9]}-{digest}"
+    if len(s) > _MAX_STEM or len(s.encode()) > _MAX_STEM_BYTES:
+        s = s[: _MAX_STEM - 9]
+        while len(s.encode()) > _MAX_STEM_BYTES - 9:
+            s = s[:-1]
+        s = f"{s}-{digest}"
     if taken is not None:
         if s in taken:
             s = f"{s[: _MAX_STEM - 9]}-{digest}"

@@ -23,7 +23,7 @@ from bayesgrpo.errors import DataWarning
 from bayesgrpo.io._common import ALIASES, default_run_id, fmt_error, line_of, num, read_text, records_frame
 from bayesgrpo.schema import REWARD, RUN, SOURCE_LINE, STEP
 
-__all__ = ["read_trainer_state", "read_trl_console", "read_notebook", "run_config_meta"]
+__all__ = ["read_trainer_state", "read_trl_console", "read_notebook", "run_config_meta", "hf_trainer_state"]
 
 _SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
 _STATE_META = (
@@ -101,6 +101,35 @@ def _record_lines(text: str, n: int) -> list[int] | None:
         if ln == opener:
             out.append(i + 1)
     return out if len(out) == n else None
+
+
+_CKPT = re.compile(r"checkpoint-(\d+)$")
+
+
+def hf_trainer_state(folder) -> Path | None:
+    """The ``trainer_state.json`` of a Hugging Face / TRL output folder that reaches furthest: the newest
+    ``checkpoint-*/trainer_state.json`` or the folder's own (written at the end of training), by
+    ``global_step`` then modification time; None when the folder holds neither (one rule for
+    ``read_runs`` and ``bayesgrpo watch``)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return None
+    cands = []
+    for c in p.glob("checkpoint-*/trainer_state.json"):
+        m = _CKPT.search(c.parent.name)
+        if m and c.is_file():
+            cands.append((int(m.group(1)), c.stat().st_mtime, c))
+    top = p / "trainer_state.json"
+    if top.is_file():
+        cands.append((_global_step(top), top.stat().st_mtime, top))
+    return max(cands, key=lambda t: (t[0], t[1]))[2] if cands else None
+
+
+def _global_step(p: Path) -> int:
+    try:
+        return int(json.loads(p.read_text(encoding="utf-8")).get("global_step") or 0)
+    except (ValueError, OSError, TypeError, AttributeError):
+        return 0
 
 
 def read_trainer_state(path: Path):

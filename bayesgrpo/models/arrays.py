@@ -6,7 +6,8 @@ Conventions (one place for all of them):
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
 * **Reward bounds, horizon, logging interval, planned length**: the run's plan
   (:mod:`bayesgrpo.plan`; a 0-1 reward is inferred when every observed reward lies in [0, 1]: every
-  development run whose prefix lay in [0, 1] stayed there).
+  development run whose prefix lay in [0, 1] stayed there -- silently only when the rewards reach
+  :data:`bayesgrpo.plan.INFER_MIN_SHARE` of it, not at all below :data:`bayesgrpo.plan.RATE_RESOLUTION`).
 * **Normalisation** (:func:`normalisation`). Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
   observed rewards -- the rare batches that already reach a high reward show how far the run can
@@ -15,7 +16,7 @@ Conventions (one place for all of them):
   ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the prefix (a
   run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
   the run's own units through the exact inverse. A constant observed curve with unknown bounds gets
-  the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
+  the scale :data:`CONSTANT_SCALE` x |level| (x 1 at level 0) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
   :data:`NOISE_FLOOR` (2% of the scale).
 * **Timescale.** The prior of ``tau`` is in optimizer steps: measured on the development runs
@@ -27,7 +28,10 @@ Conventions (one place for all of them):
   already observed, ``f = (last - s0) / (planned - s0)`` (in prefix units the gain still to come
   shrinks as more of the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5).
   ``planned`` is metadata ``max_steps`` when it lies after the last logged step, else the horizon:
-  with ``max_steps`` known, asking for a longer horizon changes nothing about the posterior.
+  with ``max_steps`` known, asking for another horizon changes nothing about the posterior, and a
+  forecast to an earlier step is the forecast of the planned run read at that step (the calibration
+  layer, fitted at the planned end, widens pro rata: :meth:`RunInfo.time_to_go`). An explicit
+  horizon that differs from ``max_steps`` is warned about (:func:`bayesgrpo.forecast.batch.forecast_batch`).
 * **Model size.** ``log_size = log(params_b / REFERENCE_SIZE_B)``; ``size_known = 0`` where
   ``params_b`` is missing (the scaling kind then gives the run no size effect, with the population's
   size spread added to its timescale prior -- never the reference size).
@@ -55,7 +59,7 @@ __all__ = ["ModelArrays", "DATA_VARS", "RunInfo", "prepare_arrays", "normalisati
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
 LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
 SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
-CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of max(|level|, 1)
+CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of its |level| (1 at level 0)
 ADAM_BETA1 = 0.9  # the momentum prior's centre when beta1 is not logged (Adam's default)
 
 
@@ -74,6 +78,8 @@ DATA_VARS = (
     "mu_known",
     "floor",
     "floor_known",
+    "ceil",
+    "ceil_known",
     "fraction",
 )
 
@@ -87,7 +93,8 @@ class ModelArrays:
     step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
     (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
     (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
-    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``.
+    observed points), ``floor`` / ``ceil`` (the reward's lower / upper bound, normalised) and
+    ``floor_known`` / ``ceil_known``.
     """
 
     y: np.ndarray
@@ -106,11 +113,14 @@ class ModelArrays:
     size_known: np.ndarray = None  # type: ignore[assignment]
     floor: np.ndarray = None  # type: ignore[assignment]
     floor_known: np.ndarray = None  # type: ignore[assignment]
+    ceil: np.ndarray = None  # type: ignore[assignment]
+    ceil_known: np.ndarray = None  # type: ignore[assignment]
     fraction: np.ndarray = None  # type: ignore[assignment] # observed share of the planned span, (last - s0) / (planned - s0)
 
     def __post_init__(self):
         R = len(self.r0_obs)
-        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3)):
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("ceil", 0.0),
+                              ("ceil_known", 0.0), ("fraction", 0.3)):  # fmt: skip
             if getattr(self, name) is None:  # arrays saved before these fields existed
                 object.__setattr__(self, name, np.full(R, default))
 
@@ -154,6 +164,13 @@ class RunInfo:
     reward_max: float = float("nan")
     bounds: str = ""  # "metadata", "inferred" or "" (unknown)
 
+    def time_to_go(self, steps) -> np.ndarray:
+        """Share of the planned run's time to go at ``steps``: 0 at the last observation, 1 at the planned
+        end (and after it): how much of the calibration layer's widening a forecast at ``steps`` gets."""
+        end = self.planned if self.planned > self.last_step else self.horizon
+        go = (np.asarray(steps, dtype=float) - self.last_step) / max(1, end - self.last_step)
+        return np.clip(go, 0.0, 1.0)
+
     def future_steps(self) -> np.ndarray:
         """Logged steps after the last observation, up to the horizon, at the run's interval."""
         return future_steps(last_step=self.last_step, horizon=self.horizon, interval=self.interval)
@@ -185,7 +202,7 @@ def _family(meta_row) -> str:
 def normalisation(rewards, *, reward_min: float, reward_max: float, where: str = "the run") -> tuple[float, float]:
     """``(loc, scale)`` of a run's normalisation (module docstring): the start level, and the full range
     of the rewards floored at :data:`SCALE_FLOOR` of a known reward range. A constant curve of unknown
-    range gets :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`~bayesgrpo.errors.DataWarning`."""
+    range gets :data:`CONSTANT_SCALE` x |level| (x 1 at level 0) and a :class:`~bayesgrpo.errors.DataWarning`."""
     rn = np.asarray(rewards, dtype=float)
     loc = start_level(rn)
     # the full range of the prefix, not a robust one: the rare batches that already reach a high
@@ -196,7 +213,7 @@ def normalisation(rewards, *, reward_min: float, reward_max: float, where: str =
     if math.isfinite(width):
         scale = max(scale, SCALE_FLOOR * width)
     elif scale <= 0.0:
-        scale = CONSTANT_SCALE * max(abs(loc), 1.0)
+        scale = CONSTANT_SCALE * (abs(loc) if abs(loc) > 0 else 1.0)  # 10% of its level: a 1e-12 reward keeps its scale
         warnings.warn(
             f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
             f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
@@ -222,7 +239,8 @@ def _run_arrays(plan: RunPlan, s, r, rn, meta, *, where: str):
         reward_min=plan.reward_min, reward_max=plan.reward_max, bounds=plan.bounds,
     )  # fmt: skip
     floor = (plan.reward_min - loc) / scale if math.isfinite(plan.reward_min) else np.nan
-    return z, s - s[0], _noise_estimate(zn), float(start_level(zn)), floor, info
+    ceil = (plan.reward_max - loc) / scale if math.isfinite(plan.reward_max) else np.nan
+    return z, s - s[0], _noise_estimate(zn), float(start_level(zn)), (floor, ceil), info
 
 
 def prepare_arrays(
@@ -294,7 +312,8 @@ def _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_defau
     beta1 = np.array([meta_number(runs.meta.loc[i.run_id], "beta1") for i in infos])
     size = np.array([meta_number(runs.meta.loc[i.run_id], "params_b") for i in infos])
     size_known = (np.isfinite(size) & (size > 0)).astype(float)
-    floor = np.array(floors, dtype=float)
+    floor = np.array([f for f, _ in floors], dtype=float)
+    ceil = np.array([c for _, c in floors], dtype=float)
     return ModelArrays(
         y=y, mask=mask,
         refresh=np.array([i.refresh_interval for i in infos], dtype=np.int64),  # lag pattern: lag_sequence
@@ -305,6 +324,7 @@ def _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_defau
         log_size=np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0),
         size_known=size_known, r0_obs=np.array(r0s),
         floor=np.where(np.isfinite(floor), floor, 0.0), floor_known=np.isfinite(floor).astype(float),
+        ceil=np.where(np.isfinite(ceil), ceil, 0.0), ceil_known=np.isfinite(ceil).astype(float),
         fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
         run_ids=tuple(i.run_id for i in infos), families=tuple(fam_order),
     )  # fmt: skip

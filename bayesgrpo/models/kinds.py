@@ -105,7 +105,8 @@ class ModelKind:
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
             refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
             vec = {n: pm.Data(n, getattr(arr, n), dims="run", shape=(None,))
-                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor", "floor_known")}  # fmt: skip
+                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor",
+                             "floor_known", "ceil", "ceil_known")}  # fmt: skip
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
             span = vec["span"]
             # the population prior enters as per-run data: one compile serves every prior and fraction
@@ -131,7 +132,8 @@ class ModelKind:
                 t_sd = pt.sqrt(t_sd**2 + (1.0 - vec["size_known"]) * (alpha * LOG_SIZE_SD) ** 2)
 
             r0 = C.start_level(vec["r0_obs"], hp["r0_sd"])
-            r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
+            r_star = C.plateau(r0 + C.run_effect("gain", g_mu, g_sd), floor=vec["floor"], floor_known=vec["floor_known"],
+                               ceil=vec["ceil"], ceil_known=vec["ceil_known"])  # fmt: skip
             tau = pm.Deterministic("tau", 1.0 + pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
             mu = C.momentum(vec["mu_mean"], vec["mu_known"], free=self.free_momentum, like=span,
                             conc_unknown=hp["mu_conc"], conc_known=hp["mu_conc_known"])  # fmt: skip
@@ -180,17 +182,21 @@ class ModelKind:
         return propagate_numpy(m, P, n_steps, **kw)
 
     def stop(self, p: dict, *, n_steps: int, fraction: float, K: int):
-        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag."""
+        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag.
+
+        The gain is in normalised units (one unit = the run's reward scale): a gain below ``1 -
+        fraction`` of the scale has settled at the start (:mod:`bayesgrpo.physics.stopping`)."""
         from bayesgrpo.physics.stopping import settling_index, stop_steps
 
+        gain = p["r_star"] - p["r0"]
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import degenerate_deviation_paths
 
             x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"],
                                            lam=p.get("lam", 0.0))  # fmt: skip
-            idx, reached = settling_index(x, fraction=fraction)
+            idx, reached = settling_index(x, fraction=fraction, gain=gain)
             return np.minimum(idx, n_steps), reached
-        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K)
+        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K, gain=gain)
 
 
 #: the registry: kind name -> :class:`ModelKind`

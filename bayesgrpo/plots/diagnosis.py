@@ -59,6 +59,9 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
             lw=1.6,
             label=f"{r['mode']} ({sev}) @ {int(r['onset_step'])}",
         )
+    top = _ceiling_for(ceiling, getattr(runs, "meta", None), run_id)
+    if top is not None and np.isfinite(top):
+        ax.axhline(float(top), color="0.25", ls="--", lw=1.1, label=f"verifiable ceiling {float(top):g}")
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="best", framealpha=0.9)

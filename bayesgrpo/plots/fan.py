@@ -14,6 +14,20 @@ from bayesgrpo.schema import REWARD, STEP
 __all__ = ["fan_chart", "BAND_COLOR"]
 
 BAND_COLOR = "#1f6fb4"
+#: at most this many later logged points are drawn (every k-th, plus their rolling median)
+TRUTH_POINTS = 400
+
+
+def _draw_truth(ax, t) -> None:
+    """The later logged points behind the bands (zorder below theirs), thinned to :data:`TRUTH_POINTS`
+    with their rolling median: a long run never hides the forecast."""
+    k = max(1, int(np.ceil(len(t) / TRUTH_POINTS)))
+    ax.plot(t[STEP].to_numpy()[::k], t[REWARD].to_numpy()[::k], ".", color="0.7", ms=2.0, zorder=0.5,
+            label="logged later (truth)" + (f", every {k}th point" if k > 1 else ""))  # fmt: skip
+    if len(t) > TRUTH_POINTS:
+        med = t[REWARD].rolling(2 * k + 1, center=True, min_periods=1).median().to_numpy()[::k]
+        ax.plot(t[STEP].to_numpy()[::k], med, color="0.45", lw=1.0, zorder=0.6,
+                label="logged later, rolling median")  # fmt: skip
 
 
 def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
@@ -33,7 +47,8 @@ def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     bands : tuple of float
         Central interval masses of the logged-reward predictive distribution.
     truth : pandas.DataFrame, optional
-        The run's later logged points (``step``, ``reward``), drawn in grey for backtests.
+        The run's later logged points (``step``, ``reward``), drawn in light grey behind the bands for
+        backtests: at most :data:`TRUTH_POINTS` of them (every k-th) and, when thinned, their rolling median.
 
     Returns
     -------
@@ -61,8 +76,7 @@ def fan_chart(fit, run_id: str, *, ax=None, bands=INTERVALS, truth=None):
     ax.plot(steps, med, color=BAND_COLOR, lw=2, label="median latent reward")
     ax.plot(obs[STEP], obs[REWARD], ".", color="black", ms=3, label=f"observed ({len(obs)} points)")
     if truth is not None:
-        t = truth.loc[truth[STEP] > info.last_step]
-        ax.plot(t[STEP], t[REWARD], ".", color="0.6", ms=2.5, label="logged later (truth)")
+        _draw_truth(ax, truth.loc[truth[STEP] > info.last_step])
     win_lo = final_window_threshold(s0=info.s0, horizon=info.horizon, final_window=fit.config.final_window)
     fin = fit.final_draws(run_id)
     q = np.quantile(fin, [interval_bounds(HEADLINE)[0], 0.5, interval_bounds(HEADLINE)[1]])

@@ -268,8 +268,9 @@ def assemble(
     runs = []
     for i, row in enumerate(table.to_dict("records")):
         rid = str(row["run_id"])
-        rr = RunReport(index=i, run_id=rid, status=str(row.get("status") or "ok"), error=str(row.get("error") or ""),
-                       row=row, groups={c: _level(meta, rid, c) for c in by})  # fmt: skip
+        status, error = _report_status(row)
+        rr = RunReport(index=i, run_id=rid, status=status, error=error, row=row,
+                       groups={c: _level(meta, rid, c) for c in by})  # fmt: skip
         post = None
         if fit is not None and rid in fit.infos:
             truth = full.run(rid) if full is not None and rid in full.run_ids else None
@@ -294,6 +295,21 @@ def assemble(
                       value_per_reward=value_per_reward, by=by, comparison=cmp, compare_result=comparison,
                       provenance=prov, advice_source=ADVICE_SOURCE_POLICY if policy else ADVICE_SOURCE_BUDGET,
                       health_rule=health_rule())  # fmt: skip
+
+
+def _report_status(row: dict) -> tuple[str, str]:
+    """The page's two states of a run from a batch status (``bayesgrpo.forecast.batch.STATUSES``):
+    forecast (``ok``; a ``warning`` -- poor sampler health -- is forecast too, its health notes say
+    why) or not (``error``: an error, an interrupted run, or a complete one whose observed final
+    reward the text gives)."""
+    status, error = str(row.get("status") or "ok"), str(row.get("error") or "")
+    if status in ("ok", "warning"):
+        return "ok", ""
+    if status == "complete":
+        return "error", f"complete: logged up to its horizon; final reward {float(row['final_q50']):.4g} observed"
+    if status == "interrupted":
+        return "error", "interrupted (Ctrl-C) before its forecast finished"
+    return status, error
 
 
 def _level(meta: pd.DataFrame, rid: str, col: str) -> str:

@@ -93,7 +93,7 @@ def main() -> None:
         what = "fit: 50 points over a grid of" if c["kind"] == "fit" else "horizon: steps ahead of 100 points"
         fit_s = "" if c.get("fit_s") is None or c["fit_s"] != c["fit_s"] else f"{c['fit_s']:.1f}"
         md.append(f"| {what} | {c['size']:,} | {c.get('wall_s')} | {fit_s} | {c.get('status')} |")
-    from bayesgrpo.forecast.batch import MAX_FUTURE_STEPS, MAX_GRID_STEPS
+    from bayesgrpo.plan import MAX_FUTURE_STEPS, MAX_GRID_STEPS
 
     md += ["", "Limits chosen from these numbers (`bayesgrpo/forecast/batch.py`): a run whose logged steps span a "
            f"grid of more than {MAX_GRID_STEPS:,} steps, or a horizon more than {MAX_FUTURE_STEPS:,} steps after "

@@ -2,13 +2,13 @@
 
 The callback's rule: stop when ``P(final reward >= best so far + delta) < epsilon`` for ``patience``
 consecutive forecasts, "best so far" the best mean of 5 consecutive logged rewards
-(:func:`bayesgrpo.integrations._worker._best_window_mean`, the callback's own definition). It is run
+(:func:`bayesgrpo.integrations._serve._best_window_mean`, the callback's own definition). It is run
 here, as it runs live, through forecasts made at every 5% of each development run -- the final-reward
 draws of the stop-advice study's ledger (``bench/stop_study.py --stage forecasts``: leave-one-source-out
 priors, no layer; the shipped calibration layer of the oscillator is applied here, as the callback
 applies it) -- for the README's parameters and a grid of alternatives. A stop at a checkpoint saves
 ``(H - step) / (H - s0)`` of the run and loses ``max(0, final - level) / range`` (``level``: the current
-level at the stop, the mean of the last tenth of the prefix as in :func:`~bayesgrpo.forecast.calibration.leave_anchor`;
+level at the stop, the mean of the last tenth of the prefix as in :func:`bench/calibration_variants.leave_anchor`;
 ``range``: the run's robust range); a **bad stop** loses more than 0.1 of the range.
 The **oracle** stops at the first checkpoint whose true remaining gain is below 0.05 of the range; a
 run the oracle stops by half its span has **plateaued early** (the runs a stop rule is for).
@@ -35,8 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bayesgrpo.forecast.calibration import Calibration, leave_anchor  # noqa: E402
-from bayesgrpo.integrations._worker import _best_window_mean  # noqa: E402
+from calibration_variants import leave_anchor  # noqa: E402  (bench/: the research variants of the layer)
+
+from bayesgrpo.forecast.calibration import Calibration  # noqa: E402
+from bayesgrpo.integrations._serve import _best_window_mean  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data"

@@ -51,6 +51,7 @@ def _commands() -> list[tuple[str, list[str]]]:
     """(README line, argv) of every bayesgrpo command in the bash blocks, variables and globs expanded."""
     out = []
     for block in _blocks("bash"):
+        block = re.sub(r"\\\n\s*", " ", block)  # a command continued on the next line (a trailing backslash)
         env: dict[str, str] = {}
         for line in block.splitlines():
             code = line.split("  #")[0].split("| tee")[0].strip()

@@ -381,15 +381,14 @@ def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
 
 def model_kind(kind: str, model: str | None = None) -> str:
     """The ``--kind`` asked for (``--model``, its old name, with a warning), checked against the registry."""
-    from bayesgrpo.models.kinds import MODEL_KINDS
+    from bayesgrpo.models.kinds import kind_option
 
-    option = "--kind"
     if model is not None:
-        err_console().print("[yellow]warning:[/] --model is deprecated: the model kind is --kind (the word 'model' "
-                            "is the LLM of the metadata)")  # fmt: skip
-        kind, option = model, "--model"
-    if kind not in MODEL_KINDS:
-        fail(f"{option} {kind!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+        from bayesgrpo.models.kinds import MODEL_ALIAS_WARNING
+
+        err_console().print(f"[yellow]warning:[/] {MODEL_ALIAS_WARNING}")
+    with guard():
+        kind, _ = kind_option(kind, model)
     return kind
 
 

@@ -171,32 +171,16 @@ def _fail(msg: str):
     raise typer.Exit(2)
 
 
-def _check_kind(kind: str, model: str | None) -> str:
-    """The ``--kind`` asked for (``--model``, its old name, with a warning), checked against the registry."""
-    from rich.console import Console
-
-    from bayesgrpo.models.kinds import MODEL_KINDS
-
-    option = "--kind"
-    if model is not None:
-        Console(stderr=True, soft_wrap=True, highlight=False).print(
-            "[yellow]warning:[/] --model is deprecated: the model kind is --kind (the word 'model' is the LLM of "
-            "the metadata)"
-        )
-        kind, option = model, "--model"
-    if kind not in MODEL_KINDS:
-        _fail(f"{option} {kind!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
-    return kind
-
-
 def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history, plot, report, draws, tune, seed):
     """Every option and output of ``watch`` before anything is followed or compiled (one line, exit 2).
     Returns the reward bounds, the metadata (a frame, or None) and the model kind."""
     from pydantic import ValidationError
+    from rich.console import Console
 
     from bayesgrpo.errors import BayesGRPOError
     from bayesgrpo.inference.sampling import SamplerConfig
     from bayesgrpo.io import FORMATS, load_meta
+    from bayesgrpo.models.kinds import kind_option
     from bayesgrpo.plan import parse_reward_range
 
     if fmt is not None and fmt not in FORMATS:
@@ -206,12 +190,17 @@ def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history,
         if not p.exists() and not p.parent.exists():
             _fail(f"{p}: no such file or folder, and its folder {p.parent} does not exist either (a run about to "
                   "start must at least have its output folder)")  # fmt: skip
-    kind = _check_kind(kind, model)
+    try:
+        kind, warning = kind_option(kind, model)
+    except BayesGRPOError as e:
+        _fail(str(e))
+    if warning is not None:
+        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[yellow]warning:[/] {escape(warning)}")
     try:  # the bounds are the sampler config's (one place)
         SamplerConfig(draws=draws, tune=tune, chains=2, seed=seed)
     except ValidationError as e:
         err = e.errors()[0]
-        _fail(f"--{err['loc'][0]} {err['msg'].lower()}, got {err.get('input')}")
+        _fail(f"--{err['loc'][0]} must be {err['msg'].removeprefix('Input should be ')}, got {err.get('input')}")
     meta_row = None
     try:
         bounds = parse_reward_range(reward_range)

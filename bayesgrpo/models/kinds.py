@@ -41,7 +41,17 @@ import numpy as np
 from bayesgrpo.models.arrays import LOG_SIZE_SD, ModelArrays
 from bayesgrpo.models.prior import PopulationPrior, prior_resource
 
-__all__ = ["MODEL_KINDS", "ModelKind", "build_model", "get_kind", "prior_kind", "default_prior", "default_prior_path"]
+__all__ = [
+    "MODEL_KINDS",
+    "ModelKind",
+    "build_model",
+    "get_kind",
+    "prior_kind",
+    "default_prior",
+    "default_prior_path",
+    "kind_option",
+    "MODEL_ALIAS_WARNING",
+]
 
 
 @dataclass(frozen=True)
@@ -285,3 +295,21 @@ def default_prior(kind: str = "oscillator") -> PopulationPrior:
     raises :class:`~bayesgrpo.errors.PriorError` naming it.
     """
     return PopulationPrior.load(default_prior_path(kind))
+
+
+#: what every front end says when the old option ``--model`` names the kind
+MODEL_ALIAS_WARNING = "--model is deprecated: the model kind is --kind (the word 'model' is the LLM of the metadata)"
+
+
+def kind_option(kind: str, model: str | None = None) -> tuple[str, str | None]:
+    """``(kind, warning or None)`` of the ``--kind`` option (``--model``, its old name, wins with
+    :data:`MODEL_ALIAS_WARNING`); a name not in :data:`MODEL_KINDS` is an
+    :class:`~bayesgrpo.errors.OptionError` naming the option used."""
+    from bayesgrpo.errors import OptionError
+
+    option, warning = "--kind", None
+    if model is not None:
+        kind, option, warning = model, "--model", MODEL_ALIAS_WARNING
+    if kind not in MODEL_KINDS:
+        raise OptionError(f"{option} {kind!r} is not a model kind; choose one of {', '.join(MODEL_KINDS)}")
+    return kind, warning

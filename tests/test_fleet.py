@@ -244,7 +244,8 @@ def test_a_run_that_fails_on_a_worker_is_an_error_row(cluster):
     tab = res.table.set_index("run_id")
     assert list(tab.index) == list(ids)
     assert tab.loc[ids[1], "status"] == "error" and "simulated failure" in tab.loc[ids[1], "error"]
-    assert (tab.loc[[ids[0], ids[2]], "status"] == "ok").all()
+    # forecast: "ok", or "warning" exactly where the run's sampler health says so (issue 19: 40 draws often do)
+    assert [tab.loc[r, "status"] for r in (ids[0], ids[2])] == [res.fit.health_status(r)[0] for r in (ids[0], ids[2])]
     assert np.isfinite(tab.loc[[ids[0], ids[2]], "final_q50"]).all()
 
 

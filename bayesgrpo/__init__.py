@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-__version__ = "0.1.0"
+from bayesgrpo._version import __version__
 
 logging.getLogger("bayesgrpo").addHandler(logging.NullHandler())
 

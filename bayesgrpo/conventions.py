@@ -1,28 +1,18 @@
-"""Canonical names and reporting conventions, defined once for every command, table and plot.
-
-Dims: ``run``, ``step``, ``family``, ``group_size``, ``obs``, ``cutoff``; the observed variable is
-``reward``; forecast quantities are ``final_reward`` and ``stop_step``.
+"""Reporting conventions, defined once for every command, table and plot.
 
 Intervals: every table and figure reports the central intervals :data:`INTERVALS` (50/80/90%), as
-the quantiles :data:`QUANTILES`; :data:`HEADLINE` is the one printed in one-line summaries. ArviZ's
+the quantiles :data:`QUANTILES` (three-number summaries: :data:`SUMMARY_QUANTILES`); :data:`HEADLINE`
+is the one printed in one-line summaries and the one the calibration layer is fitted for. ArviZ's
 default (89% ETI) is never used: wherever ArviZ summarises, :data:`CI_PROB` is passed explicitly.
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "RUN_DIM", "STEP_DIM", "FAMILY_DIM", "CUTOFF_DIM", "REWARD_VAR", "FINAL_REWARD", "STOP_STEP", "AUTO_KIND",
-    "INTERVALS", "QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
+    "AUTO_KIND", "INTERVALS", "QUANTILES", "SUMMARY_QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
     "quantile_column", "interval_bounds", "interval_label",
 ]  # fmt: skip
 
-RUN_DIM = "run"
-STEP_DIM = "step"
-FAMILY_DIM = "family"
-CUTOFF_DIM = "cutoff"
-REWARD_VAR = "reward"
-FINAL_REWARD = "final_reward"
-STOP_STEP = "stop_step"
 #: the model "kind" whose shape is chosen per run among the kinds (:mod:`bayesgrpo.forecast.shape`)
 AUTO_KIND = "auto"
 
@@ -43,6 +33,9 @@ def interval_bounds(mass: float) -> tuple[float, float]:
 
 #: every quantile level reported (the bounds of :data:`INTERVALS` and the median), ascending
 QUANTILES: tuple[float, ...] = tuple(sorted({q for m in INTERVALS for q in interval_bounds(m)} | {0.5}))
+#: the levels of a three-number summary (the :data:`CI_PROB` interval and the median): the forecast
+#: table's stop step and plateau
+SUMMARY_QUANTILES: tuple[float, float, float] = (interval_bounds(CI_PROB)[0], 0.5, interval_bounds(CI_PROB)[1])
 
 
 def quantile_column(prefix: str, q: float) -> str:

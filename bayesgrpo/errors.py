@@ -9,7 +9,6 @@ __all__ = [
     "BayesGRPOError",
     "DataValidationError",
     "LogFormatError",
-    "NotFittedError",
     "ForecastError",
     "DataWarning",
     "SamplerWarning",
@@ -17,6 +16,8 @@ __all__ = [
     "ArtefactError",
     "OutputError",
     "OptionError",
+    "warning_type",
+    "Interrupted",
 ]
 
 
@@ -33,10 +34,6 @@ class LogFormatError(BayesGRPOError, ValueError):
 
     The message names the file and the line or record, and says what was expected.
     """
-
-
-class NotFittedError(BayesGRPOError, RuntimeError):
-    """A method that needs a fitted model was called before ``fit``."""
 
 
 class ForecastError(BayesGRPOError, ValueError):
@@ -59,9 +56,30 @@ class OptionError(BayesGRPOError, ValueError):
     """A command-line option (or keyword argument) has a value outside what it allows."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped the work; ``partial`` holds what had finished (None: nothing).
+
+    A :class:`KeyboardInterrupt`, so code that does not know it still stops; the layers that do
+    pass on what finished (a batch keeps its finished runs, a backtest its finished cases).
+    """
+
+    def __init__(self, message: str = "interrupted (Ctrl-C)", *, partial=None):
+        super().__init__(message)
+        self.partial = partial
+
+
 class DataWarning(UserWarning):
     """Input data were usable but something was repaired or dropped (named in the message)."""
 
 
 class SamplerWarning(UserWarning):
     """Sampler health is poor (r_hat, ESS or divergences)."""
+
+
+def warning_type(name: str) -> type[Warning]:
+    """The warning class named ``name`` (one of this module's, or a builtin one; else ``UserWarning``):
+    how a warning caught in another process (a Dask worker) is raised again here under its own type."""
+    import builtins
+
+    cls = globals().get(name) or getattr(builtins, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning

@@ -49,8 +49,9 @@ quantity under another *definition* feeds a separate channel, never the same nam
 missing as NaN / None) plus any free-form extra columns; importers record the source key of every
 channel they mapped as ``<channel>_key`` (e.g. ``reward_std_key``).
 
-Models normalise ``reward`` per run (``bayesgrpo.models.arrays``); the data here stay in the
-run's own units.
+A RunSet is always in the runs' own units; the models' per-run normalisation (and its exact inverse)
+is :func:`bayesgrpo.models.arrays.normalisation`, the per-run facts of a forecast (truncation,
+horizon, interval, bounds) are its plan (:mod:`bayesgrpo.plan`).
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ __all__ = [
     "is_channel",
     "META_FIELDS",
     "NUMERIC_META",
+    "check_meta_values",
+    "meta_value_problem",
     "RunSet",
 ]
 
@@ -116,38 +119,57 @@ def is_channel(name: str) -> bool:
     )
 
 
-META_FIELDS = (
-    "model",
-    "family",
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "dataset",
-    "algorithm",
-    "reward_min",
-    "reward_max",
-    "source_file",
-)
-NUMERIC_META = (
-    "params_b",
-    "group_size",
-    "learning_rate",
-    "beta1",
-    "refresh_interval",
-    "batch_size",
-    "max_steps",
-    "reward_min",
-    "reward_max",
-)
+#: the run metadata fields, each with its kind (``num``: a number, else text)
+_META_KINDS = {
+    "model": "text", "family": "text", "params_b": "num", "group_size": "num", "learning_rate": "num",
+    "beta1": "num", "refresh_interval": "num", "batch_size": "num", "max_steps": "num", "dataset": "text",
+    "algorithm": "text", "reward_min": "num", "reward_max": "num", "source_file": "text",
+}  # fmt: skip
+META_FIELDS = tuple(_META_KINDS)
+NUMERIC_META = tuple(f for f, kind in _META_KINDS.items() if kind == "num")
 _BOOKKEEPING = (SOURCE_FILE, SOURCE_LINE)
 # lower bound and whether it is exclusive, per numeric metadata field (values outside are missing)
 _META_RANGES = {"params_b": (0.0, True), "group_size": (1.0, False), "learning_rate": (0.0, True),
                 "beta1": (0.0, False), "refresh_interval": (1.0, False), "batch_size": (1.0, False),
                 "max_steps": (1.0, False)}  # fmt: skip
+
+
+def meta_value_problem(field: str, value) -> str | None:
+    """Why ``value`` cannot be metadata ``field`` (None: it can). Numeric fields must be finite
+    numbers within :data:`_META_RANGES`; ``beta1`` a momentum in [0, 1)."""
+    if field not in NUMERIC_META or value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "not a number"
+    if not np.isfinite(v):
+        return None if np.isnan(v) else "not a finite number"
+    lo, lo_open = _META_RANGES.get(field, (None, False))
+    if lo is not None and ((v <= lo) if lo_open else (v < lo)):
+        return f"outside its range ({'>' if lo_open else '>='} {lo:g})"
+    if field == "beta1" and v >= 1.0:
+        return "not a momentum in [0, 1)"
+    return None
+
+
+def check_meta_values(meta: pd.DataFrame, where: str, *, stacklevel: int = 3) -> pd.DataFrame:
+    """A copy of ``meta`` (index: run ids, or a ``run_id`` column) whose numeric fields are floats, each
+    value :func:`meta_value_problem` refuses made missing with a :class:`DataWarning` naming ``where``
+    (the metadata file), the run, the column and the value."""
+    out = meta.copy()
+    ids = out[RUN] if RUN in out.columns else pd.Series(out.index if out.index.name == RUN else "(every run)",
+                                                        index=out.index)  # fmt: skip
+    for f in [f for f in NUMERIC_META if f in out.columns]:
+        why = {i: meta_value_problem(f, v) for i, v in out[f].items()}
+        for i, w in why.items():
+            if w is not None:
+                v = out.loc[i, f]
+                shown = f"{v!r}" if isinstance(v, str) else f"{float(v):g}"
+                warnings.warn(f"metadata{where}: run {ids[i]!r}, column {f!r} is {shown}, {w}; treated as missing",
+                              DataWarning, stacklevel=stacklevel)  # fmt: skip
+        out[f] = pd.to_numeric(out[f].where([w is None for w in why.values()]), errors="coerce").astype(float)
+    return out
 
 
 def _where(df: pd.DataFrame, idx, source: str | None) -> str:
@@ -239,94 +261,9 @@ class RunSet:
             )
         if len(data) == 0:
             raise DataValidationError(f"run data{where_src} contain no rows")
-        df = data.copy()
-        df[RUN] = df[RUN].astype(str)
-        # step: numeric, finite, integer-valued
-        step = pd.to_numeric(df[STEP], errors="coerce")
-        bad = step.isna() | ~np.isfinite(step.to_numpy(dtype=float, na_value=np.nan))
-        if bad.any():
-            i = bad[bad].index[0]
-            raise DataValidationError(
-                f"step {data.loc[i, STEP]!r} is not a finite number ({_where(df, i, source)}); "
-                f"{int(bad.sum())} such row(s). Steps must be integers."
-            )
-        if (step != np.round(step)).any():
-            i = step[step != np.round(step)].index[0]
-            raise DataValidationError(
-                f"step {float(step[i]):g} is not an integer ({_where(df, i, source)}). Steps must be "
-                "optimizer step counts; convert fractional epochs to steps first."
-            )
-        df[STEP] = step.astype(np.int64)
-        # reward and every other metric: numeric
-        for col in df.columns:
-            if col in (RUN, STEP, SOURCE_FILE):
-                continue
-            if df[col].dtype.kind in "fiub":
-                continue
-            conv = pd.to_numeric(df[col], errors="coerce")
-            newly_nan = conv.isna() & df[col].notna()
-            if newly_nan.any():
-                i = newly_nan[newly_nan].index[0]
-                if col == REWARD:
-                    raise DataValidationError(
-                        f"reward {data.loc[i, col]!r} is not a number ({_where(df, i, source)}); "
-                        f"{int(newly_nan.sum())} such row(s)."
-                    )
-                if col == SOURCE_LINE:
-                    continue
-                # a non-numeric free-form column (e.g. a tag) is kept as it is
-                continue
-            df[col] = conv.astype(float)
-        rew = df[REWARD].to_numpy(dtype=float)
-        inf = np.isinf(rew)
-        if inf.any():
-            i = df.index[inf][0]
-            raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
-        nan = np.isnan(rew)
-        if nan.any():
-            idx = df.index[nan]
-            runs = sorted(set(df.loc[idx, RUN]))
-            warnings.warn(
-                f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
-                f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
-                DataWarning,
-                stacklevel=2,
-            )
-            df = df.loc[~nan]
-        # order of runs: first appearance; steps sorted within run
-        order = pd.unique(df[RUN])
-        pos = {r: k for k, r in enumerate(order)}
-        for rid, g in df.groupby(RUN, sort=False):
-            s = g[STEP].to_numpy()
-            if len(s) > 1 and np.any(np.diff(s) < 0):
-                k = int(np.argmax(np.diff(s) < 0)) + 1
-                warnings.warn(
-                    f"steps of run {rid!r}{where_src} are not sorted (step {s[k]} follows {s[k - 1]} "
-                    f"at {_where(df, g.index[k], source)}); sorted them.",
-                    DataWarning,
-                    stacklevel=2,
-                )
-        df["_run_pos"] = df[RUN].map(pos)
-        df["_orig"] = np.arange(len(df))
-        df = df.sort_values(["_run_pos", STEP, "_orig"], kind="stable")
-        dup = df.duplicated([RUN, STEP], keep=False)
-        if dup.any():
-            first = df.index[dup.to_numpy()][0]
-            rid = df.loc[first, RUN]
-            steps = sorted(set(df.loc[dup & (df[RUN] == rid), STEP]))
-            msg = (
-                f"run {rid!r}{where_src} logs step(s) {steps[:8]}{' ...' if len(steps) > 8 else ''} more "
-                f"than once (first at {_where(df, first, source)}); {int(dup.sum())} rows involved"
-            )
-            if on_duplicate == "error":
-                raise DataValidationError(
-                    msg + ". A resumed run? Pass on_duplicate='last' (keep the later log) or clean the file."
-                )
-            if on_duplicate not in ("last", "first"):
-                raise ValueError(f"on_duplicate must be 'error', 'last' or 'first', got {on_duplicate!r}")
-            warnings.warn(msg + f"; kept the {on_duplicate} occurrence of each.", DataWarning, stacklevel=2)
-            df = df.drop_duplicates([RUN, STEP], keep=on_duplicate)
-        df = df.drop(columns=["_run_pos", "_orig"]).reset_index(drop=True)
+        df = _numeric(data, source)
+        df = _drop_missing_rewards(df, source)
+        df = _sorted_unique(df, source, on_duplicate)
         counts = df.groupby(RUN, sort=False).size()
         few = counts[counts < min_points]
         if len(few):
@@ -365,34 +302,8 @@ class RunSet:
         for f in META_FIELDS:
             if f not in out.columns:
                 out[f] = np.nan if f in NUMERIC_META else None
+        out = check_meta_values(out, f" ({source})" if source else "", stacklevel=4)
         where = f" ({source})" if source else ""
-        for f in NUMERIC_META:
-            conv = pd.to_numeric(out[f], errors="coerce")
-            bad = conv.isna() & out[f].notna() & (out[f].astype(str).str.strip() != "")
-            for r in bad[bad].index:
-                warnings.warn(
-                    f"metadata{where}: run {r!r}, column {f!r} is {out.loc[r, f]!r}, not a number; treated as missing",
-                    DataWarning,
-                    stacklevel=3,
-                )
-            lo, lo_open = _META_RANGES.get(f, (None, False))
-            if lo is not None:
-                bad = conv.notna() & ((conv <= lo) if lo_open else (conv < lo))
-                for r in bad[bad].index:
-                    warnings.warn(
-                        f"metadata{where}: run {r!r}, column {f!r} is {conv[r]:g}, outside its range "
-                        f"({'>' if lo_open else '>='} {lo:g}); treated as missing",
-                        DataWarning,
-                        stacklevel=3,
-                    )
-                conv = conv.where(~bad)
-            if f == "beta1":
-                bad = conv.notna() & (conv >= 1.0)
-                for r in bad[bad].index:
-                    warnings.warn(f"metadata{where}: run {r!r}, beta1 = {conv[r]:g} is not a momentum in [0, 1); "
-                                  "treated as missing", DataWarning, stacklevel=3)  # fmt: skip
-                conv = conv.where(~bad)
-            out[f] = conv.astype(float)
         if {"reward_min", "reward_max"} <= set(out.columns):
             bad = out["reward_min"].notna() & out["reward_max"].notna() & (out["reward_min"] >= out["reward_max"])
             for r in bad[bad].index:
@@ -432,7 +343,7 @@ class RunSet:
     def truncate(self, *, fraction: float | None = None, until_step: int | None = None) -> RunSet:
         """Keep each run's first ``fraction`` of its step span (or steps <= ``until_step``)."""
         parts = []
-        for rid, g in self.data.groupby(RUN, sort=False):
+        for _, g in self.data.groupby(RUN, sort=False):
             if fraction is not None:
                 s0, s1 = g[STEP].iloc[0], g[STEP].iloc[-1]
                 cut = s0 + fraction * (s1 - s0)
@@ -516,15 +427,15 @@ class RunSet:
 
     # ------------------------------------------------------------------ reports
     def summary(self) -> pd.DataFrame:
-        """One row per run: points, first/last step, logging interval, reward range, channels, other metrics
-        and metadata present (``channels`` and ``metrics`` are comma-separated names)."""
+        """One row per run: points, first/last step, reward range, channels, other metrics and metadata
+        present (``channels`` and ``metrics`` are comma-separated names; the logging interval a forecast
+        uses is the run's plan's: :func:`bayesgrpo.plan.logging_interval`)."""
         g = self.data.groupby(RUN, sort=False)
         out = pd.DataFrame(
             {
                 "points": g.size(),
                 "first_step": g[STEP].min(),
                 "last_step": g[STEP].max(),
-                "interval": g[STEP].apply(lambda s: float(np.median(np.diff(s))) if len(s) > 1 else np.nan),
                 "reward_min": g[REWARD].min(),
                 "reward_max": g[REWARD].max(),
                 "reward_last10": g[REWARD].apply(lambda r: float(r.iloc[-max(1, len(r) // 10) :].mean())),
@@ -588,3 +499,97 @@ def _present(v) -> bool:
     if isinstance(v, float) and np.isnan(v):
         return False
     return not (isinstance(v, str) and v == "")
+
+
+def _numeric(data: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """A copy with string run ids, integer steps and numeric metrics (one-line errors naming the row)."""
+    df = data.copy()
+    df[RUN] = df[RUN].astype(str)
+    step = pd.to_numeric(df[STEP], errors="coerce")  # numeric, finite, integer-valued
+    bad = step.isna() | ~np.isfinite(step.to_numpy(dtype=float, na_value=np.nan))
+    if bad.any():
+        i = bad[bad].index[0]
+        raise DataValidationError(
+            f"step {data.loc[i, STEP]!r} is not a finite number ({_where(df, i, source)}); "
+            f"{int(bad.sum())} such row(s). Steps must be integers."
+        )
+    if (step != np.round(step)).any():
+        i = step[step != np.round(step)].index[0]
+        raise DataValidationError(
+            f"step {float(step[i]):g} is not an integer ({_where(df, i, source)}). Steps must be "
+            "optimizer step counts; convert fractional epochs to steps first."
+        )
+    df[STEP] = step.astype(np.int64)
+    for col in df.columns:  # reward and every other metric: numeric
+        if col in (RUN, STEP, SOURCE_FILE) or df[col].dtype.kind in "fiub":
+            continue
+        conv = pd.to_numeric(df[col], errors="coerce")
+        newly_nan = conv.isna() & df[col].notna()
+        if newly_nan.any():
+            i = newly_nan[newly_nan].index[0]
+            if col == REWARD:
+                raise DataValidationError(
+                    f"reward {data.loc[i, col]!r} is not a number ({_where(df, i, source)}); "
+                    f"{int(newly_nan.sum())} such row(s)."
+                )
+            continue  # a non-numeric free-form column (e.g. a tag) or line number is kept as it is
+        df[col] = conv.astype(float)
+    return df
+
+
+def _drop_missing_rewards(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
+    """Refuse infinite rewards; drop NaN ones with a warning naming the first row and the runs."""
+    rew = df[REWARD].to_numpy(dtype=float)
+    inf = np.isinf(rew)
+    if inf.any():
+        i = df.index[inf][0]
+        raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
+    nan = np.isnan(rew)
+    if not nan.any():
+        return df
+    idx = df.index[nan]
+    runs = sorted(set(df.loc[idx, RUN]))
+    where_src = f" in {source}" if source else ""
+    warnings.warn(
+        f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
+        f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
+        DataWarning,
+        stacklevel=4,
+    )
+    return df.loc[~nan]
+
+
+def _sorted_unique(df: pd.DataFrame, source: str | None, on_duplicate: str) -> pd.DataFrame:
+    """Runs in order of first appearance, steps sorted within a run (warned), one row per step."""
+    where_src = f" in {source}" if source else ""
+    pos = {r: k for k, r in enumerate(pd.unique(df[RUN]))}
+    for rid, g in df.groupby(RUN, sort=False):
+        s = g[STEP].to_numpy()
+        if len(s) > 1 and np.any(np.diff(s) < 0):
+            k = int(np.argmax(np.diff(s) < 0)) + 1
+            warnings.warn(
+                f"steps of run {rid!r}{where_src} are not sorted (step {s[k]} follows {s[k - 1]} "
+                f"at {_where(df, g.index[k], source)}); sorted them.",
+                DataWarning,
+                stacklevel=4,
+            )
+    df = df.assign(_run_pos=df[RUN].map(pos), _orig=np.arange(len(df)))
+    df = df.sort_values(["_run_pos", STEP, "_orig"], kind="stable")
+    dup = df.duplicated([RUN, STEP], keep=False)
+    if dup.any():
+        first = df.index[dup.to_numpy()][0]
+        rid = df.loc[first, RUN]
+        steps = sorted(set(df.loc[dup & (df[RUN] == rid), STEP]))
+        msg = (
+            f"run {rid!r}{where_src} logs step(s) {steps[:8]}{' ...' if len(steps) > 8 else ''} more "
+            f"than once (first at {_where(df, first, source)}); {int(dup.sum())} rows involved"
+        )
+        if on_duplicate == "error":
+            raise DataValidationError(
+                msg + ". A resumed run? Pass on_duplicate='last' (keep the later log) or clean the file."
+            )
+        if on_duplicate not in ("last", "first"):
+            raise ValueError(f"on_duplicate must be 'error', 'last' or 'first', got {on_duplicate!r}")
+        warnings.warn(msg + f"; kept the {on_duplicate} occurrence of each.", DataWarning, stacklevel=4)
+        df = df.drop_duplicates([RUN, STEP], keep=on_duplicate)
+    return df.drop(columns=["_run_pos", "_orig"]).reset_index(drop=True)

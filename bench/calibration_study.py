@@ -5,8 +5,10 @@ bayesgrpo/resources/calibration_<kind>.json.
     .venv/bin/python bench/forecast_benchmark.py --config oscillator   # the ledgers (draws per case)
     .venv/bin/python bench/calibration_study.py --config oscillator --config degeneracy
 
-For every source S, each variant of the layer (``bayesgrpo.forecast.calibration.fit_calibration``) is
-fitted on the backtest cases of every OTHER source and applied to S's draws, which are re-scored:
+For every source S, each variant of the layer is fitted on the backtest cases of every OTHER source and
+applied to S's draws, which are re-scored (``shift`` is the package's layer,
+``bayesgrpo.forecast.calibration.fit_calibration``; the others are research variants,
+``bench/calibration_variants.py``):
 
 * ``none``: the model's own draws;
 * ``widths``: split-conformal width of each tail per observed fraction, free to narrow (to 0.5x);
@@ -42,11 +44,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import forecast_benchmark as FB  # noqa: E402
+from calibration_variants import apply_layer, fit_variant_layer, leave_anchor  # noqa: E402
 from devdata import SELECTION, load_dev  # noqa: E402
 
 from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
 from bayesgrpo.evaluation.scoring import score_draws, summarize, summarize_weighted  # noqa: E402
-from bayesgrpo.forecast.calibration import fit_calibration, leave_anchor  # noqa: E402
+from bayesgrpo.forecast.calibration import fit_calibration  # noqa: E402
 
 CMD = ".venv/bin/python bench/calibration_study.py"
 VARIANTS = {
@@ -68,7 +71,7 @@ def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
     """The config's scored bayesgrpo cases with their draws, the anchors of the leave component."""
     cases, draws = FB.load_cases(name), FB.load_draws(name)
     b = cases[cases["ok"].astype(bool)].copy()
-    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"])]
+    b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"], strict=True)]
     b = b[b["key"].isin(draws)].reset_index(drop=True)
     anchors = []
     for r in b.itertuples():
@@ -76,7 +79,7 @@ def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
         rmin = runs.meta.loc[r.run_id].get("reward_min", np.nan) if "reward_min" in runs.meta else np.nan
         anchors.append(leave_anchor(d.loc[d["step"] <= r.observed_until, "reward"].to_numpy(),
                                     float(rmin) if pd.notna(rmin) else np.nan))  # fmt: skip
-    b["level"], b["floor"] = (np.array(a) for a in zip(*anchors))
+    b["level"], b["floor"] = (np.array(a) for a in zip(*anchors, strict=True))
     drop = []  # the running peak of the prefix above its level (leave_anchor's: the mean of the last tenth)
     for r in b.itertuples():
         d = runs.run(r.run_id)
@@ -124,13 +127,16 @@ def choose(S: pd.DataFrame, W: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def fit_variant(cases, draws, spec, name):
+    """The layer of one variant: the package's (``additive``) or a research one (``calibration_variants``)."""
     spec = dict(spec)
     split = spec.pop("split", None)
     if split:  # one layer per group of the split column
-        return {g: fit_variant(cases[cases[split] == g], [d for d, m in zip(draws, cases[split] == g) if m], spec, name)
-                for g in (False, True)}  # fmt: skip
+        return {g: fit_variant(cases[cases[split] == g], [d for d, m in zip(draws, cases[split] == g, strict=True) if m],
+                               spec, name) for g in (False, True)}  # fmt: skip
+    if spec.pop("additive", False):
+        return fit_calibration(cases, name=name, **spec)
     widths = spec.pop("widths", True)
-    cal = fit_calibration(cases, draws=draws, name=name, **spec)
+    cal = fit_variant_layer(cases, draws=draws, name=name, **spec)
     if not widths:
         cal = cal.model_copy(update={"w_up": (1.0,) * len(cal.fraction_grid), "w_dn": (1.0,) * len(cal.fraction_grid)})
     return cal
@@ -144,12 +150,13 @@ def loso_rows(name: str, b: pd.DataFrame, draws: list) -> tuple[pd.DataFrame, di
         for v, spec in VARIANTS.items():
             fitted = None if spec is None else fit_variant(b.iloc[tr], [draws[i] for i in tr], spec, f"loso-{v}")
             if fitted is not None and not isinstance(fitted, dict):
-                layers[v][s] = dict(w_up=fitted.w_up, w_dn=fitted.w_dn, p_leave=fitted.p_leave)
+                layers[v][s] = {k: getattr(fitted, k) for k in ("w_up", "w_dn", "p_leave", "c_up", "c_dn")
+                                if hasattr(fitted, k)}  # fmt: skip
             for i in te:
                 r = b.iloc[i]
                 cal = fitted[bool(r.past_peak)] if isinstance(fitted, dict) else fitted
-                x = draws[i] if cal is None else cal.apply(draws[i], fraction=r.cutoff, level=r.level, floor=r.floor,
-                                                           scale=r.scale)  # fmt: skip
+                x = draws[i] if cal is None else apply_layer(cal, draws[i], fraction=r.cutoff, level=r.level,
+                                                             floor=r.floor, scale=r.scale)  # fmt: skip
                 row = dict(run_id=r.run_id, source=s, cutoff=r.cutoff, method=f"{name}:{v}", ok=True, seconds=0.0)
                 row.update(score_draws(x, r.truth, r["range"]))
                 rows.append(row)
@@ -193,7 +200,7 @@ def main():
         ]
         out[name] = dict(per_case=S.to_dict("records"), source_weighted=W.to_dict("records"),
                          choice=score.to_dict("records"), shipped=shipped)  # fmt: skip
-        kind = FB.CONFIGS[name]["model"]
+        kind = FB.CONFIGS[name]["kind"]
         if name == kind and shipped == "none":  # no layer pays: the kind ships none (a stale one is removed)
             (ROOT / "bayesgrpo" / "resources" / f"calibration_{kind}.json").unlink(missing_ok=True)
             md += [f"No layer ships for `{kind}` (`none` met the most targets).", ""]
@@ -202,8 +209,10 @@ def main():
             cal = cal.model_copy(update={"provenance": {**cal.provenance, "command": CMD, "data": SELECTION,
                                                         "ledger": f"bench/results/forecast_runs/dev/{name}", "date": stamp}})  # fmt: skip
             cal.save(ROOT / "bayesgrpo" / "resources" / f"calibration_{kind}.json")
-            md += [f"Shipped `bayesgrpo/resources/calibration_{kind}.json` ({shipped}, every case): "
-                   f"w_up {cal.w_up}, w_dn {cal.w_dn}, c_up {cal.c_up}, c_dn {cal.c_dn}, p_leave {cal.p_leave} at "
+            pars = ", ".join(
+                f"{k} {v}" for k, v in cal.model_dump(exclude={"name", "provenance", "fraction_grid"}).items()
+            )
+            md += [f"Shipped `bayesgrpo/resources/calibration_{kind}.json` ({shipped}, every case): {pars} at "
                    f"fractions {cal.fraction_grid}; identity `{cal.identity}`.", ""]  # fmt: skip
         print(name, "done", flush=True)
     (FB.RES / "calibration_study.md").write_text("\n".join(md) + "\n")

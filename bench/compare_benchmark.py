@@ -28,7 +28,6 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,10 +69,11 @@ def load(name: str):
 def fit(name: str) -> None:
     from bayesgrpo.compare.model import compare_runs
     from bayesgrpo.inference.sampling import SamplerConfig
+    from bayesgrpo.plots.forest import forest_plot
 
     runs, kw = load(name)
     if name.endswith("_saturation"):  # robustness check: the best-LOO, well-mixing kind alone
-        kw["models"] = ("saturation",)
+        kw["kinds"] = ("saturation",)
     t0 = time.perf_counter()
     res = compare_runs(runs, sampler=SamplerConfig(draws=DRAWS, tune=TUNE, chains=CHAINS), seed=0, **kw)
     dt = time.perf_counter() - t0
@@ -85,7 +85,7 @@ def fit(name: str) -> None:
     res.health.to_csv(f"{pre}_health.csv", index=False)
     Path(f"{pre}_summary.md").write_text(res.summary_markdown())
     FIG.mkdir(parents=True, exist_ok=True)
-    res.forest().savefig(FIG / f"compare_{name}_forest.png", dpi=120)
+    forest_plot(res).savefig(FIG / f"compare_{name}_forest.png", dpi=120)
     info = {
         "dataset": name, "n_runs": len(runs), "by": list(kw["by"]), "max_steps": kw["max_steps"],
         "draws": DRAWS, "tune": TUNE, "chains": CHAINS, "seconds": round(dt, 1), "primary": res.primary,

@@ -96,7 +96,7 @@ def main():
         for k in (1.0, 1.5, 2.0):
             fits[f"degeneracy k={k:g}"] = fit("degeneracy", e, cfg.momentum, kappa=k)
         fits["degeneracy k free"] = fit("degeneracy", e, cfg.momentum, kappa=None)
-        for name, (_, r2, k, curve) in fits.items():
+        for name, (_, r2, _k, curve) in fits.items():
             row[f"R2 {name}"] = round(r2, 4)
             row[f"t10 err {name}"] = t10(curve) - row["t10_data"]
         row["kappa_free"] = round(fits["degeneracy k free"][2], 2)
@@ -107,7 +107,7 @@ def main():
 
     fig = Figure(figsize=(4 * len(figs) // 2 + 4, 6.5), layout="constrained")
     axes = fig.subplots(2, (len(figs) + 1) // 2).ravel()
-    for ax, (c, e, curves) in zip(axes, figs):
+    for ax, (c, e, curves) in zip(axes, figs, strict=False):  # a spare axis stays empty
         ax.plot(e, color="k", lw=2.5, label="testbed exact E[reward]")
         ax.plot(curves["linear"], "--", color="C3", label="linear oscillator fit")
         ax.plot(curves["degeneracy k free"], color="C0", label="degeneracy fit (kappa free)")

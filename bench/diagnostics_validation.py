@@ -202,7 +202,7 @@ def main() -> dict:
         "lost a large part of its gain and did not recover; not collapses to ~0) and sustained oscillation: "
         + ", ".join(short(r) for r in fa_warn)
         + ".",
-        f"* Onset steps of the detected collapses: " + ", ".join(f"{k}: {v}" for k, v in onsets.items()) + ".",
+        "* Onset steps of the detected collapses: " + ", ".join(f"{k}: {v}" for k, v in onsets.items()) + ".",
         f"* diagnose_runs on 100 runs: {t_real:.1f} s.",
         "",
         "Severity counts (runs) per mode:",
@@ -331,7 +331,9 @@ def main() -> dict:
         for name, g in by_k.groupby("sweep"):
             md.append(
                 f"* {name}: "
-                + ", ".join(f"K={int(k)}: {int(a)}/{int(c)}" for k, a, c in zip(g["K"], g["sum"], g["count"]))
+                + ", ".join(
+                    f"K={int(k)}: {int(a)}/{int(c)}" for k, a, c in zip(g["K"], g["sum"], g["count"], strict=True)
+                )
             )
         md.append("")
 
@@ -353,7 +355,7 @@ def main() -> dict:
             "Figure: `figures/diag_budget_example.png`.",
             "",
         ]
-    except Exception as exc:  # pragma: no cover - the example must not break the validation
+    except Exception as exc:  # noqa: BLE001  # pragma: no cover - the example must not break the validation
         md += ["## Budget example", "", f"skipped: {exc!r}", ""]
 
     md += [

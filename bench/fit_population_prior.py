@@ -53,9 +53,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from devdata import SELECTION, batch_std_as_such, load_dev  # noqa: E402
 
+from bayesgrpo.forecast.population import BROAD_PRIOR, fit_run_effects  # noqa: E402
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
 from bayesgrpo.io import read_runs  # noqa: E402
-from bayesgrpo.models.prior import BROAD_PRIOR, fit_population, fit_run_effects  # noqa: E402
+from bayesgrpo.models.prior import fit_population  # noqa: E402
 from bayesgrpo.schema import RunSet  # noqa: E402
 
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
@@ -137,16 +138,17 @@ def spread_fit_prior():
     (with broad priors on every parameter the spread adds a ridge -- near the floor E[reward_std] ~ D c(nu) u,
     the headroom cancels and nu trades against the floor distance D: r_hat > 1.5 in 7 of 19 such fits, 2% of
     the reward-only ones), broad priors on log nu and log headroom (N(0, 2))."""
+    from bayesgrpo.models.kinds import default_prior
     from bayesgrpo.models.prior import PopulationPrior
 
-    base = PopulationPrior.default("degeneracy")
+    base = default_prior("degeneracy")
     wide = dict(log_nu_mu=0.0, log_nu_sd=2.0, log_headroom_mu=0.0, log_headroom_sd=2.0)
     return PopulationPrior(**{**base.model_dump(), **wide, "name": "spread-fits"})
 
 
 def fit_spread(sampler=SPREAD_SAMPLER) -> pd.DataFrame:
     """Per-run fits with the spread channels (resumable ledger :data:`SPREAD_TABLE`)."""
-    from bayesgrpo.models.prior import fit_run_effects
+    from bayesgrpo.forecast.population import fit_run_effects
 
     runs, source = load_spread_sets()
     df = pd.read_csv(SPREAD_TABLE) if SPREAD_TABLE.exists() else pd.DataFrame()

@@ -30,6 +30,7 @@ Wall clock on this 2-core machine shared with other work: load averages are reco
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -70,10 +71,8 @@ def _tree_rss(pid: int) -> int:
         return 0
     total = 0
     for q in procs:
-        try:
+        with contextlib.suppress(psutil.Error):
             total += q.memory_info().rss
-        except psutil.Error:
-            pass
     return total
 
 
@@ -134,17 +133,17 @@ from bayesgrpo.forecast import Forecaster; m("import bayesgrpo.forecast (scipy v
 import nutpie; m("import nutpie (arviz, xarray, matplotlib via arviz_plots)")
 from numba.core.registry import cpu_target; cpu_target.target_context; m("import numba")
 from bayesgrpo.io import read_runs
-from bayesgrpo.forecast.batch import resolve_horizons, truncate_runs
+from bayesgrpo.plan import plan_runs
 runs = read_runs(sys.argv[2] + "/runs.csv", meta=sys.argv[2] + "/meta.csv"); m("read the log")
 rid = sys.argv[3]
-obs = truncate_runs(runs.select([rid]), until_fraction=0.3); hz = resolve_horizons(runs, obs)
+plans = plan_runs(runs.select([rid]), until_fraction=0.3); obs = plans.observed
 import dataclasses, functools
 import numpy as np
 from bayesgrpo.inference import sampling
 from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.models.kinds import get_kind
 fc = Forecaster(); kind = get_kind("oscillator")
-arr, infos = prepare_arrays(obs, horizon=hz, prior=fc.config.prior)
+arr, infos = prepare_arrays(obs, plans=plans, prior=fc.config.prior)
 template = dataclasses.replace(arr, mu_mean=np.full(1, fc.config.prior.mu_default))
 if mode == "cold":
     import pymc; m("import pymc, pytensor")
@@ -230,7 +229,6 @@ def k_child(cache: str) -> dict:
 
     warnings.simplefilter("ignore")
     from bayesgrpo.forecast import Forecaster
-    from bayesgrpo.forecast.forecaster import HEALTH_VARS
     from bayesgrpo.inference import sampling
     from bayesgrpo.models.arrays import prepare_arrays
     from bayesgrpo.models.kinds import get_kind
@@ -266,10 +264,8 @@ def k_child(cache: str) -> dict:
             )
             n_grad = 0
             for g in ("sample_stats", "warmup_sample_stats"):
-                try:
+                with contextlib.suppress(KeyError):
                     n_grad += int(sampling.posterior_dataset(idata, g)["n_steps"].sum())
-                except KeyError:
-                    pass
             rows.append({"fit_s": t_fit, "nuts_s": fit.seconds[rid], "paths_s": t_paths, "quantiles_s": t_table,
                          "grad_evals": n_grad, "r_hat": fit.health[rid]["r_hat_max"]})  # fmt: skip
         # cost of one log-density + gradient evaluation of the compiled model: its C callback called
@@ -333,7 +329,8 @@ def batch_child(runs_csv: str, meta_csv: str, workers: int, out_csv: str, draws:
     t0 = time.perf_counter()
     from bayesgrpo.forecast import Forecaster, SamplerConfig
     from bayesgrpo.forecast.batch import forecast_batch
-    from bayesgrpo.forecast.forecaster import PATH_CACHE_RUNS, STORED_VARS
+    from bayesgrpo.forecast.config import STORED_VARS
+    from bayesgrpo.forecast.fitted import PATH_CACHE_RUNS
     from bayesgrpo.inference.executor import make_executor
     from bayesgrpo.io import read_runs
 
@@ -456,7 +453,7 @@ def write(res: dict) -> None:
     ]
     for k, v in K.items():
         rows = v["runs"]
-        med = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
+        med = lambda key, rows=rows: statistics.median(r[key] for r in rows)  # noqa: E731
         md.append(f"| {k} | {med('fit_s'):.2f} | {med('nuts_s'):.2f} | {med('grad_evals'):,.0f} | {1e6 * v['logp_grad_eval_s']:.1f} | "
                   f"{1e6 * med('nuts_s') / max(1, med('grad_evals')):.1f} | {med('paths_s'):.3f} | {med('quantiles_s'):.3f} | "
                   f"{max(r['r_hat'] for r in rows):.3f} |")  # fmt: skip

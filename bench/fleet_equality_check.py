@@ -4,7 +4,6 @@ tables identical? (The 1,000-run comparison in bench/results/fleet.md was not; t
     .venv/bin/python bench/fleet_equality_check.py      # prints the result (about 5 min on 2 cores)
 """
 
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -12,9 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
-import fleet_benchmark as F
-import numpy as np
-import pandas as pd
+import fleet_benchmark as F  # noqa: E402 - after the path insert
+import pandas as pd  # noqa: E402
 
 
 def main():

@@ -54,15 +54,15 @@ CMD = ".venv/bin/python bench/forecast_benchmark.py"
 
 #: bayesgrpo configurations: name -> (model kind, description)
 CONFIGS = {
-    "oscillator": dict(model="oscillator", doc="the linear oscillator (recursion (1))"),
-    "degeneracy": dict(model="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
+    "oscillator": dict(kind="oscillator", doc="the linear oscillator (recursion (1))"),
+    "degeneracy": dict(kind="degeneracy", doc="the degeneracy-aware oscillator (state-dependent stiffness, EKF)"),
     "logistic": dict(
-        model="logistic",
+        kind="logistic",
         doc="degeneracy + heterogeneous prompt difficulty (the generalised logistic, EKF; "
         "the degeneracy kind's LOSO priors, lam at its default prior)",
     ),
     "oscillator_ctx": dict(
-        model="oscillator",
+        kind="oscillator",
         context=True,
         doc="the oscillator pooled with up to 8 OTHER complete runs of the run's source (leave-run-out)",
     ),
@@ -76,12 +76,13 @@ def slug(s: str) -> str:
 
 
 def loso_prior(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
-    # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as PopulationPrior.default
-    from bayesgrpo.models.prior import prior_kind as which
+    # the kind's own per-run fits; else (logistic without them) the degeneracy kind's, as default_prior
+    from bayesgrpo.models.kinds import default_prior
+    from bayesgrpo.models.kinds import prior_kind as which
 
     prior_kind = which(kind, lambda k: bool((table["kind"] == k).any()))
     rows = table[table["kind"] == prior_kind]
-    base = PopulationPrior.default(kind)
+    base = default_prior(kind)
     return fit_population(rows, exclude_source=source, name=f"loso-{prior_kind}-{slug(source)}", base=base)
 
 
@@ -96,12 +97,12 @@ def run_config(name: str, runs, sampler: SamplerConfig, only_sources=None) -> No
         ids = [r for r in runs.run_ids if src[r] == s]
         if cfg.get("context") and len(ids) < 2:
             continue
-        prior = loso_prior(table, cfg["model"], s)
+        prior = loso_prior(table, cfg["kind"], s)
         out = WORK / name / slug(s)
         rs = runs.select(ids)
         ctx = dict(context=rs, include_single=False, max_context=CTX_MAX) if cfg.get("context") else {}
-        backtest(rs, cutoffs=CUTOFFS, model=cfg["model"], peers=(), sampler=sampler, prior=prior, calibration=False,
-                 out_dir=out, make_figures=False, save_draws=400, **ctx)  # fmt: skip
+        backtest(rs, cutoffs=CUTOFFS, kind=cfg["kind"], peers=(), sampler=sampler, prior=prior, calibration=False,
+                 out_dir=out, save_draws=400, **ctx)  # fmt: skip
         print(f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs) done", flush=True)
 
 

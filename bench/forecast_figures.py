@@ -32,6 +32,7 @@ from devdata import load_all  # noqa: E402
 
 from bayesgrpo.forecast.forecaster import AUTO, Forecaster  # noqa: E402
 from bayesgrpo.forecast.intervals import IntervalLayer, fit_layer  # noqa: E402
+from bayesgrpo.plots.fan import fan_chart  # noqa: E402
 
 OUT = FB.RES / "figures"
 
@@ -75,7 +76,7 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fit = fc.fit(full.truncate(until_step=int(B["observed_until"].iloc[i])), horizon=int(B["horizon"].iloc[i]))
-        fig = fit.plot(r["run_id"], truth=full.run(r["run_id"]))
+        fig = fan_chart(fit, r["run_id"], truth=full.run(r["run_id"]))
         fig.suptitle(f"{cl}: {s}, {r['run_id'][:40]} (cutoff {r['cutoff']:g}; priors, hazard and layer without "
                      "this source)", fontsize=8)  # fmt: skip
         name = cl.split("/")[0].lower().replace("-", "")

@@ -197,7 +197,7 @@ def worst_sources(df: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 
 def pair_section(name: str, runs) -> list[str]:
-    kind, channels, base = CONFIGS[name]
+    _kind, channels, base = CONFIGS[name]
     a, b = load(base), load(name)
     if a.empty or b.empty:
         return []
@@ -247,7 +247,7 @@ def ablation_table(configs, runs) -> list[str]:
              "| cov80 without -> with | source-weighted cov80 | cases better / worse |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name in configs:
-        kind, channels, base = CONFIGS[name]
+        _kind, channels, base = CONFIGS[name]
         if base is None:
             continue
         a, b = load(base), load(name)

@@ -40,13 +40,12 @@ def prepare(n_runs: int):
     from bayesgrpo.forecast.batch import resolve_horizons, truncate_runs
     from bayesgrpo.inference import sampling
     from bayesgrpo.models.arrays import prepare_arrays
-    from bayesgrpo.models.kinds import get_kind
-    from bayesgrpo.models.prior import PopulationPrior
+    from bayesgrpo.models.kinds import default_prior, get_kind
 
     dev = load_dev()
     ids = list(dev.run_ids)[:: max(1, len(dev) // n_runs)][:n_runs]
     obs = truncate_runs(dev.select(ids), until_fraction=0.3)
-    prior = PopulationPrior.default("oscillator")
+    prior = default_prior("oscillator")
     arr, _ = prepare_arrays(obs, horizon=resolve_horizons(dev, obs), prior=prior)
     kind = get_kind("oscillator")
     sub0 = arr.subset([0])

@@ -52,7 +52,7 @@ def sim_arrays(T: int, kind: str, K: int = 1):
     import pandas as pd
 
     from bayesgrpo.models.arrays import prepare_arrays
-    from bayesgrpo.models.prior import PopulationPrior
+    from bayesgrpo.models.kinds import default_prior
     from bayesgrpo.physics.dynamics import simulate
     from bayesgrpo.schema import RunSet
 
@@ -62,7 +62,7 @@ def sim_arrays(T: int, kind: str, K: int = 1):
         pd.DataFrame({"run_id": rid, "step": np.arange(1, T + 1), "reward": np.asarray(sim.observed)}),
         pd.DataFrame({"run_id": [rid], "beta1": [0.9], "refresh_interval": [K], "max_steps": [2 * T]}),
     )
-    prior = PopulationPrior.default(kind)
+    prior = default_prior(kind)
     arr, _ = prepare_arrays(rs, horizon=2 * T, prior=prior)
     return arr, prior
 
@@ -131,7 +131,7 @@ def kernel_inputs(cm, x, kind: str):
     compiled model's expand function (its deterministics at x)."""
     import ctypes
 
-    names, slices, shapes = cm.shape_info
+    names, slices, _shapes = cm.shape_info
     out = np.zeros(cm.n_expanded)
     fn = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p,
                           ctypes.c_void_p)(cm.compiled_expand_func.address)  # fmt: skip

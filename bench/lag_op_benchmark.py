@@ -95,7 +95,8 @@ def kernel_times():
 def simulated_runs(K: int):
     import pandas as pd
 
-    from bayesgrpo.physics.dynamics import simulate, spectral_radius
+    from bayesgrpo.physics.dynamics import simulate
+    from bayesgrpo.physics.stability import spectral_radius
     from bayesgrpo.schema import RunSet
 
     rho = spectral_radius(a=SIM["a"], momentum=SIM["momentum"], refresh_interval=K)
@@ -116,7 +117,7 @@ def worker(K: int):
 
     from bayesgrpo.forecast.forecaster import Forecaster
 
-    runs, rid = simulated_runs(K)
+    runs, _rid = simulated_runs(K)
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     fit = Forecaster().fit(runs)

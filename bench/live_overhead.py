@@ -56,7 +56,7 @@ def one_run(out, *, steps, callback=None):
     total = time.perf_counter() - t0
     # intervals between consecutive step starts; the last mark (on_train_end) may include the callback's
     # end-of-training wait for the final forecast, so the last step is left out
-    dts = [b - a for a, b in zip(timer.t[:-2], timer.t[1:-1])]  # complete steps only
+    dts = [b - a for a, b in zip(timer.t[:-2], timer.t[1:-1], strict=True)]  # complete steps only
     mid = sum(1 for e in tr.state.log_history if "bayesgrpo/final_q50" in e and "reward" in e)
     return {"steps": dts, "total": total, "mid_forecasts": mid}
 

@@ -287,7 +287,7 @@ def refresh_analysis(D: Data, R: dict, md: list) -> dict:
     ax[1].set_ylabel("drawdown: max R_n - mean of the last 50 steps")
     ax[1].set_title("collapse after a rise")
     for i, K in enumerate([1, 8, 32, 64, 128]):
-        ids = [r for r in D.ids("refresh_noclip" if K > 1 else "refresh", refresh_interval=K, seed=0)]
+        ids = list(D.ids("refresh_noclip" if K > 1 else "refresh", refresh_interval=K, seed=0))
         if ids:
             ax[2].plot(D.R(ids[0]), color=plt.cm.viridis(i / 4), lw=1.2, label=f"unclipped K = {K}")
     for K in (64,):
@@ -845,7 +845,7 @@ def spread_analysis(D: Data, R: dict, md: list) -> dict:
         "channel must know which one a log carries.\n"
     )
     fig, ax = plt.subplots(1, 3, figsize=(16, 4.5))
-    show = [r for r in (D.ids("base", seed=0) + D.ids("G", seed=0) + D.ids("drgrpo", seed=0))][:5]
+    show = list(D.ids("base", seed=0) + D.ids("G", seed=0) + D.ids("drgrpo", seed=0))[:5]
     for i, r in enumerate(show):
         G = int(D.meta.loc[r, "group_size"])
         fz = D.aligned(r, "frac_reward_zero_std")[:-1]
@@ -1252,7 +1252,6 @@ def main():
         json.dumps(R, indent=1, default=lambda o: o.item() if hasattr(o, "item") else str(o))
     )
     print("\n".join(head))
-
 
 
 # ------------------------------------------------------------------ section 4 / 5 / 10: the remaining statements

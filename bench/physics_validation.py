@@ -38,11 +38,11 @@ except ImportError:  # pragma: no cover
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bayesgrpo.physics import dynamics  # noqa: E402
+import bayesgrpo.physics as dynamics  # noqa: E402  (dynamics + stability)
 
 DATA = ROOT / "data" / "testbed"
 OUT = ROOT / "bench" / "results"
@@ -986,7 +986,7 @@ def _size_exponent(sz, col):
 
     def slope(cellvals):
         xs, ys = [], []
-        for (h, G), v in cellvals.items():
+        for (h, _G), v in cellvals.items():
             p = float(sz.loc[sz["hidden"] == h, "params"].iloc[0])
             m = np.nanmean(v)
             if np.isfinite(m) and m > 0:
@@ -995,8 +995,6 @@ def _size_exponent(sz, col):
         # common slope with per-G intercepts
         X = []
         Gs = sorted({G for (_, G) in cellvals})
-        for (h, G), v in cellvals.items():
-            pass
         df = pd.DataFrame(
             [
                 {
@@ -1116,7 +1114,7 @@ def fit_quality_analysis(runs, meta, fruns, fmeta, R, md):
     ax[1].set_title("example fits")
     ax[1].legend(fontsize=8)
     tw = ax[2].twinx()
-    for i, (mode, g) in enumerate(fdf.loc[fdf["task"] == "contextual"].groupby("failure_mode")):
+    for mode, g in fdf.loc[fdf["task"] == "contextual"].groupby("failure_mode"):
         if mode not in ("advantage_degeneracy", "none"):
             continue
         rid = g["run_id"].iloc[0]
@@ -1219,26 +1217,26 @@ def main():
 
 
 def verdict(R):
-    r, m, g, t, f = R["refresh_threshold"], R["momentum"], R["group_size"], R["timescale"], R["fit_quality"]
+    r, t, f = R["refresh_threshold"], R["timescale"], R["fit_quality"]
     dr = r["refresh"]
     return [
         f"- **Holds**: the sharp refresh-interval threshold when the whole restoring force is lagged (Dr.GRPO): observed between K = "
         f"{dr['K_obs_bracket'][0]} and {dr['K_obs_bracket'][1]}, exact monodromy prediction {dr['stiffness']['local']['K_exact']} from the "
         f"stiffness measured on K = 1 runs (observed/predicted {fmt(dr['ratio_observed_over_predicted']['local_exact'])}). The first-order "
         f"K* = (1-mu)/a ({dr['stiffness']['local']['K_first_order']:.0f}) is too low by ~2x, as physics.md anticipates; use the exact value.",
-        f"- **Holds**: overshoot/ringing appears only in the underdamped cells and its size follows recursion (1) to within ~15% "
-        f"(the recursion over-predicts it; the stiffness drops along the sigmoidal rise).",
+        "- **Holds**: overshoot/ringing appears only in the underdamped cells and its size follows recursion (1) to within ~15% "
+        "(the recursion over-predicts it; the stiffness drops along the sigmoidal rise).",
         f"- **Holds**: tau * eta / (1 - mu) is constant across a 8x lr range and mu up to 0.7 (CV {t['cv_tau_eta_over_1mmu']:.2f}) with SGD; "
         "with Adam, tau * eta is not constant (Adam's normalised step), so only a = eta * kappa in the preconditioned metric is meaningful.",
-        f"- **Fails / qualified**: the 1/G noise temperature. The per-step process noise on R scales as G^-1.6 to G^-1.9 in the bandit, "
+        "- **Fails / qualified**: the 1/G noise temperature. The per-step process noise on R scales as G^-1.6 to G^-1.9 in the bandit, "
         "and the plateau variance as G^-2 (Dr.GRPO) or G^-0.4 (std GRPO, where the std normalisation of near-degenerate groups "
         "amplifies noise and adds a fast anti-correlated mode). The batch-mean reward variance does follow G^-1, but that is the "
         "measurement noise p(1-p)/(BG), not the process noise.",
-        f"- **Fails**: G-invariance of R* and tau in real GRPO: a KL term in the loss makes R* depend on G (0.45 at G = 2 vs 0.64 at "
+        "- **Fails**: G-invariance of R* and tau in real GRPO: a KL term in the loss makes R* depend on G (0.45 at G = 2 vs 0.64 at "
         "G = 16), Dr.GRPO's (G-1)/G factor and std GRPO's degenerate groups slow small-G runs (tau(G=2)/tau(G=16) = 1.5-3.2; "
         "the MLP with Adam gains 1.7x more in 300 steps at G = 16 than at G = 2). Only the KL-in-reward bandit keeps R* fixed "
         "across G (it is the regularised optimum, CV 0.016).",
-        f"- **Qualified**: with std-normalised GRPO the refresh-interval threshold is smeared: fluctuations grow steadily from K = 4 and "
+        "- **Qualified**: with std-normalised GRPO the refresh-interval threshold is smeared: fluctuations grow steadily from K = 4 and "
         "the 5x criterion trips at K = 16, well below the exact K* = 38; the PPO ratio against the sampling policy does not remove the "
         "threshold here (the KL-in-reward term stays stale; observed 32-48 vs 42).",
         "- **Closed form**: R^2 on the exact R_n: mean "

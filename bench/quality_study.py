@@ -582,7 +582,7 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info) -> None:
     ev = B[[f"ev_{k}" for k in KINDS]].to_numpy(float)
     d_deg, d_log = ev[:, 1] - ev[:, 0], ev[:, 2] - ev[:, 0]
     n_kinds = np.array([len(w) for w in weights])
-    shape, _, rule = parse(pick)
+    shape, _, _rule = parse(pick)
     head = [m for m in ("today", "oscillator|raw", f"{shape}|raw", pick) if m in set(cases["method"])]
     head = list(dict.fromkeys(head))
     md = ["# The shape per run, the hazard of leaving, the conditioned interval layer (leave-one-source-out)", "",

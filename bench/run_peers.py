@@ -38,6 +38,5 @@ if __name__ == "__main__":
         out_dir=OUT,
         progress=progress,
         peer_kwargs=PEER_KW,
-        make_figures=False,
     )
     print("done", flush=True)

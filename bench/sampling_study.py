@@ -24,6 +24,7 @@ sampler with another seed, which measures it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -81,10 +82,8 @@ class _Record:
         def nuts(compiled, **kw):
             idata = self._nuts(compiled, **kw)
             for g in ("sample_stats", "warmup_sample_stats"):
-                try:
+                with contextlib.suppress(KeyError):
                     self.n_grad += int(sampling.posterior_dataset(idata, g)["n_steps"].sum())
-                except KeyError:
-                    pass
             return idata
 
         def compile_model(key, build, **kw):
@@ -151,7 +150,7 @@ def run_case(case, facts, *, kind, prior, sampler: SamplerConfig, jitter) -> dic
     from bayesgrpo.evaluation.methods import BayesGRPOMethod
     from bayesgrpo.evaluation.scoring import score_draws
 
-    m = BayesGRPOMethod(model=kind, sampler=sampler, prior=prior, calibration=False)
+    m = BayesGRPOMethod(kind=kind, sampler=sampler, prior=prior, calibration=False)
     c0, t0 = time.process_time(), time.perf_counter()
     with _Record(jitter) as rec, warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -39,7 +39,7 @@ def main():
     load = os.getloadavg()[0]
     base = [str(SHARED / "runs.csv"), "--meta", str(SHARED / "meta.csv"), "--until-fraction", "0.3"]
     first = pd.read_csv(SHARED / "meta.csv")["run_id"].iloc[3]
-    t_cold, tab1 = timed(["forecast", *base, "--run", first], Path("/tmp/bayesgrpo_speed_one.csv"))
+    t_cold, _tab1 = timed(["forecast", *base, "--run", first], Path("/tmp/bayesgrpo_speed_one.csv"))
     t_all, tab = timed(["forecast", *base], Path("/tmp/bayesgrpo_speed_all.csv"))
     n = len(tab)
     res = {

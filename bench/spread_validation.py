@@ -71,7 +71,7 @@ def testbed_run(kw: dict):
     def cb(n, *, params, sampling_params, grad):
         rates.append(task.expected_reward(pol.probs(sampling_params, task.train), task.train))
 
-    df, meta = run(cfg, callback=cb)
+    df, _meta = run(cfg, callback=cb)
     return cfg, df, np.array(rates)
 
 

@@ -32,11 +32,10 @@ from bayesgrpo.evaluation.stop_rule import (  # noqa: E402
     operating_curve,
     policy_backtest,
     risk_index,
-    risk_thresholds,
     sweep,
 )
 from bayesgrpo.forecast.calibration import Calibration, case_weights, leave_anchor  # noqa: E402
-from bayesgrpo.forecast.decision import CALIBRATION_METHODS, fit_decision_calibration  # noqa: E402
+from bayesgrpo.forecast.decision import fit_decision_calibration  # noqa: E402
 
 DELTA, DELTA_BAD = 0.05, 0.1
 FIG = SS.RES / "figures"
@@ -58,7 +57,7 @@ def _ledger(folder: Path) -> tuple[pd.DataFrame, dict]:
 def interval_layers(config: str) -> dict:
     """The forecast benchmark's LOSO interval layer per source (fitted on the other development sources);
     sources outside it (grpo-more) get the shipped layer, which never saw them."""
-    kind = FB.CONFIGS[config]["model"]
+    kind = FB.CONFIGS[config]["kind"]
     p = FB.WORK / config / "loso_calibration.json"
     layers = {}
     if p.exists():
@@ -503,7 +502,7 @@ def delta_entry(bay: pd.DataFrame, shipped_cal: str, design: str, policy: dict, 
 
 def ship(config: str, bay: pd.DataFrame, entries: dict) -> Path:
     """bayesgrpo/resources/decision_<kind>.json: per delta, the p_gain map and the policy, with provenance."""
-    kind = FB.CONFIGS[config]["model"]
+    kind = FB.CONFIGS[config]["kind"]
     prov = dict(command=f"{SS.CMD} --config {config}", data=SELECTION_MORE, ledger=f"bench/results/stop_runs/{config}",
                 checkpoints="every 5% of each run (0.05 ... 0.95)", date=time.strftime("%Y-%m-%d"),
                 runs=int(bay["run_id"].nunique()), sources=int(bay["source"].nunique()), cases=int(len(bay)),
@@ -540,7 +539,7 @@ def patience_errors(bay: pd.DataFrame, design: str, policy: dict) -> dict:
 
 def other_delta(runs, cases, draws, delta: float, shipped_cal: str, design: str) -> tuple[dict, dict]:
     """The shipped calibration method and design at another delta: its package data and measured numbers."""
-    dec, bay, _ = prepare(runs, cases, draws, delta)
+    _dec, bay, _ = prepare(runs, cases, draws, delta)
     policy = ship_policy(bay, design)
     st, _ = loso_policy(bay, design, SHIPPED_RISK)
     seq = stops_summary(st)
@@ -559,58 +558,109 @@ def write_report(config: str, ns: dict) -> None:
     mark = lambda ok: "**met**" if ok else "**not met**"  # noqa: E731
     thr = "; ".join(f"patience {k}: " + ", ".join(f"risk {e[0]:g} -> {e[1]:.2f}" if e[1] is not None else f"risk {e[0]:g} -> none"
                                                  for e in v) for k, v in policy["thresholds"].items())  # fmt: skip
-    md = [f"# Stop advice: decision probabilities and a stop policy with a measured error rate ({config})", "",
-          f"Regenerate: `{SS.CMD} --config {config}` (stages peers, forecasts, report; resumable; `--stage report` "
-          f"rebuilds this page, the figures and `bayesgrpo/resources/decision_<kind>.json`). Generated "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-          f"**Runs.** {SELECTION_MORE}: {bay['run_id'].nunique()} runs from {bay['source'].nunique()} sources, "
-          f"forecast at every 5% of each run (what a live forecast every 5% would see): {len(bay)} bayesgrpo cases; "
-          f"{len(common)} run x checkpoint x method cases ({common['run_id'].nunique()} runs, "
-          f"{common['source'].nunique()} sources) that every peer forecast too, on which all comparisons are made.", "",
-          "**Protocol.** " + SS.__doc__.split("Protocol\n--------\n")[1].replace("\n", " ").strip(), "",
-          "**Definitions.** current level = the mean of the last 10% of the logged points, at least 3 "
-          "(`bayesgrpo.series.current_level`); scale = the forecast's normalising scale of the prefix (the range of "
-          f"the rewards logged so far, at least a quarter of known bounds); p_gain = P(final >= level + {DELTA:g} x "
-          f"scale); a stop is **bad** when the final reward exceeds the level at the stop by more than {DELTA_BAD:g} "
-          "of the complete run's robust range; steps saved = (H - stop) / (H - s0); the oracle stops at the first "
-          f"checkpoint whose true remaining gain is below {DELTA:g} of the range. Every probability below is "
-          "recalibrated leave-one-source-out, every threshold chosen leave-one-source-out (nested: also the "
-          "probabilities it was chosen on were recalibrated without the held-out source).", "",
-          "## Targets", "",
-          *[f"- {k}: {mark(v[0])} ({v[1]})" for k, v in ns["targets"].items()], "",
-          "## 1. Decision probabilities", "",
-          f"Recalibration of bayesgrpo's p_gain, LOSO (lowest log score ships: `{ns['shipped_cal']}`; cases weigh "
-          "half per case, half per source):", "", "```", ns["cal_table"].to_string(index=False), "```", "",
-          "Every method, on the common cases (its own p_gain, raw and recalibrated LOSO with the shipped method):", "",
-          *ns["md_p"], "",
-          "Reliability of p_gain (bins of 0.1; populated: at least 30 cases; target: every populated bin within 0.07):",
-          "", *ns["md_r"],
-          "Figures: `bench/results/figures/stop_reliability_p_gain_{0}.png`, `stop_reliability_target_{0}.png`, "
-          "`stop_reliability_plateaued_{0}.png`.".format(config), "",
-          "## 2. The stop policy", "",
-          f"Designs tried (what the threshold is on), bayesgrpo, nested LOSO at risk {SHIPPED_RISK:g} (patience, "
-          f"start and threshold chosen without the run's source among patience {PATIENCES}, start "
-          f"{MIN_FRACTIONS}; most steps saved with at most risk bad stops, per run and source-weighted):", "",
-          *stops_md(ns["dt"].rename(columns={"method": "m"}).assign(method=lambda t: t["design"]).drop(columns="m")
-                    .groupby(["method", "weighting"], as_index=False).first()), "",  # fmt: skip
-          f"Shipped design: `{design}`; patience {policy['patience']}, advice from {policy['min_fraction']:.0%} of the "
-          f"run; thresholds (all sources' LOSO probabilities): {thr}.", "",
-          "Every method with the shipped design on the common cases (nested LOSO; the oracle knows the outcome):", "",
-          *stops_md(ns["seq_c"]), "",
-          "Today's rules on the same checkpoints (bayesgrpo, as they ship, nothing recalibrated or chosen):", "",
-          *stops_md(ns["today"], label="rule"), "",
-          f"Operating curves: `bench/results/figures/stop_operating_{config}.png`.", "",
-          "The forecast table's rule: stop at the first of 0.1/0.2/0.3/0.5 where advice = stop (patience 1, "
-          "threshold chosen LOSO on the 5% checkpoints):", "", *stops_md(ns["four_b"]), "",
-          "The same on the common cases, every method:", "", *stops_md(ns["four_c"]), "",
-          "## Other deltas (`--delta`)", "",
-          "The same calibration method and policy design, refitted and measured (nested LOSO, risk "
-          f"{SHIPPED_RISK:g}) at each delta that ships:", "",
-          "| delta | sequential: saved / bad (per run; source-w.) | four checkpoints: saved / bad | p_gain worst bin gap |",
-          "|---|---|---|---|",
-          *[f"| {d:g} | " + " | ".join("; ".join(f"{r.steps_saved:.0%} / {r.bad_stops:.0%}" for r in t[t["method"] == "bayesgrpo"].itertuples())
-                                       for t in (o["seq"], o["four"])) + f" | {o['rel']['worst_gap']:.3f} |"
-            for d, o in ns["others"].items()], ""]  # fmt: skip
+    md = [
+        f"# Stop advice: decision probabilities and a stop policy with a measured error rate ({config})",
+        "",
+        f"Regenerate: `{SS.CMD} --config {config}` (stages peers, forecasts, report; resumable; `--stage report` "
+        f"rebuilds this page, the figures and `bayesgrpo/resources/decision_<kind>.json`). Generated "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        "",
+        f"**Runs.** {SELECTION_MORE}: {bay['run_id'].nunique()} runs from {bay['source'].nunique()} sources, "
+        f"forecast at every 5% of each run (what a live forecast every 5% would see): {len(bay)} bayesgrpo cases; "
+        f"{len(common)} run x checkpoint x method cases ({common['run_id'].nunique()} runs, "
+        f"{common['source'].nunique()} sources) that every peer forecast too, on which all comparisons are made.",
+        "",
+        "**Protocol.** " + SS.__doc__.split("Protocol\n--------\n")[1].replace("\n", " ").strip(),
+        "",
+        "**Definitions.** current level = the mean of the last 10% of the logged points, at least 3 "
+        "(`bayesgrpo.series.current_level`); scale = the forecast's normalising scale of the prefix (the range of "
+        f"the rewards logged so far, at least a quarter of known bounds); p_gain = P(final >= level + {DELTA:g} x "
+        f"scale); a stop is **bad** when the final reward exceeds the level at the stop by more than {DELTA_BAD:g} "
+        "of the complete run's robust range; steps saved = (H - stop) / (H - s0); the oracle stops at the first "
+        f"checkpoint whose true remaining gain is below {DELTA:g} of the range. Every probability below is "
+        "recalibrated leave-one-source-out, every threshold chosen leave-one-source-out (nested: also the "
+        "probabilities it was chosen on were recalibrated without the held-out source).",
+        "",
+        "## Targets",
+        "",
+        *[f"- {k}: {mark(v[0])} ({v[1]})" for k, v in ns["targets"].items()],
+        "",
+        "## 1. Decision probabilities",
+        "",
+        f"Recalibration of bayesgrpo's p_gain, LOSO (lowest log score ships: `{ns['shipped_cal']}`; cases weigh "
+        "half per case, half per source):",
+        "",
+        "```",
+        ns["cal_table"].to_string(index=False),
+        "```",
+        "",
+        "Every method, on the common cases (its own p_gain, raw and recalibrated LOSO with the shipped method):",
+        "",
+        *ns["md_p"],
+        "",
+        "Reliability of p_gain (bins of 0.1; populated: at least 30 cases; target: every populated bin within 0.07):",
+        "",
+        *ns["md_r"],
+        f"Figures: `bench/results/figures/stop_reliability_p_gain_{config}.png`, `stop_reliability_target_{config}.png`, "
+        f"`stop_reliability_plateaued_{config}.png`.",
+        "",
+        "## 2. The stop policy",
+        "",
+        f"Designs tried (what the threshold is on), bayesgrpo, nested LOSO at risk {SHIPPED_RISK:g} (patience, "
+        f"start and threshold chosen without the run's source among patience {PATIENCES}, start "
+        f"{MIN_FRACTIONS}; most steps saved with at most risk bad stops, per run and source-weighted):",
+        "",
+        *stops_md(
+            ns["dt"]
+            .rename(columns={"method": "m"})
+            .assign(method=lambda t: t["design"])
+            .drop(columns="m")
+            .groupby(["method", "weighting"], as_index=False)
+            .first()
+        ),
+        "",
+        f"Shipped design: `{design}`; patience {policy['patience']}, advice from {policy['min_fraction']:.0%} of the "
+        f"run; thresholds (all sources' LOSO probabilities): {thr}.",
+        "",
+        "Every method with the shipped design on the common cases (nested LOSO; the oracle knows the outcome):",
+        "",
+        *stops_md(ns["seq_c"]),
+        "",
+        "Today's rules on the same checkpoints (bayesgrpo, as they ship, nothing recalibrated or chosen):",
+        "",
+        *stops_md(ns["today"], label="rule"),
+        "",
+        f"Operating curves: `bench/results/figures/stop_operating_{config}.png`.",
+        "",
+        "The forecast table's rule: stop at the first of 0.1/0.2/0.3/0.5 where advice = stop (patience 1, "
+        "threshold chosen LOSO on the 5% checkpoints):",
+        "",
+        *stops_md(ns["four_b"]),
+        "",
+        "The same on the common cases, every method:",
+        "",
+        *stops_md(ns["four_c"]),
+        "",
+        "## Other deltas (`--delta`)",
+        "",
+        "The same calibration method and policy design, refitted and measured (nested LOSO, risk "
+        f"{SHIPPED_RISK:g}) at each delta that ships:",
+        "",
+        "| delta | sequential: saved / bad (per run; source-w.) | four checkpoints: saved / bad | p_gain worst bin gap |",
+        "|---|---|---|---|",
+        *[
+            f"| {d:g} | "
+            + " | ".join(
+                "; ".join(
+                    f"{r.steps_saved:.0%} / {r.bad_stops:.0%}" for r in t[t["method"] == "bayesgrpo"].itertuples()
+                )
+                for t in (o["seq"], o["four"])
+            )
+            + f" | {o['rel']['worst_gap']:.3f} |"
+            for d, o in ns["others"].items()
+        ],
+        "",
+    ]
     (SS.RES / f"{stem}.md").write_text("\n".join(md) + "\n")
     js = dict(config=config, design=design, policy=policy, shipped_calibration=ns["shipped_cal"],
               calibration_choice=ns["cal_table"].to_dict("records"), scores=ns["js_p"], reliability=ns["js_r"],

@@ -74,8 +74,8 @@ def run_forecasts(config: str, runs, sampler: SamplerConfig, only_sources=None) 
         if only_sources and s not in only_sources:
             continue
         ids = [r for r in runs.run_ids if src[r] == s]
-        prior = FB.loso_prior(table, cfg["model"], s)
-        backtest(runs.select(ids), cutoffs=CHECKPOINTS, model=cfg["model"], peers=(), sampler=sampler, prior=prior,
+        prior = FB.loso_prior(table, cfg["kind"], s)
+        backtest(runs.select(ids), cutoffs=CHECKPOINTS, kind=cfg["kind"], peers=(), sampler=sampler, prior=prior,
                  calibration=False, out_dir=WORK / config / FB.slug(s), make_figures=False, save_draws=KEEP_DRAWS,
                  example_runs=(),
                  progress=_progress(t0, f"{config} {s}"))  # fmt: skip

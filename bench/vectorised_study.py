@@ -62,12 +62,11 @@ def main() -> None:
     from bayesgrpo.forecast.batch import resolve_horizons, truncate_runs
     from bayesgrpo.inference.sampling import SamplerConfig
     from bayesgrpo.models.arrays import prepare_arrays
-    from bayesgrpo.models.kinds import get_kind
-    from bayesgrpo.models.prior import PopulationPrior
+    from bayesgrpo.models.kinds import default_prior, get_kind
 
     dev = load_dev()
     kind = get_kind("oscillator")
-    prior = PopulationPrior.default("oscillator")
+    prior = default_prior("oscillator")
     sampler = SamplerConfig()
     ids = list(dev.run_ids)[:: max(1, len(dev) // (max(GROUPS) * N_GROUPS))]
     rows = []

@@ -156,12 +156,12 @@ NB = {
             'runs.meta[["family", "model", "params_b", "group_size", "learning_rate"]]'
         ),
         new_code_cell(
-            'res = compare_runs(runs, by=("model", "group_size"), models=("oscillator", "saturation"),\n'
+            'res = compare_runs(runs, by=("model", "group_size"), kinds=("oscillator", "saturation"),\n'
             "                   sampler=SamplerConfig(draws=max(100, DRAWS // 4), tune=max(150, DRAWS // 4), seed=0), max_steps=400)\n"
             "res.contrasts.round(3)"
         ),
         new_markdown_cell("Posterior contrasts with 90% intervals; the physics predictions are marked."),
-        new_code_cell("show(res.forest())"),
+        new_code_cell("from bayesgrpo.plots.forest import forest_plot\n\nshow(forest_plot(res))"),
         new_markdown_cell(
             "Leave-one-run-out comparison (PSIS-LOO; high Pareto k means the ranking is indicative only):"
         ),

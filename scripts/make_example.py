@@ -50,9 +50,35 @@ meta_out = {
     for k in ("model", "family", "params_b", "group_size", "learning_rate", "beta1", "batch_size", "max_steps")
 }
 meta_out["run_id"] = "example-grpo-run"
-import pandas as pd
+import pandas as pd  # noqa: E402 - only this last step needs pandas
 
 pd.DataFrame([meta_out]).to_csv(HERE / "meta.csv", index=False)
 print(
     f"wrote {HERE / 'example-grpo-run' / 'trainer_state.json'} ({len(history)} steps; final expected reward {df['reward_expected'].iloc[-1]:.3f})"
 )
+
+# ---------------------------------------------------------------- a verl run whose 0/1 reward starts flat at its floor
+# the same testbed task with a rarer first success (init_accuracy 0.005): groups of 8 are almost always all-zero,
+# so the reward stays near 0 for ~80 steps before its S-curve (advantage degeneracy; the `degeneracy` kind),
+# written as verl's file logger writes it (one JSON record per step)
+cfg = TrainerConfig(
+    task="contextual", hidden=128, max_steps=400, group_size=8, batch_size=16, learning_rate=0.0008,
+    init_accuracy=0.005, unlearnable_fraction=0.2, seed=3,
+)  # fmt: skip
+df, meta = run(cfg)
+lines = []
+for row in df.itertuples(index=False):
+    data = {
+        "critic/score/mean": round(float(row.reward), 6),
+        "critic/rewards/mean": round(float(row.reward), 6),
+        "critic/score/std": round(float(row.reward_std), 6),
+        "actor/entropy": round(float(row.entropy), 6),
+        "actor/ppo_kl": round(float(row.kl), 8),
+        "actor/lr": cfg.learning_rate,
+        "training/global_step": int(row.step) + 1,
+    }
+    lines.append(json.dumps({"step": int(row.step) + 1, "data": data}))
+out = HERE / "verl-slow-start" / "grpo.jsonl"
+out.parent.mkdir(exist_ok=True)
+out.write_text("\n".join(lines) + "\n")
+print(f"wrote {out} ({len(lines)} steps; reward {df['reward'].iloc[:80].mean():.3f} over the first 80)")

@@ -18,11 +18,13 @@ def mock_sampler(monkeypatch):
     """Forecasting path: draws around fixed normalised parameters (no compile, no MCMC).
 
     ``state["params"]`` holds the normalised parameter values, ``state["spread"]`` an sd added to
-    ``r_star`` across draws; ``state["calls"]`` records the data of each sampled batch.
+    ``r_star`` across draws, ``state["chain_shift"]`` a shift of ``r_star`` per chain (chains that
+    disagree: r_hat far above 1, a tiny ESS); ``state["calls"]`` records the data of each sampled batch.
     """
     state = {
-        "params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01),
+        "params": dict(r0=0.0, r_star=1.0, tau=60.0, mu=0.9, sigma_p=1e-6, sigma_m=0.01, L=-0.5, lam=0.5),
         "spread": 0.0,
+        "chain_shift": 0.0,
         "calls": [],
     }
 
@@ -37,6 +39,8 @@ def mock_sampler(monkeypatch):
             vals = np.full((C, D, R), float(v))
             if state["spread"] and k in ("r_star",):
                 vals = vals + state["spread"] * rng.standard_normal((C, D, R))
+            if state["chain_shift"] and k in ("r_star",):
+                vals = vals + state["chain_shift"] * np.arange(C)[:, None, None]
             post[k] = (("chain", "draw", "run"), vals)
         post["a"] = (("chain", "draw", "run"), (1 - post["mu"][1]) / post["tau"][1])
         post["wander"] = (("chain", "draw", "run"), np.full((C, D, R), 0.01) + 1e-3 * rng.standard_normal((C, D, R)))

@@ -50,6 +50,7 @@ FNS_NB = [f"reward_fn/{f}" for f in ("match_format_exactly", "match_format_appro
 VERL = ["approx_kl", "entropy", "completion_length", "frac_truncated", "clip_ratio"]
 
 # (folder, key, step, {channel: value at that step, read off the file}, every channel the run has)
+# fmt: off
 CASES = [
     # TRL >= 0.20 via Unsloth, beta = 0 (no kl); clip_ratio = clip_ratio/region_mean; completions/clipped_ratio
     # is the truncated share, not a clip ratio
@@ -66,7 +67,7 @@ CASES = [
       "reward_fn/reward_fn_total": 0.11885000020265579},
      ["reward_std", "frac_reward_zero_std", "kl", "completion_length", "frac_truncated", "clip_ratio",
       *[f"reward_fn/reward_fn_{f}" for f in ("anti_hacking", "completeness", "evidence_validity", "finding_accuracy",
-                                             "total")]]),  # fmt: skip
+                                             "total")]]),
     # TRL 0.14-0.16: rewards/<f> without /mean, completion_length
     ("trl_trainer_state", "IMJONEZZ", 20,
      {"reward_std": 0.060777194797992706, "kl": 0.000449147482868284, "completion_length": 174.33334350585938,
@@ -122,7 +123,8 @@ CASES = [
     # W&B panel exports of these two files hold only the reward
     ("wandb_csv", "iodt-2", 20, {}, []),
     ("wandb_csv", "Hetero-RL", 3, {}, []),
-]  # fmt: skip
+]
+# fmt: on
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])

@@ -34,7 +34,7 @@ def one_error_line(res, *needles):
 def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
     rng = np.random.default_rng(0)
     rows = []
-    for k, rid in enumerate(ids):
+    for rid in ids:
         s = np.arange(1, n + 1)
         rows.append(
             pd.DataFrame(
@@ -50,7 +50,7 @@ def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
 
 # ------------------------------------------------------------------ option validation before any work
 @pytest.mark.parametrize(
-    "args, needles",
+    ("args", "needles"),
     [
         (["--until-fraction", "1.5"], ["--until-fraction", "(0, 1)"]),
         (["--until-fraction", "0.3", "--until-step", "50"], ["--until-step or --until-fraction"]),
@@ -59,7 +59,8 @@ def write_runs(tmp_path, ids=("a", "b"), n=60, name="runs.csv", meta=None):
         (["--stop-fraction", "1.5"], ["--stop-fraction"]),
         (["--draws", "0"], ["--draws", "at least 10"]),
         (["--format", "nosuch"], ["--format 'nosuch'", "trainer_state"]),
-        (["--model", "magic"], ["--model 'magic'"]),
+        (["--kind", "magic"], ["--kind 'magic'", "oscillator"]),
+        (["--model", "magic"], ["--model 'magic'"]),  # the deprecated name of --kind
         (["--run", "nosuchrun"], ["--run 'nosuchrun'", "'a'"]),
         (["--exclude", "nosuchrun"], ["--exclude 'nosuchrun'"]),
         (["--out", "f.txt"], ["--out", "'.txt'", ".csv, .json, .parquet"]),
@@ -94,7 +95,7 @@ def test_budget_costs_checked_before_sampling(tmp_path, mock_sampler):
 
 
 @pytest.mark.parametrize(
-    "cmd, needles",
+    ("cmd", "needles"),
     [
         (["diagnose", "{p}", "--run", "nosuchrun"], ["--run 'nosuchrun'"]),
         (["compare", "{p}", "--run", "nosuchrun"], ["--run 'nosuchrun'"]),
@@ -238,7 +239,7 @@ def test_help_of_every_verb_shares_the_grammar():
     for verb in ("forecast", "budget", "diagnose", "backtest", "compare"):
         res = invoke(verb, "--help")
         for opt in (
-            "--model" if verb != "compare" else "--models",
+            "--kind" if verb != "compare" else "--kinds",
             "--draws",
             "--tune",
             "--chains",
@@ -275,3 +276,16 @@ def test_reward_range_the_log_contradicts_is_an_error_row_not_a_clipped_forecast
     res = invoke("forecast", p, "--horizon", 200, "--reward-range", "0,0.5")
     assert "above reward_max 0.5" in res.output and "step" in res.output, res.output
     assert "ok" not in [ln.split()[-1] for ln in res.output.splitlines() if ln.startswith(("a ", "b "))], res.output
+
+
+def test_kind_is_the_statistical_model_and_model_its_deprecated_alias(tmp_path, mock_sampler):
+    """The table's column and the option are ``kind``; ``--model`` (the old name) still works, with a warning."""
+    p = write_runs(tmp_path)
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", p, "--horizon", 200, "--kind", "saturation", "--draws", 20, "--tune", 10, "--out", out)
+    assert res.exit_code == 0 and "deprecated" not in res.output
+    t = pd.read_csv(out)
+    assert "kind" in t.columns and "model" not in t.columns and set(t["kind"]) == {"saturation"}
+    res = invoke("forecast", p, "--horizon", 200, "--model", "saturation", "--draws", 20, "--tune", 10, "--out", out)
+    assert res.exit_code == 0 and "--model is deprecated: the model kind is --kind" in res.output
+    assert set(pd.read_csv(out)["kind"]) == {"saturation"}

@@ -106,7 +106,7 @@ def test_fixed_g_exponent(runs):
 
 
 def test_pointwise_loglik_equals_filter_numpy(runs, prior_sampler):
-    res = C.compare_runs(runs, models=("oscillator",), sampler=SamplerConfig(draws=20, tune=10, chains=2), seed=1)
+    res = C.compare_runs(runs, kinds=("oscillator",), sampler=SamplerConfig(draws=20, tune=10, chains=2), seed=1)
     tree = res.fits["oscillator"]
     ll = tree["log_likelihood"]["reward"]
     assert ll.dims == ("chain", "draw", "run") and ll.shape == (2, 20, 4)
@@ -143,13 +143,15 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
     assert df["p_gt_0"].between(0, 1).all()
     g = df.loc[(df["quantity"] == "log_noise_temp") & (df["factor"] == "group_size")].iloc[0]
     assert np.isclose(g["predicted"], -np.log(2 / 8))  # -(log 2 - log 8): 1/G law
-    assert set(res.loo["model"]) == set(C.COMPARE_KINDS)
+    assert set(res.loo["kind"]) == set(C.COMPARE_KINDS)
     for c in ("elpd_loo", "se", "p_loo", "k_max", "rank", "elpd_diff", "weight"):
         assert c in res.loo.columns
     assert res.pareto_k.shape == (4, 4)
-    assert set(res.health["model"]) == set(C.COMPARE_KINDS)
+    assert set(res.health["kind"]) == set(C.COMPARE_KINDS)
     assert {"r_hat_max", "ess_bulk_min", "divergences"} <= set(res.health.columns)
-    fig = res.forest()
+    from bayesgrpo.plots.forest import forest_plot
+
+    fig = forest_plot(res)
     fig.savefig(tmp_path / "f.png")
     assert "G-exponent" in res.summary_markdown()
 
@@ -164,7 +166,7 @@ def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["compare", str(tmp_path / "runs.csv"), "--meta", str(tmp_path / "meta.csv"),
                                    "--by", "family,group_size", "--out-dir", str(out), "--draws", "20", "--tune", "10",
-                                   "--fixed-g-exponent", "--models", "saturation,scaling",
+                                   "--fixed-g-exponent", "--kinds", "saturation,scaling",
                                    "--out", str(tmp_path / "contrasts.parquet")])  # fmt: skip
     assert res.exit_code == 0, res.output
     for f in ("contrasts.csv", "loo.csv", "summary.md", "forest.png"):
@@ -181,7 +183,7 @@ def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
 def test_recovers_g_exponent():
     """Runs simulated with sigma_p^2 = T / G: the posterior of b covers 1 and excludes 0."""
     runs = _sim_runs(groups=(2, 4, 8, 16), families=("fa",), seeds=(0, 1), n_steps=250, temp=2e-3, sigma_m=0.01, a=0.03)
-    res = C.compare_runs(runs, models=("saturation",), sampler=SamplerConfig(draws=300, tune=400, chains=2), seed=3)
+    res = C.compare_runs(runs, kinds=("saturation",), sampler=SamplerConfig(draws=300, tune=400, chains=2), seed=3)
     b = res.g_exponent()
     assert b["ci_low"] <= 1.0 <= b["ci_high"], b
     assert b["ci_low"] > 0.3, b

@@ -13,7 +13,7 @@ from bayesgrpo.diagnose.failure_modes import (
     posterior_instability,
 )
 from bayesgrpo.forecast.paths import PathDraws
-from bayesgrpo.physics.dynamics import spectral_radius
+from bayesgrpo.physics.stability import spectral_radius
 from bayesgrpo.plots.diagnosis import plot_diagnosis
 from bayesgrpo.schema import RunSet
 
@@ -116,7 +116,7 @@ def test_posterior_instability_matches_dynamics():
     a = rng.uniform(0.001, 4.5, 200)
     mu = rng.uniform(0.0, 0.95, 200)
     pi = posterior_instability(draws(a, mu, n=200))
-    ref = np.array([spectral_radius(a=ai, momentum=mi) for ai, mi in zip(a, mu)])
+    ref = np.array([spectral_radius(a=ai, momentum=mi) for ai, mi in zip(a, mu, strict=True)])
     assert pi["p_rho_ge_1"] == pytest.approx(np.mean(ref >= 1.0))
     # refresh pattern: mu = 0.9, a = 0.02 -> exact K* = 15 (physics.md section 4)
     assert posterior_instability(draws(np.full(5, 0.02), np.full(5, 0.9), n=5, refresh_interval=10))["p_rho_ge_1"] == 0

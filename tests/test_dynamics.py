@@ -9,7 +9,9 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from bayesgrpo.physics import dynamics as D
+import bayesgrpo.physics as D  # recursion (1) and its stability: dynamics + stability
+from bayesgrpo.physics import dynamics as _dyn
+from bayesgrpo.physics import stability as S
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -55,7 +57,7 @@ def test_first_unstable_lag_reference_values(mu, a, expected):
         assert D.spectral_radius(a=a, momentum=mu, lag=d) >= 1.0
         assert D.spectral_radius(a=a, momentum=mu, lag=d - 1) < 1.0
     else:
-        assert D._is_stable_certified(a, mu, d - 1) and not D._is_stable_certified(a, mu, d)
+        assert S._is_stable_certified(a, mu, d - 1) and not S._is_stable_certified(a, mu, d)
 
 
 @pytest.mark.parametrize(("mu", "a", "expected"), [(0.9, 0.005, 26), (0.9, 0.02, 6), (0.0, 0.2, 8)])
@@ -77,7 +79,7 @@ def test_first_unstable_lag_crossing_equals_scan(mu, a):
 def test_stability_certificate_matches_eigenvalues(mu, a, d):
     rho = D.spectral_radius(a=a, momentum=mu, lag=d)
     assume(abs(rho - 1.0) > 1e-9)
-    assert D._is_stable_certified(a, mu, d) == (rho < 1.0)
+    assert S._is_stable_certified(a, mu, d) == (rho < 1.0)
 
 
 def test_first_unstable_lag_zero_when_ar2_unstable():
@@ -176,7 +178,7 @@ def test_critical_stiffness_reference():
 
 def test_fast_time_is_optimizer_only():
     # tau_f -> (1+mu)/(2(1-mu)) = 9.5 steps for beta1 = 0.9 as a -> 0
-    assert (1 + 0.9) / (2 * (1 - 0.9)) == pytest.approx(9.5)
+    assert pytest.approx(9.5) == (1 + 0.9) / (2 * (1 - 0.9))
     assert D.coefficients(a=1e-7, momentum=0.9).tau_f == pytest.approx(9.5, abs=1e-3)
     assert D.coefficients(a=1e-4, momentum=0.9).tau_f == pytest.approx(9.5, abs=0.1)
     assert D.coefficients(a=1e-4, momentum=0.0).tau_f == pytest.approx(0.5, abs=1e-3)
@@ -334,8 +336,8 @@ def test_simulate_history_convention_by_hand():
 def test_lfilter_path_equals_loop(d):
     rng = np.random.default_rng(3)
     eps = rng.normal(size=400) * 0.05
-    fast = D._simulate_constant_lag_1d(0.7, 0.8, 0.03, d, eps)
-    slow = D._simulate_loop(np.array(0.7), np.array(0.8), np.array(0.03), np.full(401, d), eps)
+    fast = _dyn._simulate_constant_lag_1d(0.7, 0.8, 0.03, d, eps)
+    slow = _dyn._simulate_loop(np.array(0.7), np.array(0.8), np.array(0.03), np.full(401, d), eps)
     np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-12)
 
 
@@ -368,7 +370,7 @@ def test_transition_matrix_matches_recursion():
     # companion eigenvalues = roots of the characteristic polynomial
     for d in (0, 1, 4):
         ev = np.sort_complex(np.linalg.eigvals(D.transition_matrix(a=0.1, momentum=0.6, lag=d)))
-        poly = D._lag_polynomial(0.1, 0.6, d)
+        poly = _dyn._lag_polynomial(0.1, 0.6, d)
         np.testing.assert_allclose(ev, np.sort_complex(np.roots(poly)), atol=1e-10)
 
 
@@ -494,7 +496,7 @@ def test_time_to_fraction():
 
 # ----------------------------------------------------------------------------- one stop-step definition
 @pytest.mark.parametrize(
-    "a, mu, regime, first_crossing, settled",
+    ("a", "mu", "regime", "first_crossing", "settled"),
     [
         (1e-3, 0.9, "overdamped", None, None),
         ((1 - 0.9) ** 2 / (2 * (1 + 0.9)), 0.9, "critical", None, None),

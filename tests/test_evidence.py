@@ -50,7 +50,7 @@ def test_block_evidence_is_the_exact_predictive_density_of_the_later_observation
     rng = np.random.default_rng(0)
     y = 1.3 + 0.5 * rng.standard_normal(12)
     m = 8
-    got, full, first = block_evidence(_normal_model(y), _normal_model(y[:m]), np.zeros(1))
+    got, full, _first = block_evidence(_normal_model(y), _normal_model(y[:m]), np.zeros(1))
     # closed form: the marginal of y is N(0, sd^2 I + prior_sd^2 11'), the block conditional follows
     cov = 0.25 * np.eye(12) + 4.0 * np.ones((12, 12))
     exact_full = stats.multivariate_normal(np.zeros(12), cov).logpdf(y)
@@ -115,7 +115,7 @@ def test_log_density_of_a_compiled_model_carries_every_constant_and_jacobian():
     from bayesgrpo.inference import sampling
 
     ns: dict = {}
-    exec(TINY, ns)  # noqa: S102 - a test model
+    exec(TINY, ns)
     compiled = sampling.compile_model(None, ns["build"])
     y = np.array([0.3, 1.1, 0.7, 1.6, 0.9, 1.2])
     lp = sampling.log_density(compiled, {"y": y}, required=("y",))
@@ -134,5 +134,5 @@ def test_log_density_of_a_compiled_model_carries_every_constant_and_jacobian():
     names = compiled.shape_info[0]
     x = np.zeros(2)
     x[names.index("mu")] = 0.8
-    x[[i for i, n in enumerate(names) if n.startswith("sd")][0]] = -0.4
+    x[next(i for i, n in enumerate(names) if n.startswith("sd"))] = -0.4
     assert lp(x)[0] == pytest.approx(math.log(joint(-0.4, 0.8)), abs=1e-7)  # fastmath rounding

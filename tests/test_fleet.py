@@ -8,7 +8,9 @@ model ~10 s, the forecasting model ~30 s), so they are marked ``slow``.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import subprocess
 import sys
@@ -125,7 +127,7 @@ def test_corrupt_or_stale_entry_is_rebuilt_never_trusted(tiny):
     (entry,) = cache.glob("*.model")
     good = entry.read_bytes()
     digest = entry.stem
-    head, _, body = good[len(mc._MAGIC) :].partition(b"\n")
+    _head, _, body = good[len(mc._MAGIC) :].partition(b"\n")
     desc = mc._Unpickler(__import__("io").BytesIO(body)).load()["desc"]
     store = mc.ModelCache(cache)
 
@@ -220,10 +222,10 @@ class _FailsOn(Forecaster):
         super().__init__(**kw)
         self.bad = bad
 
-    def fit(self, runs, **kw):
-        if self.bad in runs.run_ids:
+    def fit_plans(self, plans, **kw):  # what forecast_batch calls on a worker
+        if self.bad in plans.observed.run_ids:
             raise ForecastError(f"simulated failure on run {self.bad!r}")
-        return super().fit(runs, **kw)
+        return super().fit_plans(plans, **kw)
 
 
 @pytest.mark.slow
@@ -242,7 +244,8 @@ def test_a_run_that_fails_on_a_worker_is_an_error_row(cluster):
     tab = res.table.set_index("run_id")
     assert list(tab.index) == list(ids)
     assert tab.loc[ids[1], "status"] == "error" and "simulated failure" in tab.loc[ids[1], "error"]
-    assert (tab.loc[[ids[0], ids[2]], "status"] == "ok").all()
+    # forecast: "ok", or "warning" exactly where the run's sampler health says so (issue 19: 40 draws often do)
+    assert [tab.loc[r, "status"] for r in (ids[0], ids[2])] == [res.fit.health_status(r)[0] for r in (ids[0], ids[2])]
     assert np.isfinite(tab.loc[[ids[0], ids[2]], "final_q50"]).all()
 
 
@@ -256,7 +259,7 @@ def test_executor_options_are_checked_before_anything_starts():
         check_options(workers=-1)
     assert isinstance(make_executor(), SerialExecutor) and isinstance(make_executor(workers=0), SerialExecutor)
     groups = partition(list(range(103)), 2)
-    assert sum(groups, []) == list(range(103)) and max(map(len, groups)) <= 25
+    assert functools.reduce(operator.iadd, groups, []) == list(range(103)) and max(map(len, groups)) <= 25
 
 
 def test_backtest_spreads_case_groups_over_an_executor():
@@ -284,7 +287,7 @@ def test_backtest_spreads_case_groups_over_an_executor():
 
     class Fc:
         def fit(self, runs, *, horizon=None, context=None):
-            _w.warn("sampler health is poor", UserWarning)
+            _w.warn("sampler health is poor", UserWarning, stacklevel=2)
             if "r3" in runs.run_ids:
                 raise RuntimeError("sampling exploded")
             return Fit(runs)
@@ -293,14 +296,15 @@ def test_backtest_spreads_case_groups_over_an_executor():
     rs = RunSet.from_frames(
         pd.DataFrame(rows), pd.DataFrame({"run_id": [f"r{k}" for k in range(6)], "source_repo": "A"})
     )
-    serial = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)},
-                      make_figures=False)  # fmt: skip
+    serial = backtest(
+        rs, cutoffs=(0.5,), peers=(), methods={BAYES: BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2)}
+    )
     # one pool thread posing as two workers: warnings.catch_warnings is process-global, so concurrent
     # threads would mix their records (Dask workers are processes of one thread each)
     with FuturesExecutor(ThreadPoolExecutor(1), n_workers=2, own=True) as ex:
         method = BayesGRPOMethod(BAYES, forecaster=lambda h: Fc(), chunk=2, executor=ex)
         assert method.chunk == 4  # the harness hands it a group per worker at a time
-        par = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: method}, make_figures=False)
+        par = backtest(rs, cutoffs=(0.5,), peers=(), methods={BAYES: method})
     cols = ["run_id", "ok", "message", "crps", "warnings"]
     a, b = (r.cases.set_index("run_id").sort_index().reset_index() for r in (serial, par))
     pd.testing.assert_frame_equal(a[[c for c in cols if c in a]], b[[c for c in cols if c in b]])

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from bayesgrpo.errors import ForecastError
-from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
+from bayesgrpo.forecast import TABLE_COLUMNS, FittedForecast, Forecaster, SamplerConfig
 from bayesgrpo.schema import RunSet
 
 
@@ -83,10 +83,10 @@ def test_save_load_roundtrip_identical(mock_sampler, tmp_path):
 
 def test_errors_name_the_run():
     few = RunSet.from_frames(pd.DataFrame({"run_id": "tiny", "step": [1, 2, 3], "reward": [0.1, 0.2, 0.1]}))
-    with pytest.raises(ForecastError, match="'tiny'.*3 logged reward point"):
+    with pytest.raises(ForecastError, match=r"'tiny'.*3 logged reward point"):
         Forecaster().fit(few, horizon=100)
     runs = _runs(max_steps=np.nan)
-    with pytest.raises(ForecastError, match="'r1'.*no horizon"):
+    with pytest.raises(ForecastError, match=r"'r1'.*no horizon"):
         Forecaster().fit(runs)
     with pytest.raises(ForecastError, match="horizon 50 is not after the last logged step 120"):
         Forecaster().fit(_runs(), horizon=50)
@@ -139,7 +139,7 @@ def test_forecast_and_budget_agree_on_the_stop_step(mock_sampler):
     """The no-cost budget recommendation IS the forecast's stop_q50 (one definition, same draws), in
     the over- and the underdamped regime."""
     from bayesgrpo.decisions import recommend_stop
-    from bayesgrpo.physics.dynamics import is_underdamped
+    from bayesgrpo.physics.stability import is_underdamped
 
     for tau, mu in ((60.0, 0.9), (3.0, 0.9)):  # a = 0.0017 (overdamped), a = 0.033 (underdamped, rings)
         mock_sampler["params"].update(tau=tau, mu=mu)
@@ -159,7 +159,7 @@ def test_saved_forecast_of_format_1_still_loads():
     data = Path(__file__).parent / "data" / "artefacts"
     fit = FittedForecast.load(data / "forecast_v1.nc")
     old = pd.read_csv(data / "forecast_v1_table.csv").iloc[0]
-    assert fit.forecast_ids == ["old-run"] and fit.config.model == "oscillator"
+    assert fit.forecast_ids == ["old-run"] and fit.config.kind == "oscillator"
     assert fit.posterior["r_star"].shape == (2, 50, 1)
     row = fit.table().iloc[0]
     assert row.plateau_q50 == pytest.approx(old.plateau_q50, rel=1e-12)  # posterior draws: exactly as saved
@@ -176,7 +176,7 @@ def test_unknown_artefact_format_is_refused(tmp_path, mock_sampler):
     dt = fit.to_datatree()
     dt.attrs["bayesgrpo_schema"] = "bayesgrpo.forecast/99"
     dt.to_netcdf(tmp_path / "future.nc", engine="h5netcdf")
-    with pytest.raises(ArtefactError, match="format 'bayesgrpo.forecast/99'.*cannot read"):
+    with pytest.raises(ArtefactError, match=r"format 'bayesgrpo.forecast/99'.*cannot read"):
         FittedForecast.load(tmp_path / "future.nc")
     xr.Dataset({"x": ("t", np.arange(3.0))}).to_netcdf(tmp_path / "other.nc", engine="h5netcdf")
     with pytest.raises(ArtefactError, match="not a saved bayesgrpo forecast"):
@@ -215,13 +215,16 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
     seen = {}
 
     class FakeCompiled:
-        shared_var_keys = [types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")]
+        shared_var_keys = tuple(
+            types.SimpleNamespace(name=n) for n in ("y", "mask", "refresh", "span", "noise", "r0_obs")
+        )
 
         def with_data(self, **kw):
             seen.update(kw)
             return self
 
-    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled")
+    run = types.SimpleNamespace(wait=lambda: "sampled", cancel=lambda: None)  # sampling.nuts waits itself
+    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled" if kw.get("blocking", True) else run)
     req = ("y", "mask", "refresh")
     assert sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req) == "sampled"
     np.testing.assert_array_equal(seen["refresh"], arr.refresh)
@@ -233,21 +236,22 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
 
 def test_unstable_share_equals_spectral_radius_per_draw():
     """The vectorised instability flag of lagged draws equals dynamics.spectral_radius draw by draw."""
-    from bayesgrpo.physics.dynamics import is_stable, spectral_radius
+    from bayesgrpo.physics.stability import is_stable, spectral_radius
 
     rng = np.random.default_rng(4)
     for K in (2, 7, 32, 128):
         a_star = (1 - 0.9) / K  # first-order threshold: draws on both sides of the exact one
         a, mu = a_star * rng.uniform(0.2, 4.0, 300), rng.uniform(0.8, 0.95, 300)
-        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu)])
+        ref = np.array([spectral_radius(a=x, momentum=m, refresh_interval=K) >= 1 for x, m in zip(a, mu, strict=True)])
         assert 0 < ref.mean() < 1
         np.testing.assert_array_equal(~is_stable(a, mu, refresh_interval=K), ref)
 
 
 def test_context_prior_pools_toward_the_source():
-    from bayesgrpo.models.prior import PopulationPrior, context_prior
+    from bayesgrpo.models.kinds import default_prior
+    from bayesgrpo.models.prior import context_prior
 
-    base = PopulationPrior.default()
+    base = default_prior()
     m0 = float(base.values_at([0.3])["gain_mu"][0])
     s0 = float(base.values_at([0.3])["gain_sd"][0])
     rows = [dict(gain=m0 + 2.0 + 0.01 * k, log_tau=4.0, log_wander=-1.0, log_delta=np.nan) for k in range(8)]
@@ -277,7 +281,7 @@ def test_forecast_with_context_uses_the_pooled_prior(mock_sampler):
 def test_every_kind_keeps_what_its_forecast_needs(mock_sampler, kind):
     """A fit keeps a subset of the posterior (STORED_VARS): every kind's forecast parameters must be in it
     (the logistic kind's lam was once dropped, and every logistic forecast failed)."""
-    from bayesgrpo.forecast.forecaster import STORED_VARS
+    from bayesgrpo.forecast.config import STORED_VARS
     from bayesgrpo.models.kinds import get_kind
 
     assert set(get_kind(kind).param_names) <= set(STORED_VARS)
@@ -314,3 +318,93 @@ def test_flat_prefix_at_the_floor_is_not_a_narrow_future():
     assert 0.0 <= row.final_q05 <= row.final_q50 <= 0.1  # most likely still near the floor by step 116
     raw = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=116).table().iloc[0]
     assert raw.final_q90 - raw.final_q50 < row.final_q90 - row.final_q50
+
+
+# ------------------------------------------------------------------ the API of a fit: ArviZ data, identity, any horizon
+def test_saved_forecast_of_format_2_loads_and_forecasts_exactly_as_then(monkeypatch):
+    """A forecast saved by the landed code of bayesgrpo 0.1 in format 2 (tests/data/artefacts/forecast_v2.nc:
+    the example run to step 120, real sampling) loads and gives the table saved beside it, number for number
+    (its config said ``model`` for the kind and carried the identity fields of the calibration variants),
+    under the rules of then. Two rules of issue 19 changed numbers since, and only those: a horizon (400)
+    before the planned length (max_steps 500) gets its pro-rata share of the calibration layer's widening
+    (item 7: one horizon), and a gain below one reward scale unit settles in a band of the scale (item 8)."""
+    import bayesgrpo.physics.stopping as stopping
+    from bayesgrpo.models.arrays import RunInfo
+
+    data = Path(__file__).parent / "data" / "artefacts"
+    old = pd.read_csv(data / "forecast_v2_table.csv")
+    num = [c for c in old.columns if c not in ("run_id", "model")]
+    now = FittedForecast.load(data / "forecast_v2.nc").table()
+    changed = {c for c in num if not np.allclose(now[c].to_numpy(float), old[c].to_numpy(float), rtol=1e-12, atol=0)}
+    assert changed and changed <= {"final_mean", *(f"final_q{q}" for q in ("05", "10", "25", "50", "75", "90", "95")),
+                                   "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon"}, changed  # fmt: skip
+    # the rules of then: the widening by the time to the horizon, the band 1 - fraction whatever the gain
+    band = stopping.band
+    monkeypatch.setattr(stopping, "band", lambda fraction, gain=None: band(fraction, None))
+    monkeypatch.setattr(RunInfo, "time_to_go", lambda self, steps: np.clip(
+        (np.asarray(steps, dtype=float) - self.last_step) / max(1, self.horizon - self.last_step), 0.0, 1.0))  # fmt: skip
+    fit = FittedForecast.load(data / "forecast_v2.nc")
+    assert fit.config.kind == "oscillator" and fit.sample_stats is None  # format 2 kept no sampler statistics
+    new = fit.table()
+    assert list(new["kind"]) == list(old["model"])
+    np.testing.assert_allclose(new[num].to_numpy(float), old[num].to_numpy(float), rtol=1e-12, atol=0)
+
+
+def test_saved_file_is_arviz_inference_data(mock_sampler, tmp_path):
+    import arviz as az
+
+    mock_sampler["spread"] = 0.1
+    fit = Forecaster(sampler=SMALL).fit(_runs())
+    fit.save(tmp_path / "fit.nc")
+    dt = xr.open_datatree(str(tmp_path / "fit.nc"), engine="h5netcdf")
+    for group in ("posterior", "sample_stats", "observed_data", "posterior_predictive", "constant_data"):
+        assert group in dt.children, group
+    assert dt["sample_stats"]["diverging"].dims == ("chain", "draw", "run")
+    assert dt["observed_data"]["reward"].sizes["step"] == 120
+    summ = az.summary(dt, var_names=["r_star", "tau"], kind="stats", ci_prob=0.9)
+    assert len(summ) == 2  # one row per variable and run
+    pp = dt["posterior_predictive"]["final_reward"].to_numpy().ravel()
+    assert np.median(pp) == pytest.approx(fit.table()["final_q50"].iloc[0], rel=1e-12)
+    assert dt.attrs["model_identity"] == fit.config.identity and dt.attrs["bayesgrpo_schema"] == "bayesgrpo.forecast/3"
+    back = FittedForecast.load(tmp_path / "fit.nc")
+    xr.testing.assert_identical(back.sample_stats, fit.sample_stats)
+
+
+def test_identity_is_checked_on_load(mock_sampler, tmp_path):
+    from bayesgrpo.errors import ArtefactError
+
+    fc = Forecaster(sampler=SMALL)
+    fit = fc.fit(_runs())
+    fit.save(tmp_path / "fit.nc")
+    assert FittedForecast.load(tmp_path / "fit.nc", expected=fc).config.identity == fc.config.identity
+    with pytest.raises(ArtefactError, match=r"saved by a different model.*kind oscillator.*kind saturation"):
+        FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster("saturation"))
+    with pytest.raises(ArtefactError, match="saved by a different model"):
+        FittedForecast.load(tmp_path / "fit.nc", expected=Forecaster(final_window=0.2))
+    dt = fit.to_datatree()
+    dt.attrs["model_identity"] = "sha256:0000000000000000"
+    dt.to_netcdf(str(tmp_path / "edited.nc"), engine="h5netcdf")
+    with pytest.raises(ArtefactError, match=r"does not match its configuration.*edited or is damaged"):
+        FittedForecast.load(tmp_path / "edited.nc")
+    # the identity is the model's, not the sampler's
+    assert Forecaster(sampler=SamplerConfig(draws=50)).config.identity == fc.config.identity
+
+
+def test_predict_to_any_horizon_without_refitting(mock_sampler):
+    mock_sampler["spread"] = 0.1
+    runs = _runs(max_steps=400)
+    fit = Forecaster(sampler=SMALL).fit(runs, horizon=300)
+    n_calls = len(mock_sampler["calls"])
+    far = fit.predict(horizon=600)
+    assert len(mock_sampler["calls"]) == n_calls  # nothing sampled again
+    assert far.posterior is fit.posterior and far.infos["r1"].planned == fit.infos["r1"].planned == 400
+    assert fit.infos["r1"].horizon == 300 and far.infos["r1"].horizon == 600  # the fit itself is unchanged
+    # the same numbers as a fit made to that horizon (the posterior depends on the planned length only)
+    direct = Forecaster(sampler=SMALL).fit(runs, horizon=600)
+    cols = [c for c in TABLE_COLUMNS if c != "seconds"]
+    pd.testing.assert_frame_equal(far.table()[cols], direct.table()[cols])
+    pd.testing.assert_frame_equal(fit.table(horizon=600)[cols], direct.table()[cols])
+    assert far.paths("r1").steps[-1] == 600 and fit.paths("r1").steps[-1] == 300
+    with pytest.raises(ForecastError, match="run 'r1': the horizon 100 is not after the last logged step 120"):
+        fit.predict(horizon=100)
+    assert fit.predict(horizon={"r1": 500}).table()["horizon"].iloc[0] == 500

@@ -46,7 +46,7 @@ def test_filter_equals_exact_gaussian_marginal(case):
     obs[0] = True
     K = case.pop("K")
     lag = np.mod(np.arange(T), K) if K > 1 else np.zeros(T, int)
-    ll, m, P = filter_numpy(y, obs, lag=lag, D=max(2, K), **case)
+    ll, _m, _P = filter_numpy(y, obs, lag=lag, D=max(2, K), **case)
     ref = brute_force_loglik(y, obs, lag=lag, **case)
     case["K"] = K
     assert ll == pytest.approx(ref, rel=1e-9, abs=1e-9)
@@ -113,7 +113,7 @@ def test_op_in_pytensor_graph_matches_kernel():
 
 def test_propagation_matches_simulated_variance():
     """Propagating a known state forward reproduces the exact AR(2) stationary variance."""
-    from bayesgrpo.physics.dynamics import stationary_variance
+    from bayesgrpo.physics.stability import stationary_variance
 
     a, mu, sp = 0.05, 0.5, 0.1
     n = 4000

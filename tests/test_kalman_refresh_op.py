@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
+import bayesgrpo.physics as dynamics  # dynamics + stability
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad, refresh3_loglik_grad, refresh_loglik_grad
-from bayesgrpo.physics import dynamics
 
 KS = [1, 2, 3, 7, 32, 128]
 KERNELS = {"dispatch": refresh_loglik_grad, "three_state": refresh3_loglik_grad}
@@ -341,7 +341,7 @@ def test_numpy_refresh_propagation_matches_general_propagation(K):
     p = dict(regime("underdamped", K), sigma_p=0.0)
     y = p["r_star"] + 0.3 * rng.standard_normal(T)
     obs = np.ones(T, bool)
-    _, m3, P3 = filter_refresh_numpy(y, obs, K=K, **p)
+    _, m3, _P3 = filter_refresh_numpy(y, obs, K=K, **p)
     _, mD, PD = filter_numpy(y, obs, lag=np.mod(np.arange(T), K), D=max(2, K), **p)
     # sigma_p = 0: the filtered state is exact (P = 0) and the paths deterministic
     kw = dict(a=np.array([p["a"]]), mu=np.array([p["mu"]]), sigma_p=np.array([0.0]))

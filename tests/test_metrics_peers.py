@@ -83,6 +83,8 @@ def test_pit_randomises_ties():
 
 # ---------------------------------------------------------------------------- final window
 def test_final_window_mask_hand_examples():
+    from bayesgrpo import plan as M
+
     steps = np.arange(1, 101)
     m = M.final_window_mask(steps, s0=1, horizon=100)
     np.testing.assert_array_equal(steps[m], np.arange(91, 101))
@@ -143,7 +145,7 @@ def test_lsq_peer_recovers_final_value_and_covers(name):
     hits, errs = 0, []
     reps = 5
     for seed in range(reps):
-        steps, mean, y = _exp_run(seed)
+        steps, _mean, y = _exp_run(seed)
         truth = M.final_reward(steps, y)
         f = peer.forecast(steps[:cut], y[:cut], future_steps=steps[cut:], n_draws=500, seed=seed)
         assert f.ok, f.message
@@ -177,7 +179,7 @@ def test_last_value_peer_on_a_plateau():
 
 
 def test_partially_observed_window_uses_observed_points():
-    steps, mean, y = _exp_run(0, n=100)
+    steps, _mean, y = _exp_run(0, n=100)
     # cutoff inside the final window: steps 91..95 observed, 96..100 forecast
     f = get_peer("last_value").forecast(steps[:95], y[:95], future_steps=steps[95:], seed=0)
     assert f.ok
@@ -209,7 +211,7 @@ def test_domhan_ensemble_final_value():
 
 def test_domhan_families_increasing_under_their_priors():
     """Sign-constrained priors make every family non-decreasing on the x axis (paper's constraint)."""
-    from bayesgrpo.evaluation.peers import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
+    from bayesgrpo.evaluation.domhan import DOMHAN_FAMILIES, DomhanEnsemblePeer, _domhan_numpy_curves
 
     rng = np.random.default_rng(0)
     x = np.linspace(1, 100, 400)

@@ -5,7 +5,9 @@ import pandas as pd
 import pytensor
 import pytest
 
+from bayesgrpo.models.arrays import prepare_arrays
 from bayesgrpo.models.kinds import build_model
+from bayesgrpo.schema import RunSet
 
 FAST = "FAST_COMPILE"  # python linker: structure tests must not pay numba compiles
 
@@ -14,10 +16,6 @@ def evaluate(model, names, point):
     outs = model.replace_rvs_by_values([model[n] for n in names])
     f = pytensor.function(model.value_vars, outs, mode=FAST, on_unused_input="ignore")
     return f(**{v.name: point[v.name] for v in model.value_vars})
-
-
-from bayesgrpo.models.arrays import prepare_arrays
-from bayesgrpo.schema import RunSet
 
 
 def runset(n_runs=3, K=None):
@@ -43,7 +41,7 @@ def runset(n_runs=3, K=None):
 @pytest.mark.parametrize("kind", ["oscillator", "saturation", "scaling", "degeneracy", "logistic"])
 @pytest.mark.parametrize("hierarchical", [False, True])
 def test_structure_and_finite_logp(kind, hierarchical):
-    arr, infos = prepare_arrays(runset())
+    arr, _infos = prepare_arrays(runset())
     model = build_model(arr, kind=kind, hierarchical=hierarchical)
     names = set(model.named_vars)
     assert {"r0", "r_star", "tau", "a", "mu", "sigma_p", "sigma_m", "reward"} <= names

@@ -1,9 +1,10 @@
 """Execute the walkthrough notebooks with small sampling settings (issue: notebooks run in CI)."""
 
-import os
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.slow  # a kernel start and real sampling per notebook: 5-150 s each
 
 NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NB_DIR.glob("*.ipynb"))

@@ -27,7 +27,7 @@ def test_versions_outside_the_pinned_range_are_refused(monkeypatch):
     fake = types.ModuleType("nutpie._lib")
     fake.__version__ = "0.17.0"
     monkeypatch.setitem(sys.modules, "nutpie._lib", fake)
-    with pytest.raises(ImportError, match="0.17.0 is outside"):
+    with pytest.raises(ImportError, match=r"0\.17\.0 is outside"):
         nuts_core.nutpie_lib()
     fake.__version__ = "0.16.10"
     with pytest.raises(ImportError, match="outside"):

@@ -20,7 +20,7 @@ import bayesgrpo
 from bayesgrpo import Forecaster, SamplerConfig, read_runs
 from bayesgrpo.cli import app
 from bayesgrpo.decisions.budget import recommend_stop
-from bayesgrpo.errors import OptionError, OutputError
+from bayesgrpo.errors import DataWarning, OptionError, OutputError
 from bayesgrpo.forecast.batch import forecast_batch
 from bayesgrpo.report import write_report
 from bayesgrpo.report.html import script_json
@@ -143,7 +143,7 @@ def test_self_contained_and_every_figure_is_well_formed_svg(tmp_path, mock_sampl
     page = Page(text)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text)  # nothing fetched from anywhere
     assert "@import" not in text and "url(http" not in text
-    assert all(h.startswith("#") or h.startswith("data:") for h in page.links)
+    assert all(h.startswith(("#", "data:")) for h in page.links)
     assert len(page.imgs) == 6 + 6 * 3  # a small multiple per run; fan, budget, channels per forecast run
     for img in page.imgs:
         src = img["src"]
@@ -180,7 +180,7 @@ def test_script_json_cannot_close_its_script():
 
 def test_error_rows_are_shown_with_their_reason(tmp_path, mock_sampler):
     runs, _, _ = runs_with(tmp_path, ("good",), short=("tiny",))
-    with pytest.warns(Warning):
+    with pytest.warns(DataWarning, match="not forecast"):
         res = forecast_batch(runs, forecaster=Forecaster(sampler=FAST), horizon=600)
     page = Page(write_report(res, tmp_path / "r.html").read_text(encoding="utf-8"))
     assert len(page.rows) == 2
@@ -192,7 +192,7 @@ def test_error_rows_are_shown_with_their_reason(tmp_path, mock_sampler):
 
 def test_every_run_failed_still_gives_a_page(tmp_path, mock_sampler):
     runs, _, _ = runs_with(tmp_path, (), short=("t1", "t2"))
-    with pytest.warns(Warning):
+    with pytest.warns(DataWarning, match="not forecast"):
         res = forecast_batch(runs, forecaster=Forecaster(sampler=FAST), horizon=600)
     assert res.fit is None
     page = Page(write_report(res, tmp_path / "r.html").read_text(encoding="utf-8"))
@@ -319,13 +319,13 @@ def test_cli_report_writes_one_page(tmp_path, mock_sampler):
 
 
 @pytest.mark.parametrize(
-    "args, needles",
+    ("args", "needles"),
     [
         (["--out", "{tmp}/r.txt"], ["--out", "'.txt'", ".html"]),
         (["--by", "nosuch"], ["--by 'nosuch'", "group_size"]),
         (["--by", ","], ["--by must name"]),
-        (["--cost-per-step", "-1"], ["--cost-per-step must be >= 0"]),
-        (["--value-per-reward", "0"], ["--value-per-reward must be > 0"]),
+        (["--cost-per-step", "-1"], ["--cost-per-step must be at least 0"]),
+        (["--value-per-reward", "0"], ["--value-per-reward must be greater than 0"]),
         (["--target", "nan"], ["--target must be a finite number"]),
         (["--until-fraction", "2"], ["--until-fraction", "(0, 1)"]),
     ],
@@ -349,7 +349,8 @@ def test_cli_report_with_only_error_rows_writes_the_page_and_exits_1(tmp_path, m
 
 # ------------------------------------------------------------------ the live page
 def test_worker_rewrites_the_live_report_after_each_forecast(tmp_path, mock_sampler):
-    from bayesgrpo.integrations._worker import REPORT_REFRESH, _handle, forecast_request
+    from bayesgrpo.integrations._requests import REPORT_REFRESH, forecast_request
+    from bayesgrpo.integrations._serve import _handle
 
     runs, _, _ = runs_with(tmp_path, ("live",))
     df = runs.run("live")[["step", "reward"]]

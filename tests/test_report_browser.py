@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from bayesgrpo import Forecaster, SamplerConfig, read_many
+from bayesgrpo.errors import DataWarning
 from bayesgrpo.forecast.batch import forecast_batch
 from bayesgrpo.report import write_report
 
@@ -65,7 +66,7 @@ def page_file(tmp_path, mock_sampler):
     pd.concat([hostile, tiny]).to_csv(tmp_path / "extra.csv", index=False)
     runs = read_many([*FORMATS, DATA / "grpo_small" / "runs.csv", tmp_path / "extra.csv"])
     fc = Forecaster(sampler=SamplerConfig(draws=50, tune=10, chains=2))
-    with pytest.warns(Warning):
+    with pytest.warns(DataWarning, match="not forecast"):
         res = forecast_batch(runs, forecaster=fc, until_fraction=0.5)
     return write_report(res, tmp_path / "report.html", target=0.5), list(runs.run_ids)
 

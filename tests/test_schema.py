@@ -37,11 +37,11 @@ def test_missing_columns_and_bad_values_name_row():
         RunSet.from_frames(df, source="x.csv")
     df = frame()
     df.loc[2, "reward"] = np.inf
-    with pytest.raises(DataValidationError, match="infinite.*run 'a', row 2"):
+    with pytest.raises(DataValidationError, match=r"infinite.*run 'a', row 2"):
         RunSet.from_frames(df)
     df = frame().astype({"step": float})
     df.loc[1, "step"] = 2.5
-    with pytest.raises(DataValidationError, match="step 2.5 is not an integer"):
+    with pytest.raises(DataValidationError, match=r"step 2\.5 is not an integer"):
         RunSet.from_frames(df)
 
 

@@ -87,7 +87,7 @@ def test_auto_forecasts_a_flat_floor_prefix_as_a_possible_s_curve(auto_sampler):
     assert len(auto_sampler["calls"]) == 2  # one posterior fit per kind kept (the logistic kind: weight 0)
     code = fit.posterior[KIND_CODE].sel(run="r1").to_numpy().ravel()
     assert np.bincount(code, minlength=3).tolist() == [100, 100, 0]
-    assert fit.table().iloc[0]["model"] == "oscillator:0.50+degeneracy:0.50"
+    assert fit.table().iloc[0]["kind"] == "oscillator:0.50+degeneracy:0.50"
     # each kind's draws follow its own dynamics: the degeneracy draws (stiffness ~ 0 at the floor) have
     # not risen by the horizon, the oscillator's have
     paths = fit.paths("r1")
@@ -119,7 +119,7 @@ def test_auto_one_kind_costs_one_fit_and_equals_that_kind(auto_sampler):
     assert len(auto_sampler["calls"]) == 1
     plain = Forecaster("oscillator", sampler=SMALL, calibration=False).fit(_rising_run())
     np.testing.assert_array_equal(auto.final_draws("r1"), plain.final_draws("r1"))
-    assert auto.table().iloc[0]["model"] == "oscillator"
+    assert auto.table().iloc[0]["kind"] == "oscillator"
 
 
 def test_lagged_runs_get_the_linear_kinds_only(auto_sampler):

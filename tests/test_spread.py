@@ -322,9 +322,10 @@ def test_channel_arrays_from_the_logged_columns_and_metadata():
 
 
 def test_spread_population_leaves_the_other_fields_alone():
-    from bayesgrpo.models.prior import SPREAD_FIELDS, PopulationPrior, with_spread_population
+    from bayesgrpo.models.kinds import default_prior
+    from bayesgrpo.models.prior import SPREAD_FIELDS, with_spread_population
 
-    base = PopulationPrior.default("degeneracy")
+    base = default_prior("degeneracy")
     rows = pd.DataFrame({"run_id": list("abcd"), "source": ["s1", "s1", "s2", "s3"], "cutoff": 0.5,
                          "log_nu": [0.0, 0.2, 1.0, -1.0], "log_headroom": [np.nan, np.nan, 0.5, 0.7],
                          "r0_dev": 0.0, "log_noise_dev": 0.0, "gain": 0.5, "log_tau": 3.0,

@@ -45,7 +45,7 @@ def test_defaults_agree_with_the_decision_layer():
 
 
 @pytest.mark.parametrize(
-    "args, needles",
+    ("args", "needles"),
     [
         (["--risk", "0"], ["--risk must lie in (0, 1)"]),
         (["--risk", "1.5"], ["--risk must lie in (0, 1)"]),

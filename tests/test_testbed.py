@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import ValidationError
 
 from bayesgrpo.schema import RunSet
 from bayesgrpo.testbed import (
@@ -65,7 +66,7 @@ def _one_token(p_cur, p_old, action, adv, **kw):
 
 
 @pytest.mark.parametrize(
-    "ratio, adv, zero",
+    ("ratio", "adv", "zero"),
     [(1.5, 1.0, True), (1.5, -1.0, False), (0.5, -1.0, True), (0.5, 1.0, False), (1.1, 1.0, False), (0.9, -1.0, False)],
 )
 def test_clipping_zeroes_gradient(ratio, adv, zero):
@@ -204,7 +205,7 @@ def test_hack_reward_exceeds_true_accuracy():
     rng = np.random.default_rng(0)
     prompts = task.train[:4]
     pp = pol.probs(params, prompts)
-    acts = np.stack([np.stack([rng.choice(4, size=20000, p=pp[b, l]) for l in range(2)], -1) for b in range(4)])
+    acts = np.stack([np.stack([rng.choice(4, size=20000, p=pp[b, j]) for j in range(2)], -1) for b in range(4)])
     r = task.rewards(prompts, acts, rng).mean(axis=1)
     np.testing.assert_allclose(r, task.expected_reward(pp, prompts), atol=0.015)
 
@@ -246,11 +247,11 @@ def test_cli_sweep(tmp_path):
 
 def test_config_is_frozen_and_strict():
     cfg = TrainerConfig()
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         cfg.learning_rate = 1.0
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         TrainerConfig(lr=0.1)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         TrainerConfig(batch_size=100, n_prompts=10)
 
 

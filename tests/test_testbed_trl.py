@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -170,7 +169,9 @@ def test_shipped_sweep_data_complete_small_and_readable():
     assert rs.run_ids == ["lr-000-s0"]  # a gzipped trainer_state.json is named by its folder too
     # TRL 1.16 logs the std of the whole batch under `reward_std`; the model card beside trainer_state.json
     # names the TRL version, so the reader files it as reward_std_batch (schema.CHANNELS)
-    assert len(rs.data) == 400 and {"reward", "reward_std_batch", "frac_reward_zero_std", "kl", "entropy"} <= set(rs.data)
+    assert len(rs.data) == 400 and {"reward", "reward_std_batch", "frac_reward_zero_std", "kl", "entropy"} <= set(
+        rs.data
+    )
     assert "reward_std" not in rs.data
     prompts = pd.read_csv(DATA / "prompts.csv.gz")
     assert len(prompts) == 64 and sorted(prompts["n_allowed"].unique()) == [1, 2, 4, 8]

@@ -4,10 +4,12 @@ the OpenRLHF console reader and the W&B API reader (mocked API object)."""
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -95,7 +97,7 @@ def test_watch_reforecasts_every_n_new_steps_of_a_growing_file(tmp_path):
     fc = [r for r in worker.requests if r.get("kind") == "forecast"]
     sizes = [len(r["frame"]) for r in fc]
     assert sizes == sorted(sizes) and sizes[0] >= 6 and sizes[-1] == 60  # the last one saw everything
-    assert all(b - a >= 10 for a, b in zip(sizes[:-2], sizes[1:-1]))  # every 10 new steps ...
+    assert all(b - a >= 10 for a, b in itertools.pairwise(sizes[:-1]))  # every 10 new steps ...
     assert sizes[-1] > sizes[-2]  # ... and one more when the log went quiet with steps not yet forecast
     assert fc[-1]["horizon"] == 200 and "reward" in fc[-1]["frame"].columns
     assert {r["report"] for r in fc} == {str(tmp_path / "live.html")}  # the worker rewrites the page each time
@@ -199,7 +201,7 @@ def test_cli_watch_real_forecasts_plain_lines_when_piped(tmp_path):
     assert len(lines) == 2, res.output
     assert "\x1b[" not in res.stdout and "━" not in res.stdout  # plain when piped (no live table)
     assert all("/300  final " in ln and "P(>= target)" in ln and "budget: stop at" in ln for ln in lines)
-    rows = list(csv.DictReader(open(hist)))
+    rows = list(csv.DictReader(Path(hist).read_text().splitlines()))
     assert [r["ok"] for r in rows] == ["True", "True"]
     seen = [int(r["observed_until"]) for r in rows]
     assert 6 <= seen[0] <= 30 and seen[1] >= seen[0] + 20  # re-forecast after 20 new steps

@@ -24,13 +24,13 @@ import json, sys, warnings
 warnings.simplefilter("ignore")
 import bayesgrpo
 from bayesgrpo import Forecaster, SamplerConfig, read_runs
-from bayesgrpo.models.prior import PopulationPrior
+from bayesgrpo.models.kinds import default_prior
 from bayesgrpo.resources import example_meta, example_run
 runs = read_runs(example_run(), meta=example_meta()).truncate(until_step=150)
 fit = Forecaster(sampler=SamplerConfig(draws=60, tune=60, seed=11)).fit(runs, horizon=500)
 t = fit.table()
 cols = ["final_q05", "final_q50", "final_q95", "stop_q50", "plateau_q50"]
-print(json.dumps({"file": bayesgrpo.__file__, "prior": PopulationPrior.default().identity,
+print(json.dumps({"file": bayesgrpo.__file__, "prior": default_prior().identity,
                   "example": str(example_run()), "table": t[cols].iloc[0].tolist()}))
 """
 

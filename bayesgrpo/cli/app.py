@@ -7,6 +7,7 @@ its function and one ``app.command`` line in :func:`_mount`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Annotated
 
@@ -24,7 +25,7 @@ app = typer.Typer(
 
 def _version(value: bool):
     if value:
-        from bayesgrpo import __version__
+        from bayesgrpo._version import __version__
 
         typer.echo(f"bayesgrpo {__version__}")
         raise typer.Exit()
@@ -40,6 +41,26 @@ def _main(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    _install_sigint()
+
+
+def _install_sigint() -> None:
+    """Ctrl-C: the first stops the work (``KeyboardInterrupt``: the verb keeps what finished and exits
+    130); a second one while that is cleaned up and written is ignored; a third ends the process at once."""
+    import os
+    import signal
+
+    count = [0]
+
+    def handler(signum, frame):
+        count[0] += 1
+        if count[0] == 1:
+            raise KeyboardInterrupt
+        if count[0] >= 3:
+            os._exit(130)
+
+    with contextlib.suppress(ValueError):  # not the main thread (e.g. the CLI invoked from a test runner's thread)
+        signal.signal(signal.SIGINT, handler)
 
 
 def _mount() -> None:

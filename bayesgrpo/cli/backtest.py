@@ -8,50 +8,32 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DELTA,
-    DEFAULT_DRAWS,
-    DEFAULT_MODEL,
-    DEFAULT_RISK,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    ContextMetaOpt,
-    ContextOpt,
-    DeltaOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    MetaOpt,
-    ModelOpt,
-    OutDirOpt,
-    OutOpt,
-    RewardRangeOpt,
-    RiskOpt,
-    RunOpt,
-    RunsArg,
-    SchedulerOpt,
-    SeedOpt,
-    TuneOpt,
-    WorkersOpt,
-)
+from bayesgrpo.cli.options import ADVICE, CONTEXT, KIND, READ, SAMPLER, WHERE, FolderOpt, RunsArg, pick, with_options
 
 __all__ = ["backtest_cmd"]
 
 
+def _run(rs, out_dir, **kw):
+    """The backtest with a progress bar; after a Ctrl-C one line saying what the ledger keeps, exit 130."""
+    from bayesgrpo.evaluation.backtest import backtest
+
+    stopped = None
+    with C.progress_bar("backtest", unit="case") as bar:
+        try:
+            return backtest(rs, out_dir=out_dir, progress=lambda d, n, m: bar(d, n, m), **kw)
+        except KeyboardInterrupt as e:
+            stopped = e
+    n = getattr(stopped, "partial", None)
+    C.interrupted(f"{n if n is not None else 'the'} finished case(s) are in {out_dir / 'cases.csv'}; the case in "
+                  "flight is not; rerun the same command to resume")  # fmt: skip
+
+
+@with_options(*READ, *KIND, "reward_range", *CONTEXT, "out", *SAMPLER, *WHERE, *ADVICE)
 def backtest_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     cutoffs: Annotated[
         str, typer.Option("--cutoffs", help="comma list of observed fractions of each run's step span, each in (0, 1)")
     ] = "0.1,0.2,0.3,0.5",
-    model: ModelOpt = DEFAULT_MODEL,
-    reward_range: RewardRangeOpt = None,
-    context: ContextOpt = None,
-    context_meta: ContextMetaOpt = None,
     peers: Annotated[
         str,
         typer.Option(
@@ -59,19 +41,11 @@ def backtest_cmd(
             help='"all", "none" or a comma list of last_value, exponential, scalerl, pow3, domhan, domhan_fast',
         ),
     ] = "all",
-    out: OutOpt = None,
-    out_dir: OutDirOpt = Path("backtest_out"),
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    out_dir: FolderOpt = Path("backtest_out"),
     resume: Annotated[
         bool, typer.Option("--resume/--no-resume", help="skip cases already in OUT_DIR/cases.csv")
     ] = True,
-    workers: WorkersOpt = None,
-    scheduler: SchedulerOpt = None,
-    delta: DeltaOpt = DEFAULT_DELTA,
-    risk: RiskOpt = DEFAULT_RISK,
+    **options,
 ) -> None:
     """Backtest forecasts: truncate each complete run at each cutoff, forecast its final reward with
     bayesgrpo and the peers, and score against the logged truth. --out-dir holds cases.csv (the resume
@@ -81,53 +55,32 @@ def backtest_cmd(
     runs stopped, steps saved, the share of stops that were bad (lost more than 0.1 of the run's range) and
     the reward lost, against the oracle (OUT_DIR/stop_policy.csv), so a lab can check the advice on its own
     history."""
-    from bayesgrpo.evaluation.backtest import backtest
+    from bayesgrpo.evaluation.backtest import OUTPUT_FILES
     from bayesgrpo.evaluation.methods import resolve_methods
     from bayesgrpo.inference.executor import check_options, make_executor
-    from bayesgrpo.io.output import write_table
 
-    C.validate_model(model)
-    try:
-        cut = tuple(float(c) for c in cutoffs.split(",") if c.strip())
-    except ValueError:
-        C.fail(f"--cutoffs must be a comma list of numbers, got {cutoffs!r}")
-    if not cut or any(not 0 < c < 1 for c in cut):
-        C.fail(f"--cutoffs: every cutoff must lie in (0, 1), got {cutoffs!r}")
+    kind = C.model_kind(options["kind"], options["model"])
+    cut = _cutoffs(cutoffs)
     try:
         resolve_methods(peers)
     except ValueError as e:
         C.fail(f"--peers: {e}")
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
-    policy = C.stop_policy(model=model, risk=risk, delta=delta)
+    policy = C.stop_policy(model=kind, risk=options["risk"], delta=options["delta"])
     with C.guard():
-        check_options(workers=workers, scheduler=scheduler)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_range=C.parse_reward_range(reward_range))
-    ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None
+        check_options(**pick(options, WHERE))
+    rs = C.read_options(runs, options)
+    C.check_out_names(out_dir, [*OUTPUT_FILES, "draws.npz", "stop_policy.csv"])
+    ctx = C.read_context(options)
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
-    with C.guard(), make_executor(workers=workers, scheduler=scheduler) as ex, C.progress_bar("backtest") as bar:
-        res = backtest(rs, cutoffs=cut, model=model, context=ctx, peers=peers, sampler=smp, out_dir=out_dir,
-                       resume=resume, progress=lambda d, n, m: bar(d, n, m), seed=seed, executor=ex,
-                       save_draws=STOP_DRAWS if policy is not None else 0)  # fmt: skip
-    s = res.summary
-    if s.empty:
-        C.status("no case could be scored")
-        raise typer.Exit(C.EXIT_FAILED)
-    show = s[["cutoff", "method", "median_nae", "mean_ncrps", "cover50", "cover80", "cover90", "mean_nwidth80",
-              "sec_per_forecast", "failure_rate", "n_cases"]]  # fmt: skip
-    C.print_table(show, title="backtest per cutoff x method (errors, CRPS and widths divided by each run's reward range)",
-                  floatfmt="{:.3f}")  # fmt: skip
-    if len(res.skipped):
-        C.status(
-            f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see {out_dir / 'skipped.csv'}"
-        )
+    with C.guard(), make_executor(**pick(options, WHERE)) as ex:
+        res = _run(rs, out_dir, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, resume=resume,
+                   seed=options["seed"], executor=ex, save_draws=STOP_DRAWS if policy is not None else 0)  # fmt: skip
+    _show_and_write(res, rs, out=out, out_dir=out_dir)
     if policy is not None:
         _stop_characteristic(res, rs, policy, out_dir)
-    if out is not None:
-        with C.guard():
-            write_table(s, out)
-        C.status(f"wrote {out}")
-    C.status(f"wrote {out_dir}/cases.csv, summary.md, summary.json and figures")
 
 
 #: final-reward draws kept per bayesgrpo case for the stop policy's probabilities (OUT_DIR/draws.npz)
@@ -161,3 +114,45 @@ def _stop_characteristic(res, runs, policy, out_dir: Path) -> None:
     with C.guard():
         write_table(stops, out_dir / "stop_policy.csv")
     C.status(f"wrote {out_dir / 'stop_policy.csv'}")
+
+
+def _cutoffs(text: str) -> tuple[float, ...]:
+    """``--cutoffs``: a comma list of observed fractions, each in (0, 1) (else one line, exit 2)."""
+    from bayesgrpo.plan import PlanOptions
+
+    try:
+        cut = tuple(float(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        C.fail(f"--cutoffs must be a comma list of numbers, got {text!r}")
+    if not cut:
+        C.fail("--cutoffs: give at least one cutoff, e.g. 0.1,0.3")
+    for c in cut:  # a cutoff is the plan's until_fraction: the same bounds
+        C.check_field(PlanOptions, "until_fraction", c, option="--cutoffs: every cutoff")
+    return cut
+
+
+def _show_and_write(res, rs, *, out, out_dir) -> None:
+    from bayesgrpo.io.output import write_table
+
+    if len(res.cases):
+        from bayesgrpo.plots.backtest import plot_all
+
+        with C.guard():
+            plot_all(res.cases, out_dir, runs=rs, example_runs=res.example_runs)
+    s = res.summary
+    if s.empty:
+        C.status("no case could be scored")
+        raise typer.Exit(C.EXIT_FAILED)
+    show = s[["cutoff", "method", "median_nae", "mean_ncrps", "cover50", "cover80", "cover90", "mean_nwidth80",
+              "sec_per_forecast", "failure_rate", "n_cases"]]  # fmt: skip
+    C.print_table(show, title="backtest per cutoff x method (errors, CRPS and widths divided by each run's reward range)",
+                  floatfmt="{:.3f}")  # fmt: skip
+    if len(res.skipped):
+        C.status(
+            f"skipped {len(res.skipped)} run x cutoff (too few points before the cutoff); see {out_dir / 'skipped.csv'}"
+        )
+    if out is not None:
+        with C.guard():
+            write_table(s, out)
+        C.status(f"wrote {out}")
+    C.status(f"wrote {out_dir}/cases.csv, summary.md, summary.json and figures")

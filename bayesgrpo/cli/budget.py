@@ -2,54 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from bayesgrpo.cli import common as C
 from bayesgrpo.cli.forecast import run_forecast
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DELTA,
-    DEFAULT_DRAWS,
-    DEFAULT_MODEL,
-    DEFAULT_RISK,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DeltaOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    HorizonOpt,
-    MetaOpt,
-    ModelOpt,
-    OutDirOpt,
-    OutOpt,
-    RewardRangeOpt,
-    RiskOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    StrictOpt,
-    TuneOpt,
-    UntilFractionOpt,
-    UntilStepOpt,
-)
+from bayesgrpo.cli.options import ADVICE, KIND, OUTPUTS, PLAN, READ, SAMPLER, RunsArg, with_options
 
 __all__ = ["budget_cmd"]
 
 
+def _names(run_ids) -> list[str]:
+    """The files ``--out-dir`` receives: a budget table and figure per run."""
+    from bayesgrpo.io.output import file_stems
+
+    return [f"{s}_budget.{x}" for s in file_stems(run_ids).values() for x in ("csv", "png")]
+
+
+@with_options(*READ, *PLAN, *KIND, "reward_range", *OUTPUTS, *SAMPLER, "strict", *ADVICE)
 def budget_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
-    horizon: HorizonOpt = None,
-    until_step: UntilStepOpt = None,
-    until_fraction: UntilFractionOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
-    reward_range: RewardRangeOpt = None,
     target: Annotated[float | None, typer.Option("--target", help="target reward (the run's units)")] = None,
     cost_per_step: Annotated[
         float | None,
@@ -65,15 +38,7 @@ def budget_cmd(
     epoch_steps: Annotated[
         int | None, typer.Option("--epoch-steps", help="steps per epoch (compare with paper B's 0.8-epoch rule)")
     ] = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = None,
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
-    strict: StrictOpt = False,
-    delta: DeltaOpt = DEFAULT_DELTA,
-    risk: RiskOpt = DEFAULT_RISK,
+    **options,
 ):
     """Probability of reaching a target by a budget, expected gains, and the best step to stop.
 
@@ -84,58 +49,30 @@ def budget_cmd(
     """
     import pandas as pd
 
-    from bayesgrpo.decisions.budget import budget_table
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
-    from bayesgrpo.plots.budget import plot_budget
+    from bayesgrpo.decisions.budget import Costs
+    from bayesgrpo.io.output import file_stems, write_table
 
-    # ---- costs are checked before any sampling
-    if cost_per_hour is not None and steps_per_hour is None:
-        C.fail("--cost-per-hour needs --steps-per-hour (to turn hours into optimizer steps)")
-    for name, v in (("--steps-per-hour", steps_per_hour), ("--epoch-steps", epoch_steps)):
-        if v is not None and v <= 0:
-            C.fail(f"{name} must be > 0, got {v:g}")
-    for name, v in (("--cost-per-step", cost_per_step), ("--cost-per-hour", cost_per_hour)):
-        if v is not None and v < 0:
-            C.fail(f"{name} must be >= 0, got {v:g}")
-    if cost_per_step is not None and cost_per_hour is not None:
-        implied = cost_per_hour / steps_per_hour
-        if abs(implied - cost_per_step) > 1e-9 * max(1.0, abs(cost_per_step)):
-            C.fail(
-                f"--cost-per-step {cost_per_step:g} contradicts --cost-per-hour / --steps-per-hour = {implied:g}; give one of them"
-            )
+    # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
+    costs: dict[str, Any] = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
+                 value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
+    C.validated(Costs, **costs)
+    out, out_dir = options.pop("out"), options.pop("out_dir")
     C.validate_outputs(out=out, out_dir=out_dir)
-    res = run_forecast(runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-                       until_fraction=until_fraction, model=model, seed=seed, draws=draws, tune=tune, chains=chains,
-                       strict=strict, title="budget", figures=False, reward_range=reward_range, delta=delta,
-                       risk=risk)  # fmt: skip
-    fit = res.fit
-    recs = []
-    taken: set[str] = set()
-    for rid in fit.forecast_ids:
-        info = fit.infos[rid]
-        kw = dict(target=target, cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
-                  value_per_reward=value_per_reward, epoch_steps=epoch_steps, max_steps=info.horizon)  # fmt: skip
-        with C.guard():
-            draws_ = fit.paths(rid)
-            tab = budget_table(draws_, **kw)
-        rec = tab.attrs["recommendation"]
-        recs.append(rec.to_dict())
-        cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
-                            "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
-        C.print_table(
-            tab[cols].iloc[:: max(1, len(tab) // 12)],
-            title=f"{rid}: budget (every {max(1, len(tab) // 12)}th forecast step)",
-        )
-        C.status(rec.summary())
-        if out_dir is not None:
-            stem = safe_file_stem(rid, taken)
-            truth = res.full.run(rid) if res.truncated else None
-            with C.guard():
-                write_table(tab, out_dir / f"{stem}_budget.csv")
-                fig = plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth)
-                with atomic_path(out_dir / f"{stem}_budget.png") as tmp:
-                    fig.savefig(tmp, dpi=110, format="png")
-            C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
+    res = run_forecast(runs, **options, title="budget", figures=False,
+                       check_runs=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
+    stems = file_stems(res.table["run_id"])
+    status = res.table.set_index("run_id")[["status", "error"]]
+    recs = [
+        _one_run(res, rid, target=target, costs=costs, out_dir=out_dir, stem=stems[rid])
+        | {"status": status.loc[rid, "status"], "status_reason": status.loc[rid, "error"]}
+        for rid in (res.fit.forecast_ids if res.fit is not None else [])
+    ]
+    for rid, v in res.complete.items():  # logged up to the horizon: nothing left to decide
+        h = int(res.table.set_index("run_id").loc[rid, "horizon"])
+        recs.append({"run_id": rid, "step": h, "rule": "complete (logged up to its horizon)", "expected_reward": v,
+                     "notes": ("the final reward is observed",), "status": "complete",
+                     "status_reason": ""})  # fmt: skip
+        C.status(f"{rid}: logged up to its horizon {h}; its final reward {v:.4g} is observed")
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if res.decisions:
@@ -144,6 +81,33 @@ def budget_cmd(
         with C.guard():
             write_table(table, out)
         C.status(f"wrote {out}")
+
+
+def _one_run(res, rid: str, *, target, costs: dict, out_dir, stem: str) -> dict:
+    """One run's budget table (printed; with ``out_dir`` written with its figure) and its recommendation."""
+    from bayesgrpo.decisions.budget import budget_table
+    from bayesgrpo.io.output import save_figure, write_table
+    from bayesgrpo.plots.budget import plot_budget
+
+    fit = res.fit
+    with C.guard():
+        draws_ = fit.paths(rid)
+        tab = budget_table(draws_, target=target, max_steps=fit.infos[rid].horizon, **costs)
+    rec = tab.attrs["recommendation"]
+    cols = [c for c in ("step", "expected_reward", "reward_q05", "reward_q95", "p_target", "expected_gain_next",
+                        "expected_utility", "p_best", "p_settled") if c in tab.columns]  # fmt: skip
+    every = max(1, len(tab) // 12)
+    C.print_table(tab[cols].iloc[::every], title=f"{rid}: budget (every {every}th forecast step)")
+    C.status(rec.summary())
+    if out_dir is not None:
+        truth = res.full.run(rid) if res.truncated and res.full is not None else None
+        with C.guard():
+            write_table(tab, out_dir / f"{stem}_budget.csv")
+            save_figure(
+                plot_budget(draws_, tab, history=fit.runs.run(rid), truth=truth), out_dir / f"{stem}_budget.png"
+            )
+        C.status(f"wrote {out_dir / (stem + '_budget.csv')} and {out_dir / (stem + '_budget.png')}")
+    return rec.to_dict()
 
 
 def _sweep_advice(table, res):

@@ -10,25 +10,34 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from bayesgrpo.errors import BayesGRPOError
 
-__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table", "capture_warnings",
-           "progress_bar", "guard", "validate_sampler", "sampler_config", "EXIT_USAGE", "EXIT_FAILED"]  # fmt: skip
+__all__ = ["out_console", "err_console", "fail", "status", "read_runsets", "print_table", "progress_bar", "guard",
+           "validated", "sampler_config", "plan_options", "forecast_options", "check_out_names", "interrupted",
+           "no_interrupts", "stdout_is_terminal", "until_step_prefix", "EXIT_USAGE", "EXIT_FAILED",
+           "EXIT_INTERRUPTED"]  # fmt: skip
 
 log = logging.getLogger("bayesgrpo")
 
 EXIT_USAGE = 2  # bad option, bad input file
 EXIT_FAILED = 1  # nothing could be done (every run failed)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it
+
+
+def stdout_is_terminal() -> bool:
+    """Tables go to a terminal (a rich table) or to a pipe / file (one plain line per row)."""
+    return sys.stdout.isatty()
 
 
 def out_console():
     """stdout: tables only. Soft-wrapped, no highlighting; rich markup in data is never interpreted."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=not sys.stdout.isatty())
+    return Console(highlight=False, soft_wrap=not stdout_is_terminal())
 
 
 def err_console():
@@ -52,9 +61,42 @@ def status(msg: str) -> None:
     err_console().print(f"[dim]{escape(msg)}[/]")
 
 
+def interrupted(what: str = "nothing was written") -> None:
+    """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130.
+
+    Further Ctrl-C are ignored from here on: the process is exiting, and a signal during the
+    interpreter's shutdown (when Python handlers are gone) would end it as killed instead of 130."""
+    import signal
+
+    from rich.markup import escape
+
+    with contextlib.suppress(ValueError):  # not the main thread
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    err_console().print(f"[bold yellow]interrupted[/] (Ctrl-C): {escape(what)}")
+    raise typer.Exit(EXIT_INTERRUPTED)
+
+
+@contextlib.contextmanager
+def no_interrupts():
+    """Ignore further Ctrl-C while the finished results are written (a write is atomic anyway); call
+    :func:`interrupted` after the block, not in it (it ignores Ctrl-C for good)."""
+    import signal
+
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @contextlib.contextmanager
 def guard():
-    """Turn the package's own errors into one-line messages (exit 2); warnings are shown as lines."""
+    """Turn the package's own errors into one-line messages (exit 2) and a Ctrl-C into one line (exit
+    130); warnings are shown as lines."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -66,6 +108,9 @@ def guard():
         except KeyError as e:  # unknown run ids etc. carry their message as the first argument
             _show(caught)
             fail(str(e.args[0]) if e.args else repr(e))
+        except KeyboardInterrupt:
+            _show(caught)
+            interrupted()
     _show(caught)
 
 
@@ -98,27 +143,19 @@ def _show(caught) -> None:
             log.debug("%s: %s", cat, msg)
 
 
-def capture_warnings():
-    return guard()
-
-
 def parse_reward_range(text: str | None):
     """``"0,1"`` -> ``(0.0, 1.0)``; None -> None; a bad value is a one-line error naming the option."""
-    if text is None:
-        return None
-    try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        fail(f"--reward-range {text!r}: expected LO,HI, e.g. 0,1")
-    if not lo < hi:
-        fail(f"--reward-range {text!r}: LO must be below HI")
-    return lo, hi
+    from bayesgrpo.plan import parse_reward_range as parse
+
+    with guard():
+        return parse(text)
 
 
 def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: list[str] | None = None,
-                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None):  # fmt: skip
-    """Read one or many logs into a RunSet and apply ``--run`` / ``--exclude`` / ``--reward-range``
-    (one-line errors)."""
+                 exclude: list[str] | None = None, option: str = "RUNS", reward_range=None,
+                 reward_key: str | None = None):  # fmt: skip
+    """Read one or many logs into a RunSet and apply ``--reward-key`` / ``--run`` / ``--exclude`` /
+    ``--reward-range`` (one-line errors)."""
     from bayesgrpo.io import FORMATS, read_many, read_runs
 
     if fmt is not None and fmt not in FORMATS:
@@ -128,8 +165,16 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
             fail(f"{p}: no such file or directory ({option})")
     if meta is not None and not meta.exists():
         fail(f"--meta {meta}: no such file")
+    kw = {"reward_key": reward_key} if reward_key else {}
+    from bayesgrpo.io.trl import hf_trainer_state
+
+    for p in paths:
+        ts = hf_trainer_state(p) if fmt in (None, "trainer_state") else None
+        if ts is not None:
+            status(f"{p}: a Hugging Face output folder; reading {ts.relative_to(p)} (the furthest trainer_state.json)")
     with guard():
-        rs = read_runs(paths[0], format=fmt, meta=meta) if len(paths) == 1 else read_many(paths, format=fmt, meta=meta)
+        rs = (read_runs(paths[0], format=fmt, meta=meta, **kw) if len(paths) == 1
+              else read_many(paths, format=fmt, meta=meta, **kw))  # fmt: skip
     ids = list(rs.run_ids)
     if run:
         unknown = [r for r in run if r not in ids]
@@ -149,6 +194,21 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
     return rs
 
 
+def read_options(paths: list[Path], options: dict):
+    """:func:`read_runsets` of a verb's shared options (``--meta``, ``--format``, ``--reward-key``, ``--run``,
+    ``--exclude`` and, where the verb has it, ``--reward-range``)."""
+    bounds = parse_reward_range(options.get("reward_range"))
+    return read_runsets(paths, options["meta"], options["fmt"], run=options["run"], exclude=options["exclude"],
+                        reward_range=bounds, reward_key=options.get("reward_key"))  # fmt: skip
+
+
+def read_context(options: dict):
+    """The ``--context`` runs of a verb's shared options (None without them)."""
+    if not options.get("context"):
+        return None
+    return read_runsets(options["context"], options["context_meta"], None, option="--context")
+
+
 def _few(ids, n: int = 8) -> str:
     ids = list(ids)
     return ", ".join(repr(i) for i in ids[:n]) + (f" ... ({len(ids)} in all)" if len(ids) > n else "")
@@ -158,42 +218,104 @@ _NUMBER = re.compile(r"([-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?%?|[<>]\d+|)(\.\.[-+]?
 
 
 def print_table(df, *, title: str | None = None, floatfmt: str = "{:.4g}") -> None:
-    """Print a table on stdout: a rich table on a terminal; in a pipe, a title line and one line per
-    row, columns aligned, every id and number in full (nothing folded or cut)."""
+    """Print a table on stdout, never splitting an id or a number.
+
+    In a pipe: a title line and one line per row, columns aligned, every id and number in full. On a
+    terminal: a rich table when it fits the terminal's width, else one block per row (the first
+    column on its own line, then ``column value`` pairs packed into lines that fit), so a narrow
+    terminal never folds an id into pieces or a number over two lines.
+    """
     import pandas as pd
 
     cells = df.copy()
     for c in cells.columns:
         cells[c] = [("" if (isinstance(v, float) and pd.isna(v)) else floatfmt.format(v)) if isinstance(v, float) else str(v)
                     for v in cells[c]]  # fmt: skip
-    if sys.stdout.isatty():
-        from rich.markup import escape
-        from rich.table import Table
-
-        t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
-        for c in cells.columns:
-            # numbers never break over lines; ids and lists fold instead
-            t.add_column(escape(str(c)), overflow="fold", no_wrap=all(_NUMBER.fullmatch(v) for v in cells[c]))
-        for row in cells.itertuples(index=False):
-            t.add_row(*[escape(v) for v in row])
-        out_console().print(t)
+    if stdout_is_terminal():
+        con = out_console()
+        widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
+        if sum(widths) + 3 * len(widths) + 1 <= con.width:
+            _rich_table(con, cells, title)
+        else:
+            _row_blocks(con, cells, title)
         return
     widths = [max([len(str(c))] + [len(v) for v in cells[c]]) for c in cells.columns]
     lines = []
     if title:
         lines.append(f"# {title}")
-    lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells.columns, widths)).rstrip())
+    lines.append("  ".join(str(c).ljust(w) for c, w in zip(cells.columns, widths, strict=True)).rstrip())
     for row in cells.itertuples(index=False):
-        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
 
 
+def _rich_table(con, cells, title) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=escape(title) if title else None, header_style="bold", show_lines=False)
+    for c in cells.columns:
+        t.add_column(escape(str(c)), no_wrap=True)
+    for row in cells.itertuples(index=False):
+        t.add_row(*[escape(v) for v in row])
+    con.print(t)
+
+
+def _row_blocks(con, cells, title) -> None:
+    """One block per row for a terminal too narrow for the table: ``column value`` pairs, whole."""
+    import textwrap
+
+    from rich.markup import escape
+
+    width = max(20, con.width)
+    out = [f"[bold]{escape(title)}[/]"] if title else []
+    first, rest = cells.columns[0], list(cells.columns[1:])
+    for _, row in cells.iterrows():
+        out.append(f"[bold]{escape(row[first])}[/]")
+        line = ""
+        for c in rest:
+            if row[c] == "":
+                continue
+            pair = f"{c} {row[c]}"
+            if len(pair) > width - 2:  # free text longer than a line: wrapped on its own lines
+                if line:
+                    out.append(escape("  " + line))
+                    line = ""
+                out += [escape(t) for t in textwrap.wrap(pair, width, initial_indent="  ", subsequent_indent="    ")]
+            elif len(line) + 2 + len(pair) > width - 2 and line:
+                out.append(escape("  " + line))
+                line = pair
+            else:
+                line = f"{line}  {pair}" if line else pair
+        if line:
+            out.append(escape("  " + line))
+    con.print("\n".join(out), soft_wrap=True)
+
+
+#: seconds between two progress lines when stderr is not a terminal (every update with ``-v``)
+PROGRESS_EVERY = 30.0
+
+
 @contextlib.contextmanager
-def progress_bar(description: str, total: int | None = None):
-    """A transient progress bar on stderr when it is a terminal; a no-op updater otherwise."""
+def progress_bar(description: str, total: int | None = None, *, unit: str = "item"):
+    """A transient progress bar on stderr when it is a terminal; otherwise a line
+    ``description: done/n unit(s) (t s)`` every :data:`PROGRESS_EVERY` seconds (every update with ``-v``),
+    so long work in a pipe or a log file is never silent."""
     if not sys.stderr.isatty():
-        yield lambda done, n, msg=None: None
+        import time
+
+        t0 = time.monotonic()
+        last: list = [t0, None]  # when a line was last printed, and for how many done
+
+        def line(done, n, msg=None):
+            now = time.monotonic()
+            if done == last[1] or (now - last[0] < PROGRESS_EVERY and not log.isEnabledFor(logging.INFO)):
+                return
+            last[0], last[1] = now, done
+            status(f"{description}: {done}/{n} {unit}(s) ({now - t0:.0f} s)" + (f"; {msg}" if msg else ""))
+
+        yield line
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -207,28 +329,67 @@ def progress_bar(description: str, total: int | None = None):
         yield update
 
 
-def validate_sampler(*, draws: int, tune: int, chains: int) -> None:
-    if draws < 10:
-        fail(f"--draws must be at least 10, got {draws}")
-    if tune < 10:
-        fail(f"--tune must be at least 10, got {tune}")
-    if not 1 <= chains <= 64:
-        fail(f"--chains must be between 1 and 64, got {chains}")
+def _bounds_text(info) -> str:
+    """``"must lie in (0, 1]"`` / ``"must be at least 10"`` from a pydantic field's bounds."""
+    import annotated_types as at
+
+    lo = hi = None
+    for m in info.metadata:
+        if isinstance(m, at.Gt | at.Ge):
+            lo = ("(" if isinstance(m, at.Gt) else "[", m.gt if isinstance(m, at.Gt) else m.ge)
+        elif isinstance(m, at.Lt | at.Le):
+            hi = (")" if isinstance(m, at.Lt) else "]", m.lt if isinstance(m, at.Lt) else m.le)
+    if lo and hi:
+        return f"must lie in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+    if lo:
+        return f"must be {'at least' if lo[0] == '[' else 'greater than'} {lo[1]:g}"
+    if hi:
+        return f"must be {'at most' if hi[0] == ']' else 'less than'} {hi[1]:g}"
+    return "is not allowed"
+
+
+def validated(model_cls, *, options: dict | None = None, **values):
+    """``model_cls(**values)``, or one line naming the option: the bounds are the config's (one place).
+
+    ``options`` maps a field to its option name (default ``--field-name``).
+    """
+    from pydantic import ValidationError
+
+    opt = {f: (options or {}).get(f, "--" + f.replace("_", "-")) for f in model_cls.model_fields}
+    try:
+        return model_cls(**values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        if field in model_cls.model_fields and err["type"] != "value_error":
+            value = values.get(field)
+            if err["type"] == "finite_number":
+                fail(f"{opt[field]} must be a finite number, got {value}")
+            fail(f"{opt[field]} {_bounds_text(model_cls.model_fields[field])}, got {value:g}"
+                 if isinstance(value, int | float) else f"{opt[field]}: {err['msg']}")  # fmt: skip
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        for f in sorted(opt, key=len, reverse=True):  # the fields a validator names, as their options
+            msg = msg.replace(f, opt[f])
+        fail(msg)
 
 
 def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
     from bayesgrpo.inference.sampling import SamplerConfig
 
-    validate_sampler(draws=draws, tune=tune, chains=chains)
-    return SamplerConfig(draws=draws, tune=tune, chains=chains, seed=seed)
+    return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed)
 
 
-def validate_model(model: str) -> None:
-    from bayesgrpo.conventions import AUTO_KIND
-    from bayesgrpo.models.kinds import MODEL_KINDS
+def model_kind(kind: str, model: str | None = None) -> str:
+    """The ``--kind`` asked for (``--model``, its old name, with a warning), checked against the registry."""
+    from bayesgrpo.models.kinds import kind_option
 
-    if model not in MODEL_KINDS and model != AUTO_KIND:
-        fail(f"--model {model!r} is not a model kind; choose {AUTO_KIND} or one of {', '.join(MODEL_KINDS)}")
+    if model is not None:
+        from bayesgrpo.models.kinds import MODEL_ALIAS_WARNING
+
+        err_console().print(f"[yellow]warning:[/] {MODEL_ALIAS_WARNING}")
+    with guard():
+        kind, _ = kind_option(kind, model)
+    return kind
 
 
 def parse_channels(text: str | None, model: str) -> tuple[str, ...]:
@@ -246,7 +407,7 @@ def parse_channels(text: str | None, model: str) -> tuple[str, ...]:
              "or 'spread' for both")  # fmt: skip
     if model in MODEL_KINDS and not MODEL_KINDS[model].degeneracy:
         kinds = ", ".join(k for k, v in MODEL_KINDS.items() if v.degeneracy)
-        fail(f"--channels needs a --model with a degeneracy state ({kinds}), not {model!r}")
+        fail(f"--channels needs a --kind with a degeneracy state ({kinds}), not {model!r}")
     return tuple(dict.fromkeys(names))
 
 
@@ -263,7 +424,7 @@ def stop_policy(*, model: str, risk: float, delta: float):
         fail(f"--delta must be > 0, got {delta:g}")
     deltas = measured_deltas(model)
     if not deltas:
-        status(f"stop advice: measured for the oscillator kind only; --model {model} gives p_gain without advice")
+        status(f"stop advice: measured for the oscillator kind only; --kind {model} gives p_gain without advice")
         return None
     if not any(abs(delta - d) < 1e-12 for d in deltas):
         fail(f"--delta {delta:g}: p_gain's recalibration and the stop advice were measured for delta "
@@ -277,20 +438,68 @@ def stop_policy(*, model: str, risk: float, delta: float):
         fail(f"--risk {risk:g}: {msg}")
 
 
-def validate_window(*, final_window: float, stop_fraction: float) -> None:
-    if not 0.0 < final_window <= 1.0:
-        fail(f"--final-window must lie in (0, 1], got {final_window:g}")
-    if not 0.0 < stop_fraction < 1.0:
-        fail(f"--stop-fraction must lie in (0, 1), got {stop_fraction:g}")
+def plan_options(**values):
+    """The plan's options (:class:`bayesgrpo.plan.PlanOptions`: horizon, truncation, final window), checked."""
+    from bayesgrpo.plan import PlanOptions
+
+    return validated(PlanOptions, **values)
 
 
-def validate_until(*, until_step: int | None, until_fraction: float | None, horizon: int | None = None) -> None:
-    if until_step is not None and until_fraction is not None:
-        fail("give --until-step or --until-fraction, not both")
-    if until_fraction is not None and not 0.0 < until_fraction < 1.0:
-        fail(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
-    if horizon is not None and horizon < 1:
-        fail(f"--horizon must be a positive step, got {horizon}")
+def check_field(model_cls, field: str, value, *, option: str | None = None) -> None:
+    """One field of a pydantic config checked alone (its annotation and bounds), else one line naming the option."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter, ValidationError
+
+    info = model_cls.model_fields[field]
+    kind: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation  # a type built here
+    try:
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError:
+        fail(f"{option or '--' + field.replace('_', '-')} {_bounds_text(info)}, got {value:g}")
+
+
+def forecast_options(*, final_window: float, stop_fraction: float) -> None:
+    """The forecast definitions, checked against :class:`bayesgrpo.forecast.ForecastConfig`'s bounds
+    (before any prior is loaded)."""
+    from bayesgrpo.forecast.config import ForecastConfig
+
+    check_field(ForecastConfig, "final_window", final_window)
+    check_field(ForecastConfig, "stop_fraction", stop_fraction)
+
+
+def until_step_prefix(runs, until_step: int, *, min_points: int | None = None):
+    """The runs as logged up to ``until_step`` (``--until-step``): runs with fewer than ``min_points``
+    points by then are left out with a warning line; none left is a one-line error (exit 2)."""
+    from rich.markup import escape
+
+    from bayesgrpo.plan import MIN_POINTS, truncate
+
+    min_points = MIN_POINTS if min_points is None else min_points
+    with guard():
+        cut = truncate(runs, until_step=int(until_step))
+    keep: list[str] = []
+    short: list[str] = []
+    for rid in cut.run_ids:
+        (keep if len(cut.run(rid)) >= min_points else short).append(rid)
+    if not keep:
+        firsts = ", ".join(f"{r!r} at {int(runs.run(r)['step'].iloc[0])}" for r in list(runs.run_ids)[:5])
+        fail(f"--until-step {until_step}: no run has {min_points} logged points up to step {until_step} "
+             f"(first logged steps: {firsts})")  # fmt: skip
+    for rid in short:
+        msg = f"run {rid!r} has {len(cut.run(rid))} logged point(s) up to step {until_step}; left out"
+        err_console().print(f"[yellow]warning:[/] {escape(msg)}")
+    return cut.select(keep)
+
+
+def check_out_names(out_dir: Path | None, names, *, option: str = "--out-dir") -> None:
+    """Before any sampling: none of the files a verb writes into ``--out-dir`` is a folder (one line, exit 2)."""
+    if out_dir is None:
+        return
+    from bayesgrpo.io.output import check_output_names
+
+    with guard():
+        check_output_names(out_dir, names, option=option)
 
 
 def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:

@@ -2,47 +2,31 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    MetaOpt,
-    OutDirOpt,
-    OutOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    TuneOpt,
-)
+from bayesgrpo.cli.options import READ, SAMPLER, FolderOpt, RunsArg, pick, with_options
 
 __all__ = ["compare_cmd"]
 
 
+@with_options(*READ, "out", *SAMPLER)
 def compare_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     by: Annotated[
         str,
         typer.Option(
             "--by", help="comma-separated metadata columns: family column first, then factors (e.g. group_size)"
         ),
     ] = "family,group_size",
-    models: Annotated[
-        str, typer.Option("--models", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
+    kinds: Annotated[
+        str, typer.Option("--kinds", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
     ] = "oscillator,saturation,scaling",
+    models: Annotated[str | None, typer.Option("--models", hidden=True, help="deprecated: use --kinds")] = None,
     fixed_g_exponent: Annotated[
         bool,
         typer.Option(
@@ -56,49 +40,64 @@ def compare_cmd(
         ),
     ] = "auto",
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="use only steps <= this (speed)")] = None,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = Path("compare_out"),
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    out_dir: FolderOpt = Path("compare_out"),
+    **options,
 ) -> None:
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
     tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
     table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
-    from bayesgrpo.compare import COMPARE_KINDS, compare_runs
-    from bayesgrpo.io.output import atomic_path, write_table
+    from bayesgrpo.compare import compare_runs
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
-    kinds = tuple(s.strip() for s in models.split(",") if s.strip())
     if not by_t:
         C.fail("--by must name at least the family column, e.g. --by family,group_size")
-    bad = [k for k in kinds if k not in COMPARE_KINDS]
-    if bad or not kinds:
-        C.fail(f"--models {bad[0] if bad else models!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+    kinds_t = _kinds(kinds, models)
     if max_steps is not None and max_steps < 2:
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_options(runs, options)
+    if len(rs) < 2:
+        C.fail(f"compare needs at least 2 runs to compare; got {len(rs)} run ({', '.join(map(repr, rs.run_ids))}): "
+               "a fit of one run would report its prior as a comparison")  # fmt: skip
+    C.check_out_names(out_dir, [f"{n}.{x}" for n, x in (("contrasts", "csv"), ("loo", "csv"), ("pareto_k", "csv"),
+                                                         ("tau_by_size", "csv"), ("health", "csv"), ("summary", "md"),
+                                                         ("forest", "png"))])  # fmt: skip
     C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
-    C.status(
-        f"compare: {len(rs)} runs, by {', '.join(by_t)}, models {', '.join(kinds)}, b {'fixed at 1' if fixed_g_exponent else 'free'}"
-    )
+    b = "fixed at 1" if fixed_g_exponent else "free"
+    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds_t)}, b {b}")
     with C.guard():
-        res = compare_runs(rs, by=by_t, models=kinds, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=seed,
+        res = compare_runs(rs, by=by_t, kinds=kinds_t, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=options["seed"],
                            scale=scale, max_steps=max_steps)  # fmt: skip
         for msg in res.caveats():
-            import warnings
-
             warnings.warn(msg, UserWarning, stacklevel=1)
-    C.print_table(
-        res.contrasts.drop(columns=["model"]),
-        title=f"contrasts ({res.primary} model; 90% intervals)",
-        floatfmt="{:.3g}",
-    )
+    _show_and_write(res, out=out, out_dir=out_dir)
+
+
+def _kinds(kinds: str, models: str | None) -> tuple[str, ...]:
+    """The ``--kinds`` asked for (``--models``, the old name, with a warning), checked."""
+    from bayesgrpo.compare import COMPARE_KINDS
+
+    option = "--kinds"
+    if models is not None:
+        C.err_console().print("[yellow]warning:[/] --models is deprecated: use --kinds")
+        kinds, option = models, "--models"
+    out = tuple(s.strip() for s in kinds.split(",") if s.strip())
+    bad = [k for k in out if k not in COMPARE_KINDS]
+    if bad or not out:
+        C.fail(f"{option} {bad[0] if bad else kinds!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")
+    return out
+
+
+def _show_and_write(res, *, out, out_dir) -> None:
+    from bayesgrpo.io.output import save_figure, write_table, write_text
+    from bayesgrpo.plots.forest import forest_plot
+
+    C.print_table(res.contrasts.drop(columns=["kind"]), title=f"contrasts ({res.primary} model; 90% intervals)",
+                  floatfmt="{:.3g}")  # fmt: skip
     if len(res.tau_by_size):
         C.print_table(res.tau_by_size, title="timescale vs model size", floatfmt="{:.3g}")
     C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
@@ -111,11 +110,8 @@ def compare_cmd(
         for name, df in (("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
                          ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
             write_table(df, out_dir / f"{name}.csv")
-        with atomic_path(out_dir / "summary.md") as tmp:
-            tmp.write_text(res.summary_markdown())
-        fig = res.forest()
-        with atomic_path(out_dir / "forest.png") as tmp:
-            fig.savefig(tmp, dpi=130, format="png")
+        write_text(out_dir / "summary.md", res.summary_markdown())
+        save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
     C.status(
         f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
     )

@@ -7,35 +7,14 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_MODEL,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FormatOpt,
-    HorizonOpt,
-    MetaOpt,
-    ModelOpt,
-    OutDirOpt,
-    OutOpt,
-    RunOpt,
-    RunsArg,
-    SeedOpt,
-    TuneOpt,
-)
+from bayesgrpo.cli.options import KIND, OUTPUTS, READ, SAMPLER, RunsArg, pick, with_options
 
 __all__ = ["diagnose_cmd"]
 
 
+@with_options(*READ, "horizon", "until_step", *KIND, *OUTPUTS, *SAMPLER)
 def diagnose_cmd(
     runs: RunsArg,
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
     ceiling: Annotated[
         float | None,
         typer.Option(
@@ -45,40 +24,33 @@ def diagnose_cmd(
     posterior: Annotated[
         bool, typer.Option("--posterior", help="also fit the model and use its posterior for instability")
     ] = False,
-    horizon: HorizonOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
-    out: OutOpt = None,
-    out_dir: OutDirOpt = None,
-    seed: SeedOpt = 0,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
+    **options,
 ):
-    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability."""
+    """Check runs for reward hacking, advantage degeneracy, policy concentration and instability.
+
+    --until-step N diagnoses what was logged up to step N (what would the checks have said then?)."""
+    import math
+
     from bayesgrpo.diagnose import diagnose_runs, resolve_ceilings
-    from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table
+    from bayesgrpo.io.output import file_stems, save_figure, write_table
     from bayesgrpo.plots.diagnosis import plot_diagnosis
 
-    C.validate_model(model)
-    C.validate_until(until_step=None, until_fraction=None, horizon=horizon)
-    smp = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    kind = C.model_kind(options["kind"], options["model"])
+    horizon, until_step = options["horizon"], options["until_step"]
+    C.plan_options(horizon=horizon)
+    if ceiling is not None and not math.isfinite(ceiling):
+        C.fail(f"--ceiling must be a finite number (the highest reward a verifier can give), got {ceiling:g}")
+    smp = C.sampler_config(**pick(options, SAMPLER))
+    out, out_dir = options["out"], options["out_dir"]
     C.validate_outputs(out=out, out_dir=out_dir)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_options(runs, options)
+    if until_step is not None:
+        rs = C.until_step_prefix(rs, until_step)
+    stems = file_stems(rs.run_ids)
+    C.check_out_names(out_dir, [f"{s}_diagnosis.png" for s in stems.values()])
     with C.guard():
         ceil = resolve_ceilings(rs, ceiling)
-    posts = None
-    if posterior:
-        from bayesgrpo.forecast import Forecaster
-        from bayesgrpo.forecast.batch import forecast_batch
-
-        # complete runs: the posterior of the logged curve needs no future, one step ahead suffices
-        hz = horizon if horizon is not None else {r: int(rs.run(r)["step"].iloc[-1]) + 1 for r in rs.run_ids}
-        C.status(f"fitting the {model} model to {len(rs)} run(s) for the instability check")
-        with C.guard(), C.progress_bar("sampling") as bar:
-            res = forecast_batch(
-                rs, forecaster=Forecaster(model, sampler=smp), horizon=hz, progress=lambda d, n: bar(d, n)
-            )
-        posts = {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}
+    posts = _posteriors(rs, kind=kind, sampler=smp, horizon=horizon) if posterior else None
     with C.guard():
         res = diagnose_runs(rs, posteriors=posts, ceiling=ceil)
     sev = res["severity"].astype(str)
@@ -103,11 +75,23 @@ def diagnose_cmd(
             write_table(res, out)
         C.status(f"wrote {out}")
     if out_dir is not None:
-        taken: set[str] = set()
         for rid in rs.run_ids:
             with C.guard():
                 fig = plot_diagnosis(rs, rid, res, ceiling=ceil.get(rid), posteriors=posts)
-                path = out_dir / f"{safe_file_stem(rid, taken)}_diagnosis.png"
-                with atomic_path(path) as tmp:
-                    fig.savefig(tmp, dpi=100, format="png")
+                path = out_dir / f"{stems[rid]}_diagnosis.png"
+                save_figure(fig, path, dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")
+
+
+def _posteriors(rs, *, kind: str, sampler, horizon) -> dict:
+    """Posterior path draws per run for the instability check (the plan's ``next`` horizon by default)."""
+    from bayesgrpo.forecast import Forecaster
+    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.plan import NEXT
+
+    # complete runs: the posterior of the logged curve needs no future, one logged step ahead suffices
+    C.status(f"fitting the {kind} kind to {len(rs)} run(s) for the instability check")
+    with C.guard(), C.progress_bar("sampling") as bar:
+        res = forecast_batch(rs, forecaster=Forecaster(kind, sampler=sampler),
+                             horizon=horizon if horizon is not None else NEXT, progress=lambda d, n: bar(d, n))  # fmt: skip
+    return {r: res.fit.paths(r) for r in res.fit.forecast_ids} if res.fit is not None else {}

@@ -2,9 +2,9 @@
 
 Grammar (every verb that reads runs)::
 
-    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--run ID]... [--exclude ID]...
+    bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--reward-key KEY] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
-                           [--model KIND] [--draws N] [--tune N] [--chains N] [--seed N]
+                           [--kind KIND] [--draws N] [--tune N] [--chains N] [--seed N]
                            [--workers N | --scheduler ADDRESS]
                            [--out FILE.csv|.json|.parquet] [--out-dir DIR] [--strict]
 
@@ -14,12 +14,16 @@ read or sampled (:func:`validate_common`); a bad value is one line naming the op
 
 from __future__ import annotations
 
+import functools
+import inspect
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.inference.sampling import SamplerConfig
+from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
 _S = SamplerConfig()
 
@@ -33,6 +37,10 @@ MetaOpt = Annotated[
 ]
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="log format (default: detected); see `bayesgrpo formats`")
+]
+RewardKeyOpt = Annotated[
+    str | None,
+    typer.Option("--reward-key", help="the logged metric to use as the reward (default: detected, e.g. 'reward')"),
 ]
 RunOpt = Annotated[list[str] | None, typer.Option("--run", help="only these run ids (repeatable)")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option("--exclude", help="leave out these run ids (repeatable)")]
@@ -49,13 +57,17 @@ UntilStepOpt = Annotated[
 UntilFractionOpt = Annotated[
     float | None, typer.Option("--until-fraction", help="use only the first fraction (0, 1) of each run's logged steps")
 ]
-ModelOpt = Annotated[str, typer.Option("--model", help="model kind (see `bayesgrpo models`)")]
+KindOpt = Annotated[str, typer.Option("--kind", help="model kind (see `bayesgrpo models`)")]
+#: the old name of --kind (the word "model" is the LLM, metadata ``model``): kept, hidden, with a warning
+ModelAliasOpt = Annotated[str | None, typer.Option("--model", hidden=True, help="deprecated: use --kind")]
 DrawsOpt = Annotated[int, typer.Option("--draws", help="posterior draws per chain")]
 TuneOpt = Annotated[int, typer.Option("--tune", help="tuning steps per chain")]
 ChainsOpt = Annotated[int, typer.Option("--chains", help="MCMC chains")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="random seed (same seed, same numbers)")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the main table (.csv, .json or .parquet)")]
 OutDirOpt = Annotated[Path | None, typer.Option("--out-dir", help="folder for figures and reports")]
+#: the same option of a verb that always writes a folder (it has a default)
+FolderOpt = Annotated[Path, typer.Option("--out-dir", help="folder for figures and reports")]
 StrictOpt = Annotated[
     bool, typer.Option("--strict", help="any problem with one run is fatal (default: an error row, the others go on)")
 ]
@@ -90,7 +102,7 @@ ChannelsOpt = Annotated[
     str | None,
     typer.Option(
         "--channels",
-        help="observe the spread with the reward (--model degeneracy, logistic or auto): 'reward_std', "
+        help="observe the spread with the reward (--kind degeneracy, logistic or auto): 'reward_std', "
         "'frac_reward_zero_std', both comma-separated, or 'spread' for both; runs that log none forecast as without",
     ),
 ]
@@ -121,11 +133,74 @@ RiskOpt = Annotated[
     ),
 ]
 
-DEFAULT_MODEL = "oscillator"
+DEFAULT_KIND = "oscillator"
 DEFAULT_DRAWS = _S.draws
 DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains
-DEFAULT_FINAL_WINDOW = 0.1
-DEFAULT_STOP_FRACTION = 0.95
 DEFAULT_DELTA = 0.05  # bayesgrpo.forecast.decision.DEFAULT_DELTA (a test keeps them equal)
 DEFAULT_RISK = 0.1  # bayesgrpo.decisions.stop.DEFAULT_RISK (a test keeps them equal)
+
+# ------------------------------------------------------------------------------ the shared options
+#: every option several verbs share: parameter name -> (its annotated type, its default). A verb takes
+#: them with :func:`with_options` (one declaration here, not one per verb).
+OPTIONS: dict[str, tuple[Any, Any]] = {
+    "meta": (MetaOpt, None), "fmt": (FormatOpt, None), "reward_key": (RewardKeyOpt, None), "run": (RunOpt, None),
+    "exclude": (ExcludeOpt, None),
+    "horizon": (HorizonOpt, None), "until_step": (UntilStepOpt, None), "until_fraction": (UntilFractionOpt, None),
+    "context": (ContextOpt, None), "context_meta": (ContextMetaOpt, None),
+    "kind": (KindOpt, DEFAULT_KIND), "model": (ModelAliasOpt, None), "reward_range": (RewardRangeOpt, None),
+    "out": (OutOpt, None), "out_dir": (OutDirOpt, None),
+    "seed": (SeedOpt, 0), "final_window": (FinalWindowOpt, DEFAULT_FINAL_WINDOW),
+    "stop_fraction": (StopFractionOpt, DEFAULT_STOP_FRACTION), "draws": (DrawsOpt, DEFAULT_DRAWS),
+    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "strict": (StrictOpt, False),
+    "workers": (WorkersOpt, None), "scheduler": (SchedulerOpt, None), "channels": (ChannelsOpt, None),
+    "delta": (DeltaOpt, DEFAULT_DELTA), "risk": (RiskOpt, DEFAULT_RISK),
+}  # fmt: skip
+#: groups of them, in the order ``--help`` lists them
+READ = ("meta", "fmt", "reward_key", "run", "exclude")
+PLAN = ("horizon", "until_step", "until_fraction")
+CONTEXT = ("context", "context_meta")
+KIND = ("kind", "model")
+OUTPUTS = ("out", "out_dir")
+SAMPLER = ("seed", "draws", "tune", "chains")
+DEFINITIONS = ("final_window", "stop_fraction")
+WHERE = ("workers", "scheduler")
+#: the stop advice of a forecast table (p_gain's delta, the policy's risk)
+ADVICE = ("delta", "risk")
+#: what ``forecast`` takes (and ``report``, but for its own --out)
+FORECAST = (*READ, *PLAN, *CONTEXT, *KIND, "reward_range", "channels", *OUTPUTS, "seed", *DEFINITIONS, "draws",
+            "tune", "chains", "strict", *WHERE, *ADVICE)  # fmt: skip
+
+
+def with_options(*names: str):
+    """Decorator: the command also takes the shared options ``names`` (declared in :data:`OPTIONS`), after
+    its own parameters, in its ``**options`` (typer reads the combined signature).
+
+    >>> @with_options("draws", "tune")
+    ... def cmd(runs: RunsArg, **options): ...
+    >>> list(inspect.signature(cmd).parameters)
+    ['runs', 'draws', 'tune']
+    """
+
+    def wrap(fn):
+        own = inspect.signature(fn, eval_str=True)
+        params = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        taken = {p.name for p in params}
+        extra = [n for n in names if n not in taken]  # a verb's own declaration of an option wins
+        params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=OPTIONS[n][0],
+                                     default=OPTIONS[n][1]) for n in extra]  # fmt: skip
+
+        @functools.wraps(fn)
+        def command(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        command.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]  # read by typer
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return wrap
+
+
+def pick(options: dict, names) -> dict:
+    """The entries ``names`` of a verb's ``**options`` (e.g. ``SAMPLER`` for ``sampler_config``)."""
+    return {n: options[n] for n in names}

@@ -11,35 +11,7 @@ import typer
 
 from bayesgrpo.cli import common as C
 from bayesgrpo.cli.forecast import run_forecast
-from bayesgrpo.cli.options import (
-    DEFAULT_CHAINS,
-    DEFAULT_DRAWS,
-    DEFAULT_FINAL_WINDOW,
-    DEFAULT_MODEL,
-    DEFAULT_STOP_FRACTION,
-    DEFAULT_TUNE,
-    ChainsOpt,
-    ContextMetaOpt,
-    ContextOpt,
-    DrawsOpt,
-    ExcludeOpt,
-    FinalWindowOpt,
-    FormatOpt,
-    HorizonOpt,
-    MetaOpt,
-    ModelOpt,
-    RewardRangeOpt,
-    RunOpt,
-    RunsArg,
-    SchedulerOpt,
-    SeedOpt,
-    StopFractionOpt,
-    StrictOpt,
-    TuneOpt,
-    UntilFractionOpt,
-    UntilStepOpt,
-    WorkersOpt,
-)
+from bayesgrpo.cli.options import FORECAST, RunsArg, with_options
 
 __all__ = ["report_cmd", "command_line"]
 
@@ -80,45 +52,27 @@ def command_line(ctx: typer.Context) -> str:
 
 
 def _check_decisions(*, target, cost_per_step, value_per_reward, ceiling) -> None:
-    for name, v in (("--target", target), ("--cost-per-step", cost_per_step), ("--value-per-reward", value_per_reward),
-                    ("--ceiling", ceiling)):  # fmt: skip
+    """The costs by their bounds (:class:`bayesgrpo.decisions.budget.Costs`, as ``budget`` checks them); target
+    and ceiling finite."""
+    from bayesgrpo.decisions.budget import Costs
+
+    for name, v in (("--target", target), ("--ceiling", ceiling)):
         if v is not None and not math.isfinite(v):
             C.fail(f"{name} must be a finite number, got {v}")
-    if cost_per_step is not None and cost_per_step < 0:
-        C.fail(f"--cost-per-step must be >= 0, got {cost_per_step:g}")
-    if value_per_reward is not None and value_per_reward <= 0:
-        C.fail(f"--value-per-reward must be > 0, got {value_per_reward:g}")
+    C.validated(Costs, cost_per_step=cost_per_step, value_per_reward=value_per_reward)
 
 
+@with_options(*(o for o in FORECAST if o != "out_dir"))
 def report_cmd(
     ctx: typer.Context,
     runs: RunsArg,
     out: ReportOutOpt = Path("report.html"),
-    meta: MetaOpt = None,
-    fmt: FormatOpt = None,
-    run: RunOpt = None,
-    exclude: ExcludeOpt = None,
-    horizon: HorizonOpt = None,
-    until_step: UntilStepOpt = None,
-    until_fraction: UntilFractionOpt = None,
-    context: ContextOpt = None,
-    context_meta: ContextMetaOpt = None,
-    model: ModelOpt = DEFAULT_MODEL,
-    reward_range: RewardRangeOpt = None,
     target: TargetOpt = None,
     cost_per_step: CostOpt = None,
     value_per_reward: ValueOpt = None,
     by: ByOpt = None,
     ceiling: CeilingOpt = None,
-    seed: SeedOpt = 0,
-    final_window: FinalWindowOpt = DEFAULT_FINAL_WINDOW,
-    stop_fraction: StopFractionOpt = DEFAULT_STOP_FRACTION,
-    draws: DrawsOpt = DEFAULT_DRAWS,
-    tune: TuneOpt = DEFAULT_TUNE,
-    chains: ChainsOpt = DEFAULT_CHAINS,
-    strict: StrictOpt = False,
-    workers: WorkersOpt = None,
-    scheduler: SchedulerOpt = None,
+    **options,
 ):
     """Forecast every run and write ONE self-contained HTML report (opens offline; no server).
 
@@ -138,14 +92,9 @@ def report_cmd(
         check_output_file(out, option="--out", suffixes=REPORT_SUFFIXES)
 
     cmd = command_line(ctx)
-    res = run_forecast(
-        runs, meta=meta, fmt=fmt, run=run, exclude=exclude, horizon=horizon, until_step=until_step,
-        until_fraction=until_fraction, context=context, context_meta=context_meta, model=model, seed=seed,
-        final_window=final_window, stop_fraction=stop_fraction, draws=draws, tune=tune, chains=chains, strict=strict,
-        title="report", figures=False, reward_range=reward_range, workers=workers, scheduler=scheduler,
-        check_runs=lambda rs: C.validate_meta_columns(rs, by_t, option="--by"), exit_if_none=False,
-    )  # fmt: skip
-    files = [*runs, *([meta] if meta is not None else [])]
+    res = run_forecast(runs, **options, title="report", figures=False, exit_if_none=False,
+                       check_runs=lambda rs: C.validate_meta_columns(rs, by_t, option="--by"))  # fmt: skip
+    files = [*runs, *([options["meta"]] if options["meta"] is not None else [])]
     with C.guard():
         p = write_report(res, out, target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward,
                          by=by_t, ceiling=ceiling, command=cmd, data_files=files)  # fmt: skip

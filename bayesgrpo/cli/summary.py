@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import ExcludeOpt, FormatOpt, MetaOpt, OutOpt, RunOpt, RunsArg
+from bayesgrpo.cli.options import ExcludeOpt, FormatOpt, MetaOpt, OutOpt, RewardKeyOpt, RunOpt, RunsArg
 
 __all__ = ["summary_cmd", "formats_cmd", "models_cmd"]
 
@@ -14,6 +14,7 @@ def summary_cmd(
     runs: RunsArg,
     meta: MetaOpt = None,
     fmt: FormatOpt = None,
+    reward_key: RewardKeyOpt = None,
     run: RunOpt = None,
     exclude: ExcludeOpt = None,
     out: OutOpt = None,
@@ -28,10 +29,12 @@ def summary_cmd(
     metrics, the metadata present.
     """
     from bayesgrpo.io.output import write_table
+    from bayesgrpo.plan import logging_interval
 
     C.validate_outputs(out=out)
-    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude)
+    rs = C.read_runsets(runs, meta, fmt, run=run, exclude=exclude, reward_key=reward_key)
     s = rs.summary().reset_index()
+    s.insert(s.columns.get_loc("last_step") + 1, "interval", [logging_interval(rs.run(r)["step"]) for r in s["run_id"]])
     C.print_table(_compact(s), title=f"{len(rs)} run(s), {len(rs.data)} points")
     C.status(channel_census(rs))
     if out is not None:
@@ -76,7 +79,7 @@ def channel_labels(channels: str) -> str:
 
     names = [c for c in channels.split(",") if c]
     fam = {k: sum(n.startswith(k) for n in names) for k in _families(names) if k.endswith("/")}
-    return ",".join(f"{CHANNEL_LABELS.get(k, k)}{fam[k] if k in fam else ''}" for k in _families(names))
+    return ",".join(f"{CHANNEL_LABELS.get(k, k)}{fam.get(k, '')}" for k in _families(names))
 
 
 def channel_census(rs) -> str:
@@ -97,11 +100,15 @@ def channel_census(rs) -> str:
 
 
 def formats_cmd():
-    """List the supported log formats."""
-    from bayesgrpo.io import FORMATS
+    """List the supported log formats: name, what detects it, what it is (--format NAME forces one)."""
+    import pandas as pd
 
-    for f in FORMATS:
-        typer.echo(f)
+    from bayesgrpo.io import REGISTRY
+
+    rows = [{"format": f.name, "detected by": f.detects, "what": f.description} for f in REGISTRY.values()]
+    C.print_table(
+        pd.DataFrame(rows), title="log formats (detected from the name and content; --format NAME forces one)"
+    )
 
 
 def models_cmd():

@@ -1,4 +1,4 @@
 """Hierarchical comparison of model families and group sizes (physics.md section 8 predictions)."""
 
-from bayesgrpo.compare.model import *  # noqa: F401,F403
+from bayesgrpo.compare.model import *  # noqa: F403
 from bayesgrpo.compare.model import __all__  # noqa: F401

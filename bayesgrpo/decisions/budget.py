@@ -32,13 +32,15 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import CI_PROB, interval_bounds
-from bayesgrpo.forecast.paths import PathDraws, exponential_draws
+from bayesgrpo.forecast.paths import PathDraws, exponential_draws, stop_quantile
 
 __all__ = [
     "PathDraws",
     "StopRecommendation",
+    "Costs",
     "budget_table",
     "recommend_stop",
     "exponential_draws",
@@ -48,16 +50,6 @@ __all__ = [
 
 #: paper B: training beyond ~80% of one epoch yields negligible gain.
 EPOCH_RULE_FRACTION = 0.8
-
-
-def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
-    """A quantile of the stop-step draws, as a value that one of the draws takes (an integer step).
-
-    The forecast table's ``stop_q05/q50/q95`` and the no-cost budget recommendation both use this.
-    """
-    if draws.stop_step is None:
-        raise ValueError(f"PathDraws {draws.run_id!r} carry no stop_step draws")
-    return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))
 
 
 @dataclass(frozen=True)
@@ -120,7 +112,7 @@ class StopRecommendation:
             )
         if self.p_target is not None:
             s.append(f"P(reward >= {self.target:g} by then) = {self.p_target:.2f}")
-        if self.steps_saved is not None:
+        if self.steps_saved is not None and self.fraction_saved is not None:
             extra = ""
             if self.hours_saved is not None:
                 extra += f", {self.hours_saved:.3g} h"
@@ -152,18 +144,48 @@ def _grid(draws: PathDraws):
     return steps, lat
 
 
+#: relative tolerance of "cost_per_step equals cost_per_hour / steps_per_hour"
+COST_RTOL = 1e-9
+
+
+class Costs(BaseModel):
+    """What a step costs and a reward is worth (the bounds the CLI's checks and messages come from)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cost_per_step: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="cost of one more optimizer step"
+    )
+    cost_per_hour: float | None = Field(None, ge=0.0, allow_inf_nan=False, description="cost per hour of training")
+    steps_per_hour: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="optimizer steps per hour")
+    value_per_reward: float | None = Field(
+        None, gt=0.0, allow_inf_nan=False, description="value of one reward unit at the end (default 1)"
+    )
+    epoch_steps: int | None = Field(None, gt=0, description="steps per epoch")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.cost_per_hour is not None and self.steps_per_hour is None:
+            raise ValueError("cost_per_hour needs steps_per_hour (to turn hours into optimizer steps)")
+        if self.cost_per_step is not None and self.cost_per_hour is not None and self.steps_per_hour is not None:
+            implied = self.cost_per_hour / self.steps_per_hour
+            if not math.isclose(implied, self.cost_per_step, rel_tol=COST_RTOL, abs_tol=0.0):
+                raise ValueError(f"cost_per_step {self.cost_per_step:g} contradicts cost_per_hour / steps_per_hour = "
+                                 f"{implied:g}; give one of them")  # fmt: skip
+        return self
+
+    @property
+    def per_step(self) -> float | None:
+        """The cost of one step (``cost_per_hour / steps_per_hour`` when only the rate is given), or None."""
+        if self.cost_per_step is not None:
+            return float(self.cost_per_step)
+        if self.cost_per_hour is not None and self.steps_per_hour is not None:  # the validator pairs them
+            return float(self.cost_per_hour) / float(self.steps_per_hour)
+        return None
+
+
 def _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour):
-    if cost_per_step is not None:
-        if cost_per_hour is not None and steps_per_hour is not None:
-            implied = cost_per_hour / steps_per_hour
-            if not math.isclose(implied, cost_per_step, rel_tol=1e-6):
-                raise ValueError(f"cost_per_step={cost_per_step} contradicts cost_per_hour/steps_per_hour={implied}")
-        return float(cost_per_step)
-    if cost_per_hour is not None:
-        if steps_per_hour is None or steps_per_hour <= 0:
-            raise ValueError("cost_per_hour needs steps_per_hour (> 0) to convert to a cost per step")
-        return float(cost_per_hour) / float(steps_per_hour)
-    return None
+    return Costs(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour).per_step
 
 
 def _value_at(steps, lat, s):
@@ -177,87 +199,108 @@ def _value_at(steps, lat, s):
     return (1 - w) * lat[:, j - 1] + w * lat[:, j]
 
 
-def _analyse(
-    draws,
-    *,
-    target,
-    budgets,
-    cost_per_step,
-    value_per_reward,
-    steps_per_hour,
-    cost_per_hour,
-    max_steps,
-    epoch_steps,
-    gain_window,
-):
-    steps, lat = _grid(draws)
-    n_draws = lat.shape[0]
-    c = _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour)
-    v = 1.0 if value_per_reward is None else float(value_per_reward)
-    if gain_window is None:
-        gain_window = max(draws.interval, int(round(0.1 * max(draws.horizon, 1))))
-    gain_window = int(gain_window)
-    if gain_window <= 0:
-        raise ValueError(f"gain_window must be > 0; got {gain_window}")
-
-    # rows of the table: all grid steps or the requested budgets (mapped to the grid)
+def _rows(draws, steps, budgets) -> np.ndarray:
+    """Grid indices of the table's rows: every step, or the requested budgets (each mapped to the
+    largest grid step <= it: a run stopped at b has trained up to the last grid step <= b)."""
     if budgets is None:
-        idx = np.arange(steps.size)
-    else:
-        b = np.atleast_1d(np.asarray(budgets))
-        if b.size == 0:
-            raise ValueError("budgets is empty")
-        bad = b[(b < steps[0]) | (b > steps[-1])]
-        if bad.size:
-            raise ValueError(
-                f"budget step(s) {bad.tolist()} outside the forecast grid {steps[0]}..{steps[-1]} "
-                f"of run {draws.run_id!r} (last observed step {draws.last_step}, horizon "
-                f"{draws.horizon}); forecast further or choose budgets inside it"
-            )
-        # largest grid step <= budget (a run stopped at b has trained up to the last grid step <= b)
-        idx = np.unique(np.searchsorted(steps, b, side="right") - 1)
+        return np.arange(steps.size)
+    b = np.atleast_1d(np.asarray(budgets))
+    if b.size == 0:
+        raise ValueError("budgets is empty")
+    bad = b[(b < steps[0]) | (b > steps[-1])]
+    if bad.size:
+        raise ValueError(
+            f"budget step(s) {bad.tolist()} outside the forecast grid {steps[0]}..{steps[-1]} "
+            f"of run {draws.run_id!r} (last observed step {draws.last_step}, horizon "
+            f"{draws.horizon}); forecast further or choose budgets inside it"
+        )
+    return np.unique(np.searchsorted(steps, b, side="right") - 1)
 
-    # first-passage probability of the target (over all grid steps, then read at the rows)
-    p_target = None
-    if target is not None:
-        passed = np.maximum.accumulate(lat, axis=1) >= float(target)
-        p_target = passed.mean(axis=0)
 
-    mean = lat.mean(axis=0)
-    q05, q95 = np.quantile(lat, interval_bounds(CI_PROB), axis=0)
-    # expected gain over the next gain_window steps
+def _gains(steps, lat, gain_window: int) -> np.ndarray:
+    """Expected gain over the next ``gain_window`` steps at every grid step (NaN past the grid)."""
     gain = np.full(steps.size, np.nan)
     for j, s in enumerate(steps):
         fut = _value_at(steps, lat, s + gain_window)
         if fut is not None:
             gain[j] = float(np.mean(fut - lat[:, j]))
+    return gain
 
-    # utility over the rows (candidates)
-    cand_steps = steps[idx]
-    cand_lat = lat[:, idx]
-    util = v * cand_lat - (0.0 if c is None else c) * (cand_steps - draws.last_step)[None, :]
-    best = np.argmax(util, axis=1)
-    p_best = np.bincount(best, minlength=idx.size) / n_draws
-    regret = (util.max(axis=1, keepdims=True) - util).mean(axis=0)
-    e_util = util.mean(axis=0)
 
-    # share of draws whose mean trajectory has settled (stop step) by each candidate step
-    p_settled = None
-    if draws.stop_step is not None:
-        p_settled = (draws.stop_reached[:, None] & (draws.stop_step[:, None] <= cand_steps[None, :])).mean(axis=0)
+def _choose(draws, c, e_util, cand_steps) -> tuple[int, str, int, list[str]]:
+    """``(row, rule, recommended step, notes)``: the expected-utility optimum with a cost, else the stop step."""
+    n, notes = cand_steps.size, []
+    if c is not None:
+        j = int(np.argmax(e_util))
+        if j == n - 1 and n > 1:
+            notes.append("the optimum is at the end of the forecast: forecast further before trusting the stop")
+        return j, "expected utility", int(cand_steps[j]), notes
+    if draws.stop_step is None:
+        notes.append("without a cost the recommendation is the stop step, but these draws carry none: "
+                     "give cost_per_step (or cost_per_hour with steps_per_hour)")  # fmt: skip
+        return n - 1, "none (no cost given and no stop-step draws)", int(cand_steps[-1]), notes
+    rule = "stop step (mean trajectory within 5% of its gain from the plateau)"
+    if draws.stop_reached.mean() >= 0.5:
+        stop = stop_quantile(draws, 0.5)
+        rec_step = max(stop, int(cand_steps[0]))
+        if stop < rec_step:
+            notes.append(f"the stop step {stop} is already past: stop now")
+        return int(min(np.searchsorted(cand_steps, rec_step, side="left"), n - 1)), rule, rec_step, notes
+    notes.append(f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
+                 "continue to the last forecast step")  # fmt: skip
+    return n - 1, rule, int(cand_steps[-1]), notes
 
-    table = pd.DataFrame(
-        {
-            "run_id": draws.run_id,
-            "step": cand_steps.astype(int),
-            "steps_from_now": (cand_steps - draws.last_step).astype(int),
-            "expected_reward": mean[idx],
-            "reward_q05": q05[idx],
-            "reward_q95": q95[idx],
-            "expected_gain_next": gain[idx],
-            "gain_window": gain_window,
-        }
+
+def _savings(draws, steps, lat, j_grid: int, rec_step: int, *, max_steps, c, steps_per_hour, notes) -> dict:
+    """What stopping at the recommendation saves against running to ``max_steps``."""
+    if max_steps is None:
+        return {}
+    ms = int(max_steps)
+    in_fc = steps[0] <= ms <= steps[-1]
+    ms_eff = ms if in_fc else int(steps[-1]) if ms > steps[-1] else None
+    if ms_eff is None or ms_eff < rec_step:
+        notes.append(f"max_steps {ms} is not after the recommended step {rec_step}")
+        return dict(max_steps=ms, max_steps_in_forecast=bool(in_fc), steps_saved=max(ms - rec_step, 0))
+    at_max = _value_at(steps, lat, ms_eff)
+    if not in_fc:
+        notes.append(f"max_steps {ms} lies beyond the forecast (to step {steps[-1]}): reward at max_steps "
+                     f"taken at the forecast end (a lower bound on the gain given up for a rising curve)")  # fmt: skip
+    return dict(
+        max_steps=ms, max_steps_in_forecast=bool(in_fc), expected_reward_at_max=float(at_max.mean()),
+        reward_given_up=float(np.mean(at_max - lat[:, j_grid])), steps_saved=ms - rec_step,
+        fraction_saved=(ms - rec_step) / max(ms - draws.last_step, 1),
+        hours_saved=(ms - rec_step) / steps_per_hour if steps_per_hour else None,
+        cost_saved=(c * (ms - rec_step)) if c is not None else None,
+    )  # fmt: skip
+
+
+def _rule80(draws, steps, lat, rec_step: int, *, epoch_steps, v: float, c) -> dict:
+    """Paper B's 0.8-epoch rule next to the recommendation (when the epoch length is known)."""
+    if not epoch_steps:
+        return {}
+    r80_step = int(round(EPOCH_RULE_FRACTION * float(epoch_steps)))
+    r80: dict[str, object] = dict(
+        epoch_steps=int(epoch_steps), rule80_step=r80_step, recommendation_minus_rule80=rec_step - r80_step
     )
+    if r80_step < draws.last_step:
+        r80["rule80_status"] = "already passed"
+    elif r80_step > steps[-1]:
+        r80["rule80_status"] = "beyond the forecast"
+    else:
+        at = _value_at(steps, lat, r80_step)
+        r80["rule80_status"] = "within the forecast"
+        r80["rule80_expected_reward"] = float(at.mean())
+        r80["rule80_expected_utility"] = float(np.mean(v * at - (c or 0.0) * (r80_step - draws.last_step)))
+    return r80
+
+
+def _table(draws, cand_steps, idx, *, mean, q05, q95, gain, gain_window, p_settled, target, p_target, c, e_util,
+           p_best, regret, steps_per_hour, epoch_steps) -> pd.DataFrame:  # fmt: skip
+    table = pd.DataFrame({
+        "run_id": draws.run_id, "step": cand_steps.astype(int), "steps_from_now": (cand_steps - draws.last_step).astype(int),
+        "expected_reward": mean[idx], "reward_q05": q05[idx], "reward_q95": q95[idx], "expected_gain_next": gain[idx],
+        "gain_window": gain_window,
+    })  # fmt: skip
     if p_settled is not None:
         table["p_settled"] = p_settled
     if p_target is not None:
@@ -272,88 +315,47 @@ def _analyse(
         table["hours_from_now"] = (cand_steps - draws.last_step) / float(steps_per_hour)
     if epoch_steps:
         table["epoch"] = cand_steps / float(epoch_steps)
+    return table
 
-    notes = []
-    if c is not None:
-        j = int(np.argmax(e_util))
-        rule = "expected utility"
-        rec_step = int(cand_steps[j])
-        if j == idx.size - 1 and idx.size > 1:
-            notes.append("the optimum is at the end of the forecast: forecast further before trusting the stop")
-    elif draws.stop_step is None:
-        rule = "none (no cost given and no stop-step draws)"
-        j = idx.size - 1
-        rec_step = int(cand_steps[j])
-        notes.append(
-            "without a cost the recommendation is the stop step, but these draws carry none: "
-            "give cost_per_step (or cost_per_hour with steps_per_hour)"
-        )
-    else:
-        rule = "stop step (mean trajectory within 5% of its gain from the plateau)"
-        if draws.stop_reached.mean() >= 0.5:
-            stop = stop_quantile(draws, 0.5)
-            rec_step = max(stop, int(cand_steps[0]))
-            if stop < rec_step:
-                notes.append(f"the stop step {stop} is already past: stop now")
-            j = int(min(np.searchsorted(cand_steps, rec_step, side="left"), idx.size - 1))
-        else:
-            j = idx.size - 1
-            rec_step = int(cand_steps[j])
-            notes.append(
-                f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
-                "continue to the last forecast step"
-            )
+
+def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_per_hour, cost_per_hour, max_steps,
+             epoch_steps, gain_window):  # fmt: skip
+    steps, lat = _grid(draws)
+    c = _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour)
+    v = 1.0 if value_per_reward is None else float(value_per_reward)
+    if gain_window is None:
+        gain_window = max(draws.interval, int(round(0.1 * max(draws.horizon, 1))))
+    gain_window = int(gain_window)
+    if gain_window <= 0:
+        raise ValueError(f"gain_window must be > 0; got {gain_window}")
+    idx = _rows(draws, steps, budgets)
+    # first-passage probability of the target (over all grid steps, then read at the rows)
+    p_target = None if target is None else (np.maximum.accumulate(lat, axis=1) >= float(target)).mean(axis=0)
+    mean = lat.mean(axis=0)
+    q05, q95 = np.quantile(lat, interval_bounds(CI_PROB), axis=0)
+    # utility over the rows (candidates)
+    cand_steps = steps[idx]
+    util = v * lat[:, idx] - (0.0 if c is None else c) * (cand_steps - draws.last_step)[None, :]
+    best = np.argmax(util, axis=1)
+    p_best = np.bincount(best, minlength=idx.size) / lat.shape[0]
+    regret = (util.max(axis=1, keepdims=True) - util).mean(axis=0)
+    e_util = util.mean(axis=0)
+    # share of draws whose mean trajectory has settled (stop step) by each candidate step
+    p_settled = None
+    if draws.stop_step is not None:
+        p_settled = (draws.stop_reached[:, None] & (draws.stop_step[:, None] <= cand_steps[None, :])).mean(axis=0)
+    table = _table(draws, cand_steps, idx, mean=mean, q05=q05, q95=q95, gain=_gains(steps, lat, gain_window),
+                   gain_window=gain_window, p_settled=p_settled, target=target, p_target=p_target, c=c, e_util=e_util,
+                   p_best=p_best, regret=regret, steps_per_hour=steps_per_hour, epoch_steps=epoch_steps)  # fmt: skip
+    j, rule, rec_step, notes = _choose(draws, c, e_util, cand_steps)
     table["recommended"] = False
     table.loc[table.index[j], "recommended"] = True
-
-    # compute saved vs max_steps
-    sv = {}
-    if max_steps is not None:
-        ms = int(max_steps)
-        in_fc = steps[0] <= ms <= steps[-1]
-        ms_eff = ms if in_fc else int(steps[-1]) if ms > steps[-1] else None
-        if ms_eff is not None and ms_eff >= rec_step:
-            at_max = _value_at(steps, lat, ms_eff)
-            sv = dict(
-                max_steps=ms,
-                max_steps_in_forecast=bool(in_fc),
-                expected_reward_at_max=float(at_max.mean()),
-                reward_given_up=float(np.mean(at_max - lat[:, idx[j]])),
-                steps_saved=ms - rec_step,
-                fraction_saved=(ms - rec_step) / max(ms - draws.last_step, 1),
-                hours_saved=(ms - rec_step) / steps_per_hour if steps_per_hour else None,
-                cost_saved=(c * (ms - rec_step)) if c is not None else None,
-            )
-            if not in_fc:
-                notes.append(
-                    f"max_steps {ms} lies beyond the forecast (to step {steps[-1]}): reward at max_steps "
-                    f"taken at the forecast end (a lower bound on the gain given up for a rising curve)"
-                )
-        else:
-            sv = dict(max_steps=ms, max_steps_in_forecast=bool(in_fc), steps_saved=max(ms - rec_step, 0))
-            notes.append(f"max_steps {ms} is not after the recommended step {rec_step}")
-
-    r80 = {}
-    if epoch_steps:
-        r80_step = int(round(EPOCH_RULE_FRACTION * float(epoch_steps)))
-        r80 = dict(epoch_steps=int(epoch_steps), rule80_step=r80_step, recommendation_minus_rule80=rec_step - r80_step)
-        if r80_step < draws.last_step:
-            r80["rule80_status"] = "already passed"
-        elif r80_step > steps[-1]:
-            r80["rule80_status"] = "beyond the forecast"
-        else:
-            at = _value_at(steps, lat, r80_step)
-            r80["rule80_status"] = "within the forecast"
-            r80["rule80_expected_reward"] = float(at.mean())
-            r80["rule80_expected_utility"] = float(np.mean(v * at - (c or 0.0) * (r80_step - draws.last_step)))
-
+    sv = _savings(draws, steps, lat, idx[j], rec_step, max_steps=max_steps, c=c, steps_per_hour=steps_per_hour,
+                  notes=notes)  # fmt: skip
+    r80 = _rule80(draws, steps, lat, rec_step, epoch_steps=epoch_steps, v=v, c=c)
     rec = StopRecommendation(
-        run_id=draws.run_id,
-        step=rec_step,
-        rule=rule,
-        expected_reward=float(mean[idx[j]]),
-        reward_q05=float(q05[idx[j]]),
-        reward_q95=float(q95[idx[j]]),
+        run_id=draws.run_id, step=rec_step, rule=rule, expected_reward=float(mean[idx[j]]),
+        reward_q05=float(q05[idx[j]]), reward_q95=float(q95[idx[j]]),
         p_best=float(p_best[j]) if c is not None else None,
         p_best_window=int(gain_window // 2) if c is not None else None,
         p_best_near=float(np.mean(np.abs(cand_steps[best] - rec_step) <= gain_window / 2)) if c is not None else None,
@@ -361,12 +363,8 @@ def _analyse(
         expected_utility=float(e_util[j]) if c is not None else None,
         p_target=float(p_target[idx[j]]) if p_target is not None else None,
         target=float(target) if target is not None else None,
-        last_step=draws.last_step,
-        units=draws.units,
-        notes=tuple(notes),
-        **sv,
-        **r80,
-    )
+        last_step=draws.last_step, units=draws.units, notes=tuple(notes), **sv, **r80,
+    )  # fmt: skip
     table.attrs["recommendation"] = rec
     return table, rec
 
@@ -415,18 +413,9 @@ def budget_table(
         expected_utility, p_best, expected_regret, [hours_from_now], [epoch], recommended``.
         ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`.
     """
-    table, _ = _analyse(
-        draws,
-        target=target,
-        budgets=budgets,
-        cost_per_step=cost_per_step,
-        value_per_reward=value_per_reward,
-        steps_per_hour=steps_per_hour,
-        cost_per_hour=cost_per_hour,
-        max_steps=max_steps,
-        epoch_steps=epoch_steps,
-        gain_window=gain_window,
-    )
+    table, _ = _analyse(draws, target=target, budgets=budgets, cost_per_step=cost_per_step,
+                        value_per_reward=value_per_reward, steps_per_hour=steps_per_hour, cost_per_hour=cost_per_hour,
+                        max_steps=max_steps, epoch_steps=epoch_steps, gain_window=gain_window)  # fmt: skip
     return table
 
 

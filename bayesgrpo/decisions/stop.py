@@ -113,13 +113,13 @@ class StopPolicy(BaseModel):
         if not ship:
             raise ValueError(f"no stop thresholds ship for model kind {self.kind!r}; give threshold=, patience= "
                              "and min_fraction= (their error rate is then unmeasured)")  # fmt: skip
-        upd = {}
+        upd: dict[str, float | int] = {}
         if self.patience is None:
             upd["patience"] = int(ship["patience"])
         if self.min_fraction is None:
             upd["min_fraction"] = float(ship["min_fraction"])
         if self.threshold is None:
-            pat = upd.get("patience", self.patience)
+            pat = int(upd.get("patience", self.patience or 1))
             upd["threshold"] = self._shipped_threshold(ship, pat)
             self._error = self._measured_error(ship, pat)
         for k, v in upd.items():
@@ -175,9 +175,11 @@ class StopPolicy(BaseModel):
     def advice(self, p_gain: float, *, fraction: float) -> str:
         """The answer for one forecast: ``too early`` before ``min_fraction`` or without a probability,
         ``stop`` when ``p_gain < threshold``, else ``continue``."""
-        if not (np.isfinite(p_gain) and np.isfinite(fraction)) or fraction < self.min_fraction:
+        start, threshold = self.min_fraction, self.threshold  # resolved by the validator: never None here
+        assert start is not None and threshold is not None
+        if not (np.isfinite(p_gain) and np.isfinite(fraction)) or fraction < start:
             return "too early"
-        return "stop" if p_gain < self.threshold else "continue"
+        return "stop" if p_gain < threshold else "continue"
 
     def monitor(self) -> StopMonitor:
         """A fresh :class:`StopMonitor` (the patience counter of one run)."""
@@ -204,7 +206,7 @@ class StopMonitor:
     def update(self, p_gain: float, *, fraction: float) -> str:
         a = self.policy.advice(p_gain, fraction=fraction)
         self.count = self.count + 1 if a == "stop" else 0
-        if self.count >= self.policy.patience:
+        if self.count >= (self.policy.patience or 1):
             self.fired = True
         return a
 
@@ -224,14 +226,16 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
     changed): the share of the policy's stops measured to be bad, on rows whose advice is ``stop``.
 
     The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
-    (:func:`bayesgrpo.forecast.decision.decision_probabilities`). Rows whose ``status`` is not ``ok``, or
-    without numbers, get ``too early``.
+    (:func:`bayesgrpo.forecast.decision.decision_probabilities`). A forecast row (``status`` ``ok`` or
+    ``warning``) without numbers is ``too early``; a row that is no forecast (``complete``, ``error``,
+    ``interrupted``) gets no advice (empty).
     """
     policy = policy or StopPolicy()
     out = table.copy()
-    ok = out["status"].eq("ok").to_numpy() if "status" in out else np.ones(len(out), dtype=bool)
-    out["advice"] = [policy.advise(numbers[r]) if good and r in numbers else "too early"
-                     for r, good in zip(out["run_id"], ok, strict=True)]  # fmt: skip
+    status = out["status"] if "status" in out else pd.Series("ok", index=out.index)
+    forecast = status.isin(["ok", "warning"]).to_numpy()
+    out["advice"] = [(policy.advise(numbers[r]) if r in numbers else "too early") if good else ""
+                     for r, good in zip(out["run_id"], forecast, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     return out
 

@@ -6,14 +6,16 @@ hands the cases of each cutoff to every method of :mod:`bayesgrpo.evaluation.met
 protocol: bayesgrpo and every peer implement ``forecast_many``), and scores each forecast
 (:mod:`bayesgrpo.evaluation.scoring`) against the truth.
 
-* A case is **skipped** (counted with a reason, not scored) when the prefix has fewer than
-  ``min_points`` (5) logged points or nothing is left to forecast.
+* A case is **skipped** (counted with a reason, not scored) when its plan says it cannot be forecast
+  (:func:`bayesgrpo.plan.plan_runs`: fewer than ``min_points`` logged points, nothing left to forecast)
+  or the run has no finite reward in its final window.
 * Warnings raised while a method forecasts a case (sampler health, repaired data) are recorded in the
   case's ``warnings`` column -- never hidden.
 * Outputs (``out_dir``): ``cases.csv`` (one row per run x cutoff x method; the resume ledger),
-  ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and figures
-  (:mod:`bayesgrpo.plots.backtest`). With ``resume=True`` cases already in ``cases.csv`` are not
-  recomputed (safe to interrupt).
+  ``skipped.csv``, ``summary.csv/json/md`` (:mod:`bayesgrpo.evaluation.report`) and the fan data of a
+  few example runs (figures of a result: :func:`bayesgrpo.plots.backtest.plot_all`). With ``resume=True``
+  cases already in ``cases.csv`` are not recomputed (safe to interrupt: a Ctrl-C writes the cases that
+  finished, never the one in flight, and raises :class:`~bayesgrpo.errors.Interrupted`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import QUANTILES
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES
+from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, DEFAULT_PEERS, Case, get_method, resolve_methods
 from bayesgrpo.evaluation.scoring import (
     CASE_COLUMNS,
@@ -39,10 +42,15 @@ from bayesgrpo.evaluation.scoring import (
     summarize_weighted,
     true_stop_step,
 )
-from bayesgrpo.io.output import safe_file_stem
+from bayesgrpo.io.output import atomic_path, safe_file_stem, write_table, write_text
+from bayesgrpo.plan import MIN_POINTS, plan_runs
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
-__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS"]
+__all__ = ["backtest", "BacktestResult", "BAYES", "BAYES_CTX", "DEFAULT_PEERS", "OUTPUT_FILES"]
+
+#: the files a backtest writes into its ``out_dir`` (and the folder ``examples/``)
+OUTPUT_FILES = ("cases.csv", "skipped.csv", "summary.csv", "summary.json", "summary.md", "draws.npz",
+                "calibration.png", "error_vs_cutoff.png", "crps_vs_cutoff.png", "examples.png")  # fmt: skip
 
 Progress = Callable[[int, int, str], None]
 _MAX_WARNINGS_CHARS = 400
@@ -60,6 +68,7 @@ class BacktestResult:
     summary_by_source : DataFrame, the same per source as well
     summary_weighted : DataFrame, source-weighted (each source counts equally)
     out_dir : Path or None
+    example_runs : list of run ids whose fan data are in ``out_dir/examples``
     """
 
     cases: pd.DataFrame
@@ -68,7 +77,7 @@ class BacktestResult:
     summary_by_source: pd.DataFrame
     summary_weighted: pd.DataFrame
     out_dir: Path | None = None
-    figures: list = field(default_factory=list)
+    example_runs: list = field(default_factory=list)
 
     def table(self, weighted: bool = False) -> pd.DataFrame:
         return self.summary_weighted if weighted else self.summary
@@ -83,53 +92,40 @@ def _facts(runs: RunSet, final_window: float) -> dict:
         st = (
             true_stop_step(df[STEP], df["reward_expected"], final_window=final_window) if has_expected else float("nan")
         )
-        out[r] = dict(
-            truth=truth,
-            range=rng_,
-            s0=s0,
-            H=H,
-            stop_true=st,
-            has_expected=has_expected,
-            plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]),
-            df=df,
-        )
+        out[r] = dict(truth=truth, range=rng_, s0=s0, H=H, stop_true=st, has_expected=has_expected,
+                      plateau_true=float("nan") if has_expected else plateau_reached(df[REWARD]), df=df)  # fmt: skip
     return out
 
 
 def _plan(runs: RunSet, facts: dict, cutoffs, src: dict, min_points: int):
-    plan, skipped = {}, []
+    """Per cutoff: the plans of the runs' prefixes (:func:`bayesgrpo.plan.plan_runs`, each run forecast
+    to its own last step) and the run ids that can be scored; the others are skipped with the reason."""
+    plans: dict = {}
+    ok: dict = {}
+    skipped: list = []
+    horizon = {r: facts[r]["H"] for r in runs.run_ids}
     for c in cutoffs:
-        ok_ids = []
+        plans[c] = plan_runs(runs, until_fraction=c, horizon=horizon, min_points=min_points)
+        ok[c] = []
         for r in runs.run_ids:
-            f = facts[r]
-            pre = f["df"].loc[f["df"][STEP] <= f["s0"] + c * (f["H"] - f["s0"])]
-            if len(pre) < min_points:
-                skipped.append(
-                    dict(
-                        run_id=r,
-                        source=src[r],
-                        cutoff=c,
-                        reason=f"only {len(pre)} logged point(s) before the cutoff (< {min_points})",
-                    )
-                )
-            elif int(pre[STEP].iloc[-1]) >= f["H"]:
-                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason="nothing left to forecast"))
-            elif not np.isfinite(f["truth"]):
-                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason="no finite reward in the final window"))
+            reason = plans[c][r].error
+            if reason is None and not np.isfinite(facts[r]["truth"]):
+                reason = "no finite reward in the final window"
+            if reason is None:
+                ok[c].append(r)
             else:
-                ok_ids.append(r)
-        plan[c] = ok_ids
-    return plan, skipped
+                skipped.append(dict(run_id=r, source=src[r], cutoff=c, reason=reason))
+    return plans, ok, skipped
 
 
 def backtest(
     runs: RunSet,
     *,
     cutoffs: Iterable[float] = (0.1, 0.2, 0.3, 0.5),
-    model: str = "oscillator",
+    kind: str = "oscillator",
     context: RunSet | None = None,
     peers: Iterable[str] | str | None = DEFAULT_PEERS,
-    final_window: float = 0.1,
+    final_window: float = DEFAULT_FINAL_WINDOW,
     sampler=None,
     prior=None,
     calibration=True,
@@ -140,12 +136,11 @@ def backtest(
     include_bayes: bool = True,
     max_context: int = 6,
     source_col: str | None = None,
-    min_points: int = 5,
+    min_points: int = MIN_POINTS,
     n_draws: int = 1000,
     seed: int = 0,
     methods: dict | None = None,
     example_runs: Iterable[str] | None = None,
-    make_figures: bool = True,
     peer_kwargs: dict | None = None,
     save_draws: int = 0,
     executor=None,
@@ -158,7 +153,7 @@ def backtest(
         Complete runs (each run's last logged step is its horizon).
     cutoffs : floats in (0, 1)
         Fractions of each run's step span that are observed.
-    model : str
+    kind : str
         bayesgrpo's model kind.
     context : RunSet, optional
         Complete runs pooled with each forecast run ("with context", method ``bayesgrpo_ctx``): up to
@@ -185,7 +180,8 @@ def backtest(
     methods : dict, optional
         ``{name: method}`` overriding the registry's methods (tests pass fakes implementing the protocol).
     example_runs : run ids, optional
-        Runs whose fan data are stored for the examples figure (default: up to 6 spread over sources).
+        Runs whose fan data are stored in ``out_dir/examples`` for the examples figure
+        (:func:`bayesgrpo.plots.backtest.plot_all`; default: up to 6 spread over sources).
     peer_kwargs : dict, optional
         ``{peer name: {setting: value}}`` for :func:`~bayesgrpo.evaluation.methods.get_method`.
     save_draws : int
@@ -200,112 +196,119 @@ def backtest(
     BacktestResult
     """
     cutoffs = tuple(float(c) for c in cutoffs)
-    peer_names = resolve_methods(peers)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     src = sources(runs, source_col)
     ctx_src = sources(context, source_col) if context is not None else {}
     names = ([BAYES] if (context is None or include_single) else []) + ([BAYES_CTX] if context is not None else [])
-    if not include_bayes:
-        names = []
-    names += [p for p in peer_names if p not in names]
-    impl = {}
-    for n in names:
-        if methods and n in methods:
-            impl[n] = methods[n]
-        elif n in (BAYES, BAYES_CTX):
-            impl[n] = get_method(n, model=model, sampler=sampler, prior=prior, calibration=calibration,
-                                 final_window=final_window, executor=executor)  # fmt: skip
-        else:
-            impl[n] = get_method(n, **(peer_kwargs or {}).get(n, {}))
-
-    # ---------------------------------------------------------------- ledger
-    rows: list[dict] = []
-    if out is not None and resume and (out / "cases.csv").exists():
-        rows = pd.read_csv(out / "cases.csv").to_dict("records")
-    done = {(str(r["run_id"]), round(float(r["cutoff"]), 6), str(r["method"])) for r in rows}
-
-    kept: dict = {}
-    if save_draws and out is not None and (out / "draws.npz").exists() and resume:
-        with np.load(out / "draws.npz") as z:
-            kept.update({k: z[k] for k in z.files})
-
-    def flush():
-        if out is None:
-            return
-        if save_draws and kept:
-            tmpz = out / "draws.tmp.npz"
-            np.savez_compressed(tmpz, **kept)
-            tmpz.replace(out / "draws.npz")
-        df = pd.DataFrame(rows, columns=CASE_COLUMNS) if rows else pd.DataFrame(columns=CASE_COLUMNS)
-        tmp = out / "cases.csv.tmp"
-        df.to_csv(tmp, index=False)
-        tmp.replace(out / "cases.csv")
-
+    names = (names if include_bayes else []) + [p for p in resolve_methods(peers) if p not in names]
+    bayes_kw = dict(kind=kind, sampler=sampler, prior=prior, calibration=calibration, final_window=final_window,
+                    executor=executor)  # fmt: skip
+    impl = {n: (methods or {}).get(n) or get_method(n, **(bayes_kw if n in (BAYES, BAYES_CTX) else
+                                                          (peer_kwargs or {}).get(n, {}))) for n in names}  # fmt: skip
+    ledger = _Ledger(out, resume=resume, save_draws=save_draws)
     facts = _facts(runs, final_window)
-    plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
+    plans, plan, skipped = _plan(runs, facts, cutoffs, src, min_points)
     total = sum(len(v) for v in plan.values()) * len(names)
-    n_done = sum(1 for c, ids in plan.items() for r in ids for m in names if (r, round(c, 6), m) in done)
+    n_done = sum(1 for c, ids in plan.items() for r in ids for m in names if ledger.has(r, c, m))
     example_runs = list(example_runs) if example_runs is not None else _pick_examples(plan, src)
     ex_dir = out / "examples" if out is not None else None
     if progress is not None:
         progress(n_done, total, "resumed" if n_done else "starting")
-
     for c in cutoffs:
         for name in names:
-            todo = [r for r in plan[c] if (r, round(c, 6), name) not in done]
-            if not todo:
-                continue
+            todo = [r for r in plan[c] if not ledger.has(r, c, name)]
             method = impl[name]
-            step = getattr(method, "chunk", 20) if not getattr(method, "uses_context", False) else 1
-            for k in range(0, len(todo), max(1, step)):
-                part = todo[k : k + max(1, step)]
-                cases = [_case(r, c, facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    results = method.forecast_many(cases, final_window=final_window, n_draws=n_draws,
-                                                   seed=[seed, int(round(c * 1000)), k])  # fmt: skip
-                msgs = "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught))
-                for case, res in zip(cases, results):
-                    row = _row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs)
-                    rows.append(row)
-                    if save_draws and out is not None and res.ok:
-                        x = np.sort(np.asarray(res.final_draws, dtype=float))
-                        idx = np.linspace(0, x.size - 1, min(save_draws, x.size)).round().astype(int)
-                        kept[f"{case.run_id}|{c:g}|{name}"] = x[idx].astype(np.float32)
+            step = max(1, getattr(method, "chunk", 20) if not getattr(method, "uses_context", False) else 1)
+            for k in range(0, len(todo), step):
+                part = todo[k : k + step]
+                cases = [_case(r, plans[c], facts[r], runs, context, ctx_src, src, max_context, name) for r in part]
+                results, msgs, stopped = _forecast_part(method, cases, final_window=final_window, n_draws=n_draws,
+                                                        seed=[seed, int(round(c * 1000)), k])  # fmt: skip
+                for case, res in zip(cases[: len(results)], results, strict=True):
+                    ledger.add(_row(case, c, name, facts[case.run_id], src[case.run_id], res, msgs), res)
                     if ex_dir is not None and case.run_id in example_runs and res.ok:
                         _save_example(ex_dir, case.run_id, c, name, res)
-                flush()
+                ledger.flush()
+                if stopped is not None:
+                    n = len(ledger.rows)
+                    raise Interrupted(f"interrupted; {n} case(s) in the ledger", partial=n) from stopped
                 n_done += len(part)
                 if progress is not None:
                     progress(n_done, total, f"{name} @ {c:g}")
+    return _result(ledger.rows, runs, names, cutoffs, skipped, out, example_runs)
 
+
+def _forecast_part(method, cases, **kw):
+    """``(results, warnings as one line, the Ctrl-C or None)`` of one chunk of cases: after a Ctrl-C the
+    results of the cases that finished (they enter the ledger, no other)."""
+    stopped = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            results = method.forecast_many(cases, **kw)
+        except KeyboardInterrupt as e:
+            results, stopped = list(getattr(e, "partial", None) or []), e
+    return results, "; ".join(dict.fromkeys(f"{w.category.__name__}: {w.message}" for w in caught)), stopped
+
+
+class _Ledger:
+    """The rows scored so far (``out_dir/cases.csv``, the resume state) and the kept draws (``draws.npz``)."""
+
+    def __init__(self, out: Path | None, *, resume: bool, save_draws: int):
+        self.out, self.save_draws = out, int(save_draws)
+        self.rows: list[dict] = []
+        if out is not None and resume and (out / "cases.csv").exists():
+            self.rows = pd.read_csv(out / "cases.csv").to_dict("records")
+        self.done = {(str(r["run_id"]), round(float(r["cutoff"]), 6), str(r["method"])) for r in self.rows}
+        self.kept: dict = {}
+        if self.save_draws and out is not None and (out / "draws.npz").exists() and resume:
+            with np.load(out / "draws.npz") as z:
+                self.kept.update({k: z[k] for k in z.files})
+
+    def has(self, run_id: str, cutoff: float, method: str) -> bool:
+        return (run_id, round(cutoff, 6), method) in self.done
+
+    def add(self, row: dict, res) -> None:
+        self.rows.append(row)
+        if self.save_draws and self.out is not None and res.ok:
+            x = np.sort(np.asarray(res.final_draws, dtype=float))
+            idx = np.linspace(0, x.size - 1, min(self.save_draws, x.size)).round().astype(int)
+            self.kept[f"{row['run_id']}|{row['cutoff']:g}|{row['method']}"] = x[idx].astype(np.float32)
+
+    def flush(self) -> None:
+        if self.out is None:
+            return
+        if self.save_draws and self.kept:
+            with atomic_path(self.out / "draws.npz") as tmp, open(tmp, "wb") as fh:
+                np.savez_compressed(fh, **self.kept)
+        rows = pd.DataFrame(self.rows, columns=CASE_COLUMNS) if self.rows else pd.DataFrame(columns=CASE_COLUMNS)
+        write_table(rows, self.out / "cases.csv")
+
+
+def _result(rows, runs, names, cutoffs, skipped, out, example_runs) -> BacktestResult:
     cases_df = pd.DataFrame(rows, columns=CASE_COLUMNS)
     cases_df = cases_df[
         cases_df["method"].isin(names) & cases_df["cutoff"].round(6).isin([round(c, 6) for c in cutoffs])
     ]
     cases_df = cases_df[cases_df["run_id"].isin(runs.run_ids)].reset_index(drop=True)
     res = BacktestResult(
-        cases=cases_df,
-        skipped=pd.DataFrame(skipped, columns=["run_id", "source", "cutoff", "reason"]),
-        summary=summarize(cases_df),
-        summary_by_source=summarize(cases_df, by=("source", "cutoff", "method")),
-        summary_weighted=summarize_weighted(cases_df),
-        out_dir=out,
-    )
+        cases=cases_df, skipped=pd.DataFrame(skipped, columns=["run_id", "source", "cutoff", "reason"]),
+        summary=summarize(cases_df), summary_by_source=summarize(cases_df, by=("source", "cutoff", "method")),
+        summary_weighted=summarize_weighted(cases_df), out_dir=out, example_runs=list(example_runs),
+    )  # fmt: skip
     if out is not None:
         from bayesgrpo.evaluation.report import write_outputs
 
-        write_outputs(res, runs=runs, make_figures=make_figures, example_runs=example_runs)
+        write_outputs(res)
     return res
 
 
-def _case(r, c, f, runs, context, ctx_src, src, max_context, name) -> Case:
+def _case(r, plans, f, runs, context, ctx_src, src, max_context, name) -> Case:
     df = f["df"]
-    cut = f["s0"] + c * (f["H"] - f["s0"])
-    pre = df.loc[df[STEP] <= cut].reset_index(drop=True)
-    fut = df.loc[df[STEP] > pre[STEP].iloc[-1], STEP].to_numpy()
+    pre = plans.observed.run(r)
+    fut = df.loc[df[STEP] > plans[r].last_step, STEP].to_numpy()
     ctx = None
     if name == BAYES_CTX and context is not None:
         pool = [q for q in context.run_ids if q != r and ctx_src.get(q) == src[r]][:max_context]
@@ -363,7 +366,7 @@ def _pick_examples(plan: dict, src: dict, n: int = 6) -> list[str]:
     by_src: dict[str, list[str]] = {}
     for r in [r for r in src if r in common]:
         by_src.setdefault(src[r], []).append(r)
-    picks = []
+    picks: list = []
     while len(picks) < n and any(by_src.values()):
         for s in list(by_src):
             if by_src[s] and len(picks) < n:
@@ -384,7 +387,7 @@ def load_example(p: Path) -> dict:
 def _save_example(ex_dir: Path, r: str, c: float, name: str, res) -> None:
     p = example_path(ex_dir, r, c)
     d = load_example(p)
-    entry = {"final_q": np.quantile(res.final_draws, [0.05, 0.1, 0.5, 0.9, 0.95]).tolist()}
+    entry = {"levels": list(QUANTILES), "final_q": np.quantile(res.final_draws, QUANTILES).tolist()}
     fit = (res.info or {}).get("fit")
     if fit is not None and hasattr(fit, "paths"):
         pdr = fit.paths(r)
@@ -395,5 +398,4 @@ def _save_example(ex_dir: Path, r: str, c: float, name: str, res) -> None:
             last_step=int(pdr.last_step),
         )
     d[name] = entry
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(d))
+    write_text(p, json.dumps(d))

@@ -17,14 +17,17 @@ Adding a method is one edit: a factory in :data:`METHODS` (see :func:`get_method
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
+from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.peers import PEER_ALIASES, PEERS, PeerForecast, get_peer
-from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.schema import RUN, RunSet
 
 __all__ = ["Case", "BayesGRPOMethod", "METHODS", "BAYES", "BAYES_CTX", "DEFAULT_METHODS", "get_method",
            "resolve_methods"]  # fmt: skip
@@ -64,7 +67,7 @@ class Case:
 
 
 class BayesGRPOMethod:
-    """bayesgrpo as a backtest method: ``Forecaster(model).fit`` on the prefixes of the cases.
+    """bayesgrpo as a backtest method: ``Forecaster(kind).fit`` on the prefixes of the cases.
 
     Parameters
     ----------
@@ -73,7 +76,7 @@ class BayesGRPOMethod:
     forecaster : callable, optional
         ``forecaster(hierarchical: bool) -> object with .fit(runs, horizon=..., context=...)`` returning
         an object with ``table()``, ``final_draws(run_id)`` (and optionally ``paths``); default builds
-        :class:`bayesgrpo.forecast.Forecaster` from ``model``, ``sampler`` and ``prior``.
+        :class:`bayesgrpo.forecast.Forecaster` from ``kind``, ``sampler`` and ``prior``.
     chunk : int
         Cases per ``fit`` call without context (the compiled model is reused across calls).
     executor : Executor, optional
@@ -82,14 +85,14 @@ class BayesGRPOMethod:
         ``chunk x workers`` cases at a time. Default: this process.
     """
 
-    def __init__(self, name: str = BAYES, *, model: str = "oscillator", sampler=None, prior=None, calibration=True,
-                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = 0.1, executor=None):  # fmt: skip
+    def __init__(self, name: str = BAYES, *, kind: str = "oscillator", sampler=None, prior=None, calibration=True,
+                 forecaster: Callable | None = None, chunk: int = 20, final_window: float = DEFAULT_FINAL_WINDOW, executor=None):  # fmt: skip
         self.name = name
         self.executor = executor
         self._group = int(chunk)
         if executor is not None and executor.n_workers > 1:
             chunk = int(chunk) * executor.n_workers
-        self.model = model
+        self.kind = kind
         self.sampler = sampler
         self.prior = prior
         self.calibration = calibration
@@ -103,7 +106,7 @@ class BayesGRPOMethod:
             return self._factory(hierarchical)
         from bayesgrpo.forecast import Forecaster
 
-        return Forecaster(self.model, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
+        return Forecaster(self.kind, final_window=final_window, hierarchical=hierarchical, sampler=self.sampler,
                           prior=self.prior, calibration=self.calibration)  # fmt: skip
 
     def __getstate__(self):
@@ -112,29 +115,31 @@ class BayesGRPOMethod:
         return state
 
     def forecast_many(
-        self, cases: list[Case], *, final_window: float = 0.1, n_draws: int = 1000, seed=0
+        self, cases: list[Case], *, final_window: float = DEFAULT_FINAL_WINDOW, n_draws: int = 1000, seed=0
     ) -> list[PeerForecast]:
         """Forecast every case; a failing fit becomes ``ok=False`` results (never an exception)."""
         if self.executor is not None and self.executor.n_workers > 1 and len(cases) > 1:
             return self._forecast_on(self.executor, cases, final_window)
-        if self.uses_context:
-            out = []
-            for c in cases:
-                out += self._fit([c], final_window, context=c.context)
-            return out
-        out = []
-        for k in range(0, len(cases), self.chunk):
-            part = cases[k : k + self.chunk]
-            res = self._fit(part, final_window, context=None)
-            if len(part) > 1 and not any(r.ok for r in res):  # the joint call failed: one at a time
-                res = [r for c in part for r in self._fit([c], final_window, context=None)]
-            out += res
+        out: list = []
+        try:
+            if self.uses_context:
+                for c in cases:
+                    out += self._fit([c], final_window, context=c.context)
+                return out
+            for k in range(0, len(cases), self.chunk):
+                part = cases[k : k + self.chunk]
+                res = self._fit(part, final_window, context=None)
+                if len(part) > 1 and not any(r.ok for r in res):  # the joint call failed: one at a time
+                    res = [r for c in part for r in self._fit([c], final_window, context=None)]
+                out += res
+        except KeyboardInterrupt as e:  # the cases that finished (in order) go with the interrupt
+            raise Interrupted(partial=out + list(getattr(e, "partial", None) or [])) from e
         return out
 
     def _forecast_on(self, executor, cases: list[Case], final_window: float) -> list[PeerForecast]:
         import warnings
 
-        from bayesgrpo.forecast.batch import _warning_class
+        from bayesgrpo.errors import warning_type
         from bayesgrpo.inference.executor import partition
 
         if self.uses_context:
@@ -142,27 +147,44 @@ class BayesGRPOMethod:
         else:
             groups = partition(cases, executor.n_workers, per_worker=2, max_size=self._group)
         out = []
-        for g, (ok, value) in zip(groups, executor.map(_CasesJob(self, final_window), groups)):
+        stopped: Interrupted | None = None
+        try:
+            outcomes = executor.map(_CasesJob(self, final_window), groups)
+        except Interrupted as e:  # the groups that finished before the first unfinished one
+            done = list(e.partial or [])
+            first_gap = next((k for k, o in enumerate(done) if o is None), len(done))
+            outcomes, stopped = done[:first_gap], e
+        for g, (ok, value) in zip(groups[: len(outcomes)], outcomes, strict=True):
             if ok:
                 res, caught = value
                 for category, message in dict.fromkeys(caught):  # the harness records them per case
-                    warnings.warn(message, _warning_class(category), stacklevel=2)
+                    warnings.warn(message, warning_type(category), stacklevel=2)
                 out += res
             else:
                 out += [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=float("nan"), ok=False,
                                      message=value) for _ in g]  # fmt: skip
+        if stopped is not None:
+            raise Interrupted(partial=out) from stopped
         return out
 
     def _fit(self, cases: list[Case], final_window: float, *, context) -> list[PeerForecast]:
         t0 = time.perf_counter()
         data = pd.concat([c.prefix.assign(**{RUN: c.run_id}) for c in cases], ignore_index=True)
         meta = pd.DataFrame([c.meta for c in cases], index=pd.Index([c.run_id for c in cases], name=RUN)).reset_index()
+        stopped = None
         try:
             runs = RunSet.from_frames(data, meta)
             fit = self._forecaster(False, final_window).fit(
                 runs, horizon={c.run_id: int(c.horizon) for c in cases}, context=context
             )
             table = fit.table().set_index("run_id")
+        except Interrupted as e:  # Ctrl-C: the cases whose runs finished, then the interrupt
+            if e.partial is None:
+                raise
+            fit, stopped = e.partial, e
+            table = fit.table().set_index("run_id")
+            done = set(fit.forecast_ids)  # runs are sampled in order: the finished cases are a prefix
+            cases = cases[: next((k for k, c in enumerate(cases) if c.run_id not in done), len(cases))]
         except Exception as exc:  # noqa: BLE001 - a failed fit is an error row per case, not a lost batch
             msg = f"{type(exc).__name__}: {exc}"
             return [PeerForecast(name=self.name, final_draws=np.empty(0), seconds=time.perf_counter() - t0, ok=False,
@@ -187,6 +209,8 @@ class BayesGRPOMethod:
             except Exception as exc:  # noqa: BLE001 - one bad run is an error row
                 out.append(PeerForecast(name=self.name, final_draws=np.empty(0), seconds=wall, ok=False,
                                         message=f"{type(exc).__name__}: {exc}"))  # fmt: skip
+        if stopped is not None:
+            raise Interrupted(partial=out) from stopped
         return out
 
 

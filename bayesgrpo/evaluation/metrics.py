@@ -8,7 +8,7 @@ The *final reward* of a run is the mean of its logged reward over the steps in t
     ( s0 + (1 - final_window) * (H - s0),  H ]
 
 where ``s0`` is the run's first logged step and ``H`` its horizon (last step), at the run's own
-logging interval (:func:`final_window_mask`, :func:`final_reward`).
+logging interval (:func:`bayesgrpo.plan.final_window_mask`, the one definition; :func:`final_reward`).
 
 Scores
 ------
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayesgrpo.plan import final_reward  # the final window, defined once
 from bayesgrpo.series import robust_range as reward_range  # the one definition of a run's reward scale
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
     "coverage",
     "interval_width",
     "pit",
-    "final_window_mask",
-    "final_window_threshold",
     "final_reward",
     "reward_range",
 ]
@@ -185,53 +184,3 @@ def pit(samples, y, *, seed=None) -> np.ndarray | float:
     out = (less + u * (eq + 1)) / (n + 1)
     out = np.where((n > 0) & np.isfinite(yy), out, np.nan)
     return float(out[0]) if scalar else out
-
-
-def final_window_threshold(*, s0: float, horizon: float, final_window: float = 0.1) -> float:
-    """Left (open) end of the final window: ``s0 + (1 - final_window) (H - s0)``.
-
-    Computed as ``H - final_window (H - s0)`` (exact for the usual integer steps and
-    ``final_window = 0.1``: e.g. ``s0=1, H=100`` gives 90.1).
-    """
-    if not 0 < final_window <= 1:
-        raise ValueError(f"final_window must be in (0, 1], got {final_window}")
-    if horizon < s0:
-        raise ValueError(f"horizon {horizon} is before the first step {s0}")
-    return float(horizon) - float(final_window) * (float(horizon) - float(s0))
-
-
-def final_window_mask(steps, *, s0: float, horizon: float, final_window: float = 0.1) -> np.ndarray:
-    """Boolean mask of ``steps`` in the final window ``(s0 + (1 - fw)(H - s0), H]``.
-
-    A relative tolerance of 1e-9 guards the open left end against floating-point round-off
-    (a step equal to the threshold in exact arithmetic is excluded).
-
-    Examples
-    --------
-    steps 1..100, ``s0=1, H=100`` -> steps 91..100. Logging every 5 with ``s0=5, H=200``
-    (threshold 180.5) -> steps 185, 190, 195, 200.
-    """
-    s = np.asarray(steps, dtype=float)
-    thr = final_window_threshold(s0=s0, horizon=horizon, final_window=final_window)
-    tol = 1e-9 * max(1.0, abs(float(horizon)))
-    return (s > thr + tol) & (s <= float(horizon) + tol)
-
-
-def final_reward(
-    steps, rewards, *, horizon: float | None = None, s0: float | None = None, final_window: float = 0.1
-) -> float:
-    """Truth of the forecast target from a complete run: mean reward over the final window.
-
-    ``s0`` defaults to the first step and ``horizon`` to the last step of ``steps``. NaN rewards
-    are ignored; returns NaN when the window holds no finite reward.
-    """
-    s = np.asarray(steps, dtype=float)
-    r = np.asarray(rewards, dtype=float)
-    if s.shape != r.shape:
-        raise ValueError(f"steps {s.shape} and rewards {r.shape} differ in shape")
-    if s.size == 0:
-        return float("nan")
-    s0 = float(np.min(s)) if s0 is None else float(s0)
-    horizon = float(np.max(s)) if horizon is None else float(horizon)
-    m = final_window_mask(s, s0=s0, horizon=horizon, final_window=final_window) & np.isfinite(r)
-    return float(np.mean(r[m])) if m.any() else float("nan")

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
+from bayesgrpo.io.output import write_table, write_text
 
 __all__ = ["write_outputs", "markdown_table", "TABLE_COLS", "TABLE_HEAD"]
 
@@ -64,17 +65,13 @@ def _method_sort(s: pd.Series):
     return s
 
 
-def write_outputs(
-    res: BacktestResult,
-    *,
-    runs: RunSet | None = None,
-    make_figures: bool = True,
-    example_runs=None,
-    title: str = "Backtest",
-) -> None:
+def write_outputs(res, *, title: str = "Backtest") -> None:
+    """``skipped.csv``, ``summary.csv``, ``summary.json`` and ``summary.md`` of a
+    :class:`~bayesgrpo.evaluation.backtest.BacktestResult` in its ``out_dir`` (each written atomically;
+    figures: :func:`bayesgrpo.plots.backtest.plot_all`)."""
     out = res.out_dir
-    res.skipped.to_csv(out / "skipped.csv", index=False)
-    res.summary.to_csv(out / "summary.csv", index=False)
+    write_table(res.skipped, out / "skipped.csv")
+    write_table(res.summary, out / "summary.csv")
     js = {
         "n_cases": int(len(res.cases)),
         "n_skipped": int(len(res.skipped)),
@@ -85,7 +82,7 @@ def write_outputs(
         "summary_weighted": res.summary_weighted.to_dict("records"),
         "summary_by_source": res.summary_by_source.to_dict("records"),
     }
-    (out / "summary.json").write_text(json.dumps(js, indent=1, default=_json_default))
+    write_text(out / "summary.json", json.dumps(js, indent=1, default=_json_default))
     md = [
         f"# {title}\n",
         f"{len(res.cases)} scored cases (run x cutoff x method), {len(res.skipped)} skipped run x cutoff.\n",
@@ -103,11 +100,7 @@ def write_outputs(
         md.append("\n## Failures (first message per method)\n")
         for m, g in fails.groupby("method"):
             md.append(f"- {m}: {len(g)} case(s); e.g. `{str(g['message'].iloc[0])[:200]}`\n")
-    (out / "summary.md").write_text("".join(md))
-    if make_figures and len(res.cases):
-        from bayesgrpo.plots.backtest import plot_all
-
-        res.figures = plot_all(res.cases, out, runs=runs, example_runs=example_runs)
+    write_text(out / "summary.md", "".join(md))
 
 
 def _json_default(o):

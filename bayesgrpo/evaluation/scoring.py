@@ -20,9 +20,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import INTERVALS, QUANTILES, interval_bounds
-from bayesgrpo.evaluation.metrics import crps_sample, final_reward, final_window_mask, pit
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, INTERVALS, QUANTILES, interval_bounds
+from bayesgrpo.evaluation.metrics import crps_sample, final_reward, pit
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, settling_index
+from bayesgrpo.plan import final_window_mask
 from bayesgrpo.schema import REWARD, STEP, RunSet
 from bayesgrpo.series import robust_range
 
@@ -36,8 +37,8 @@ CASE_COLUMNS = [
     "run_id", "source", "cutoff", "method", "ok", "message", "warnings", "n_obs", "observed_until", "s0", "horizon",
     "truth", "range", "median", "mean", *[f"q{round(q * 100):02d}" for q in QUANTS],
     "abs_err", "nae", "crps", "ncrps", "pit",
-    *[f"cover{round(l * 100)}" for l in LEVELS], *[f"width{round(l * 100)}" for l in LEVELS],
-    *[f"nwidth{round(l * 100)}" for l in LEVELS],
+    *[f"cover{round(lv * 100)}" for lv in LEVELS], *[f"width{round(lv * 100)}" for lv in LEVELS],
+    *[f"nwidth{round(lv * 100)}" for lv in LEVELS],
     "stop_true", "stop_pred", "stop_err", "stop_nerr", "plateau_true", "plateau_pred", "p_stop_before_horizon",
     "seconds", "r_hat_max", "ess_min", "divergences", "n_context", "scale", "level", "p_plateaued",
 ]  # fmt: skip
@@ -57,7 +58,7 @@ def score_draws(draws, truth: float, scale: float) -> dict:
     q = np.quantile(x, QUANTS)
     med = float(np.median(x))
     out = {"median": med, "mean": float(x.mean())}
-    out.update({f"q{round(p * 100):02d}": float(v) for p, v in zip(QUANTS, q)})
+    out.update({f"q{round(p * 100):02d}": float(v) for p, v in zip(QUANTS, q, strict=True)})
     out["abs_err"] = abs(med - truth)
     out["nae"] = out["abs_err"] / scale
     out["crps"] = float(crps_sample(x, truth))
@@ -72,7 +73,7 @@ def score_draws(draws, truth: float, scale: float) -> dict:
     return out
 
 
-def run_truth(df: pd.DataFrame, final_window: float = 0.1) -> tuple[float, float, int, int]:
+def run_truth(df: pd.DataFrame, final_window: float = DEFAULT_FINAL_WINDOW) -> tuple[float, float, int, int]:
     """(final reward, 5-95% reward range, s0, H) of a complete run's rows."""
     s = df[STEP].to_numpy(dtype=float)
     r = df[REWARD].to_numpy(dtype=float)
@@ -81,7 +82,12 @@ def run_truth(df: pd.DataFrame, final_window: float = 0.1) -> tuple[float, float
 
 
 def true_stop_step(
-    steps, expected, *, stop_fraction: float = DEFAULT_STOP_FRACTION, final_window: float = 0.1, min_gain: float = 1e-3
+    steps,
+    expected,
+    *,
+    stop_fraction: float = DEFAULT_STOP_FRACTION,
+    final_window: float = DEFAULT_FINAL_WINDOW,
+    min_gain: float = 1e-3,
 ) -> float:
     """Stop step of a noise-free reward curve (:mod:`bayesgrpo.physics.stopping`, the one definition).
 
@@ -135,7 +141,7 @@ def sources(runs: RunSet, source_col: str | None = None) -> dict:
     """run id -> source label (``source_repo``, else ``sweep`` / ``family`` / ``dataset``, else "all")."""
     col = source_col or _source_col(runs.meta)
     if col is None or col not in runs.meta.columns:
-        return {r: "all" for r in runs.run_ids}
+        return dict.fromkeys(runs.run_ids, "all")
     return {r: (str(v) if pd.notna(v) else "unknown") for r, v in runs.meta[col].items()}
 
 
@@ -174,7 +180,7 @@ def summarize(cases: pd.DataFrame, by=("cutoff", "method")) -> pd.DataFrame:
     rows = []
     for key, g in cases.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append({**dict(zip(by, key)), **_agg(g)})
+        rows.append({**dict(zip(by, key, strict=True)), **_agg(g)})
     return pd.DataFrame(rows)
 
 

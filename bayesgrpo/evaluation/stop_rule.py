@@ -181,7 +181,7 @@ def policy_backtest(
         first = g.iloc[0]
         for m, gm in g.groupby("method", sort=True):
             mon, stop = policy.monitor(), None
-            by_c = {c: r for c, r in zip(gm["cutoff"], gm.itertuples(index=False), strict=True)}
+            by_c = dict(zip(gm["cutoff"], gm.itertuples(index=False), strict=True))
             for c in grid:
                 r = by_c.get(c)
                 if r is None:

@@ -1,5 +1,7 @@
-"""Forecasting verbs: ``Forecaster(...).fit(runs) -> FittedForecast`` -> table / paths / plot / save."""
+"""Forecasting: ``Forecaster(kind).fit(runs) -> FittedForecast`` -> table / paths / predict / save."""
 
-from bayesgrpo.forecast.forecaster import TABLE_COLUMNS, FittedForecast, ForecastConfig, Forecaster, SamplerConfig
+from bayesgrpo.forecast.config import TABLE_COLUMNS, ForecastConfig
+from bayesgrpo.forecast.fitted import FittedForecast
+from bayesgrpo.forecast.forecaster import Forecaster, SamplerConfig
 
 __all__ = ["Forecaster", "FittedForecast", "ForecastConfig", "SamplerConfig", "TABLE_COLUMNS"]

@@ -2,15 +2,21 @@
 
 :func:`forecast_batch` does what surrounds a fit:
 
-* **truncation** -- ``until_step`` or ``until_fraction`` ("what would the forecast have said then?");
-* **the horizon rule** (:func:`resolve_horizons`, one definition): an explicit horizon; else the
-  run's planned length (metadata ``max_steps``); for a truncated run at least its last logged step
-  (the log shows it ran that far);
-* **one bad run is an error row, never a lost batch** -- each run is checked before sampling (enough
-  points, a horizon after its last step, a forecast that fits in memory); a failing run gets a
+* **the run plans** (:func:`bayesgrpo.plan.plan_runs`: truncation, the horizon rule -- the live one
+  too --, interval, bounds, limits);
+* **one bad run is an error row, never a lost batch** -- each run's plan is checked before sampling
+  (enough points, a step grid and a horizon whose cost is bounded, a forecast that fits in memory);
+  long but feasible work is announced first (:func:`long_work`); a failing run gets a
   :class:`~bayesgrpo.errors.DataWarning` and a row with ``status="error"`` and the reason, the others
   are forecast; ``strict=True`` makes the first problem fatal instead. A run whose fit fails (in this
   process or on a worker) is an error row too: a group that fails is retried run by run.
+* **statuses** (:data:`STATUSES`) -- ``ok``; ``warning`` (forecast, but the sampler's health is poor:
+  :data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`; the reason in ``error``); ``complete`` (the
+  run is logged up to its horizon: the final reward is the observed one, a zero-width interval, no
+  fit); ``error``; ``interrupted`` (Ctrl-C came first: :class:`~bayesgrpo.errors.Interrupted` carries
+  the batch with the runs that finished).
+* **one horizon** -- a forecast to a ``--horizon`` other than the run's ``max_steps`` is the forecast
+  of the planned run read at that step; a :class:`~bayesgrpo.errors.DataWarning` says so.
 * **where it runs** -- an :class:`~bayesgrpo.inference.executor.Executor` (default: this process):
   runs are forecast in groups (:func:`~bayesgrpo.inference.executor.partition`), each group by
   ``forecaster.fit`` wherever the executor puts it, and the fits are merged
@@ -21,67 +27,30 @@
 
 from __future__ import annotations
 
-import builtins
-import math
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from bayesgrpo import errors as _errors
-from bayesgrpo.errors import DataWarning, ForecastError, OptionError
-from bayesgrpo.schema import STEP, RunSet
+from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, warning_type
+from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs
+from bayesgrpo.schema import REWARD, STEP, RunSet
 
-__all__ = ["BatchResult", "forecast_batch", "resolve_horizons", "truncate_runs", "MEMORY_LIMIT_BYTES"]
+if TYPE_CHECKING:
+    from bayesgrpo.forecast.fitted import FittedForecast
+    from bayesgrpo.forecast.forecaster import Forecaster
 
-#: refuse a forecast whose posterior paths would need more memory than this (per run, in bytes)
-MEMORY_LIMIT_BYTES = 2 * 1024**3
+__all__ = ["BatchResult", "forecast_batch", "long_work", "STATUSES"]
 
-
-def truncate_runs(runs: RunSet, *, until_step: int | None = None, until_fraction: float | None = None) -> RunSet:
-    """The logged prefix of every run (``until_step`` XOR ``until_fraction``; neither: unchanged)."""
-    if until_step is not None and until_fraction is not None:
-        raise OptionError("give --until-step or --until-fraction, not both")
-    if until_fraction is not None:
-        if not 0.0 < float(until_fraction) < 1.0:
-            raise OptionError(f"--until-fraction must lie in (0, 1), got {until_fraction:g}")
-        return runs.truncate(fraction=float(until_fraction))
-    if until_step is not None:
-        return runs.truncate(until_step=int(until_step))
-    return runs
-
-
-def _max_steps(meta_row) -> float:
-    try:
-        v = float(meta_row.get("max_steps"))
-    except (TypeError, ValueError):
-        return math.nan
-    return v if math.isfinite(v) and v > 0 else math.nan
-
-
-def resolve_horizons(full: RunSet, observed: RunSet, horizon: int | dict | None = None) -> dict:
-    """The step each run is forecast to: ``{run_id: int or None}`` (None: no horizon known).
-
-    ``horizon`` when given (one for all runs, or per run id); else the planned length (metadata
-    ``max_steps``); and when ``observed`` is a truncated view of ``full``, at least the last step
-    ``full`` logged.
-    """
-    out = {}
-    for rid in observed.run_ids:
-        h = horizon.get(rid) if isinstance(horizon, dict) else horizon
-        if h is not None:
-            out[rid] = int(h)
-            continue
-        cands = []
-        ms = _max_steps(full.meta.loc[rid])
-        if math.isfinite(ms):
-            cands.append(int(ms))
-        last_full = int(full.run(rid)[STEP].iloc[-1])
-        if last_full > int(observed.run(rid)[STEP].iloc[-1]):
-            cands.append(last_full)
-        out[rid] = max(cands) if cands else None
-    return out
+#: the values of the ``status`` column of a batch table
+STATUSES = ("ok", "warning", "complete", "error", "interrupted")
+#: a fit over more grid steps than this, or a propagation further than this, takes minutes
+#: (bench/results/grid_cost.md: about 7 s per 1,000 grid steps and 0.8 s per 1,000 steps ahead on a loaded
+#: 2-core machine): :func:`long_work` says so before it starts
+LONG_GRID_STEPS = 5_000
+LONG_FUTURE_STEPS = 20_000
 
 
 @dataclass
@@ -94,12 +63,16 @@ class BatchResult:
         The fit of the runs that could be forecast (None when none could).
     table : DataFrame
         One row per requested run: :data:`~bayesgrpo.forecast.TABLE_COLUMNS` plus ``status``
-        (``"ok"`` / ``"error"``) and ``error`` (the reason, empty when ok).
+        (:data:`STATUSES`) and ``error`` (the reason; empty when ok or complete).
     errors : dict
-        run id -> reason, for the runs that were not forecast.
+        run id -> reason, for the runs that were not forecast (errors and interrupted runs).
+    complete : dict
+        run id -> observed final reward, for runs logged up to their horizon.
     full : RunSet
         The runs as read (before truncation), e.g. to draw the truth in fan charts.
     truncated : bool
+    plans : Plans
+        The plan of every run (:mod:`bayesgrpo.plan`: horizon and where it came from, interval, bounds).
     observed : RunSet
         What the forecast saw: every requested run after truncation (error rows included), e.g. for
         their diagnostics.
@@ -108,61 +81,43 @@ class BatchResult:
         (:func:`bayesgrpo.decisions.stop.advise_fit`); empty otherwise.
     """
 
-    fit: object
+    fit: FittedForecast | None
     table: pd.DataFrame
     errors: dict = field(default_factory=dict)
     full: RunSet | None = None
     truncated: bool = False
-    observed: RunSet | None = None
+    plans: Plans | None = None
+    complete: dict = field(default_factory=dict)
     decisions: dict = field(default_factory=dict)
 
-
-def _check_run(observed: RunSet, rid: str, horizon, *, min_points: int, n_draws: int) -> str | None:
-    g = observed.run(rid)
-    where = f"run {rid!r}" + (f" ({observed.source})" if observed.source else "")
-    if len(g) < min_points:
-        last = f" (logged up to step {int(g[STEP].iloc[-1])})" if len(g) else ""
-        return f"{where} has {len(g)} logged reward point(s){last}; a forecast needs at least {min_points}"
-    if horizon is None:
-        return f"{where}: no horizon; pass --horizon STEPS or log max_steps in the metadata"
-    last = int(g[STEP].iloc[-1])
-    if horizon <= last:
-        return f"{where}: the horizon {horizon} is not after the last logged step {last}; nothing to forecast (pass a larger --horizon)"
-    # stored paths are thinned to MAX_STORED_STEPS, but propagation state and stop steps scale with draws
-    from bayesgrpo.forecast.forecaster import MAX_STORED_STEPS
-
-    interval = max(1, int(np.median(np.diff(g[STEP].to_numpy()))) if len(g) > 1 else 1)
-    stored = min((horizon - last) // interval + 1, MAX_STORED_STEPS)
-    need = 8 * n_draws * (2 * stored + 16)
-    if need > MEMORY_LIMIT_BYTES:
-        return f"{where}: the forecast would need about {need / 1024**3:.1f} GiB; use fewer --draws"
-    if horizon - last > 10_000_000:
-        return f"{where}: the horizon {horizon} is {horizon - last:,} steps beyond the log; at most 10,000,000 are forecast"
-    return None
+    @property
+    def observed(self) -> RunSet | None:
+        """What the forecast saw: every requested run after truncation (error rows included)."""
+        return self.plans.observed if self.plans is not None else None
 
 
 def forecast_batch(
     runs: RunSet,
     *,
     forecaster,
-    horizon: int | dict | None = None,
+    horizon=None,
     until_step: int | None = None,
     until_fraction: float | None = None,
     context: RunSet | None = None,
     strict: bool = False,
     progress=None,
-    min_points: int | None = None,
+    min_points: int = MIN_POINTS,
     executor=None,
 ) -> BatchResult:
-    """Truncate, resolve horizons, check every run, fit the good ones, and tabulate all of them.
+    """Plan every run, fit the ones that can be forecast, and tabulate all of them.
 
     Parameters
     ----------
     runs : RunSet
         The runs as logged.
     forecaster : bayesgrpo.forecast.Forecaster
-    horizon, until_step, until_fraction : optional
-        See :func:`resolve_horizons` and :func:`truncate_runs`.
+    horizon, until_step, until_fraction, min_points : optional
+        The plan's options (:func:`bayesgrpo.plan.plan_runs`).
     context : RunSet, optional
         Complete related runs to pool with (hierarchical fit).
     strict : bool
@@ -175,92 +130,167 @@ def forecast_batch(
     Returns
     -------
     BatchResult
-    """
-    from bayesgrpo.forecast.forecaster import TABLE_COLUMNS
-    from bayesgrpo.models.arrays import MIN_POINTS
 
-    min_points = MIN_POINTS if min_points is None else int(min_points)
-    truncated = until_step is not None or until_fraction is not None
-    observed = truncate_runs(runs, until_step=until_step, until_fraction=until_fraction)
-    horizons = resolve_horizons(runs, observed, horizon)
-    n_draws = forecaster.sampler.draws * forecaster.sampler.chains
-    errors = {}
-    for rid in observed.run_ids:
-        msg = _check_run(observed, rid, horizons[rid], min_points=min_points, n_draws=n_draws)
-        if msg is None:
-            continue
-        if until_step is not None and len(observed.run(rid)) < min_points and len(runs.run(rid)):
-            first = int(runs.run(rid)[STEP].iloc[0])
-            msg += f" with --until-step {int(until_step)} (its first logged step is {first})"
-        if strict:
-            raise ForecastError(msg)
-        errors[rid] = msg
-        warnings.warn(f"{msg}; not forecast (the other runs are)", DataWarning, stacklevel=2)
-    good = [r for r in observed.run_ids if r not in errors]
-    fit = None
+    Raises
+    ------
+    Interrupted
+        Ctrl-C: ``partial`` is the BatchResult of the runs that finished (the others ``interrupted``).
+    """
+    from bayesgrpo.forecast.fitted import FittedForecast
+
+    plans = plan_runs(runs, horizon=horizon, until_step=until_step, until_fraction=until_fraction,
+                      final_window=forecaster.config.final_window, min_points=min_points,
+                      n_draws=forecaster.sampler.draws * forecaster.sampler.chains)  # fmt: skip
+    _max_steps_warnings(plans)
+    errors, complete = _check_plans(plans, strict=strict)
+    good = [r for r in plans.ok_ids if r not in complete]
+    fit, cut = None, []
     if good:
-        fits, failed = _fit_groups(observed, good, forecaster=forecaster, horizons=horizons, context=context,
-                                   executor=executor, progress=progress)  # fmt: skip
+        fits, failed, cut = _fit_groups(plans.select(good), forecaster=forecaster, context=context,
+                                        executor=executor, progress=progress)  # fmt: skip
         for rid, msg in failed.items():
             if strict:
                 raise ForecastError(f"run {rid!r}: {msg}")
             errors[rid] = msg
             warnings.warn(f"run {rid!r} could not be forecast ({msg}); the other runs are", DataWarning, stacklevel=2)
         if fits:
-            from bayesgrpo.forecast.forecaster import FittedForecast
-
             fit = FittedForecast.merge(fits)
-    if fit is not None:
-        ok = fit.table().assign(status="ok", error="")
-    else:
-        ok = pd.DataFrame(columns=[*TABLE_COLUMNS, "status", "error"])
-    ok = ok.set_index("run_id")
+    for rid in cut:
+        errors[rid] = "interrupted (Ctrl-C) before its forecast finished"
+    table = _table(runs, plans, forecaster, fit, errors, complete, cut)
+    res = BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=plans.truncated, plans=plans,
+                      complete=complete)  # fmt: skip
+    if cut:
+        raise Interrupted(f"interrupted: {len(good) - len(cut)} of {len(good)} run(s) forecast", partial=res)
+    return res
+
+
+def _check_plans(plans: Plans, *, strict: bool) -> tuple[dict, dict]:
+    """``(errors, complete)`` of the plans: run id -> reason for the runs that cannot be forecast (a
+    :class:`DataWarning` each; ``strict``: the first is a ForecastError), run id -> the observed final
+    reward for the runs logged up to their horizon."""
+    errors, complete = {}, {}
+    for p in plans:
+        msg = p.error
+        if p.complete:
+            v = _observed_final(plans, p)
+            if np.isfinite(v):
+                complete[p.run_id] = v
+                continue
+            msg = f"run {p.run_id!r}: logged up to its horizon {p.horizon}, but no finite reward in its final window"
+        if msg is None:
+            continue
+        if strict:
+            raise ForecastError(msg)
+        errors[p.run_id] = msg
+        warnings.warn(f"{msg}; not forecast (the other runs are)", DataWarning, stacklevel=3)
+    return errors, complete
+
+
+def _observed_final(plans: Plans, p: RunPlan) -> float:
+    """The final reward of a run logged up to (or past) its horizon: the mean logged reward over the
+    final window ``(s0 + (1 - w)(H - s0), H]``."""
+    g = plans.observed.run(p.run_id)
+    _, _, horizon = p.span()
+    return final_reward(g[STEP].to_numpy(), g[REWARD].to_numpy(), s0=float(g[STEP].iloc[0]), horizon=float(horizon),
+                        final_window=p.final_window)  # fmt: skip
+
+
+def _max_steps_warnings(plans: Plans) -> None:
+    """One horizon: a forecast to ``--horizon`` is the forecast of the planned run (metadata
+    ``max_steps``) read at that step; say so where the two differ."""
+    for p in plans:
+        ms = meta_number(plans.full.meta.loc[p.run_id], "max_steps")
+        if p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
+            where = f"run {p.run_id!r}" + (f" ({plans.full.source})" if plans.full.source else "")
+            warnings.warn(f"{where}: --horizon {int(p.horizon)} differs from its max_steps {int(ms)} (metadata); the "
+                          f"table is the forecast of the planned {int(ms)} steps read at step {int(p.horizon)}",
+                          DataWarning, stacklevel=4)  # fmt: skip
+
+
+def long_work(plans: Plans) -> list[str]:
+    """One line per planned run whose forecast will take minutes (a long step grid or a far horizon), to
+    print before sampling starts: long work is never silent."""
+    out = []
+    for p in plans:
+        if not p.ok or p.s0 is None or p.last_step is None or p.horizon is None:
+            continue
+        grid, ahead = p.last_step - p.s0 + 1, max(p.horizon - p.last_step, 0)
+        if grid > LONG_GRID_STEPS or ahead > LONG_FUTURE_STEPS:
+            minutes = (7.0 * grid / 1000 + 0.8 * ahead / 1000) / 60
+            out.append(f"run {p.run_id!r}: a grid of {grid:,} steps and {ahead:,} steps ahead; its forecast "
+                       f"takes about {minutes:.0f} min (more on a busy machine)")  # fmt: skip
+    return out
+
+
+def _table(runs: RunSet, plans: Plans, forecaster, fit, errors, complete, cut) -> pd.DataFrame:
+    """One row per run of ``runs``, in its order: forecast (ok / warning), complete, error or interrupted."""
+    from bayesgrpo.forecast.config import TABLE_COLUMNS
+
+    cols = [*TABLE_COLUMNS, "status", "error"]
+    ok = (fit.table() if fit is not None else pd.DataFrame(columns=TABLE_COLUMNS)).set_index("run_id")
     rows = []
-    for rid in observed.run_ids:
-        if rid in errors:
-            g = observed.run(rid)
-            rows.append({"run_id": rid, "model": forecaster.config.model,
-                         "observed_until": int(g[STEP].iloc[-1]) if len(g) else np.nan, "n_obs": len(g),
-                         "horizon": horizons[rid] if horizons[rid] is not None else np.nan,
-                         "status": "error", "error": errors[rid]})  # fmt: skip
+    for rid in runs.run_ids:
+        p = plans[rid]
+        base = {"run_id": rid, "kind": forecaster.config.kind,
+                "observed_until": p.last_step if p.last_step is not None else np.nan, "n_obs": p.n_obs,
+                "horizon": p.horizon if p.horizon is not None else np.nan}  # fmt: skip
+        if rid in complete:
+            v = complete[rid]
+            rows.append(base | {"final_mean": v, **{c: v for c in TABLE_COLUMNS if c.startswith("final_q")},
+                                "status": "complete", "error": ""})  # fmt: skip
+        elif rid in errors:
+            rows.append(base | {"status": "interrupted" if rid in cut else "error", "error": errors[rid]})
         else:
-            rows.append(ok.loc[rid].to_dict() | {"run_id": rid})
-    table = pd.DataFrame(rows).reindex(columns=[*TABLE_COLUMNS, "status", "error"])
-    return BatchResult(fit=fit, table=table, errors=errors, full=runs, truncated=truncated, observed=observed)
+            status, reason = fit.health_status(rid)
+            rows.append(ok.loc[rid].to_dict() | {"run_id": rid, "status": status, "error": reason})
+    return pd.DataFrame(rows).reindex(columns=cols)
 
 
 @dataclass
 class _FitJob:
     """One group of runs, fitted wherever an executor runs it (picklable: sent to Dask workers)."""
 
-    forecaster: object
-    horizons: dict
+    forecaster: Forecaster
     context: RunSet | None = None
 
-    def __call__(self, runs: RunSet):
+    def __call__(self, plans: Plans):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            fit = self.forecaster.fit(runs, horizon={r: self.horizons[r] for r in runs.run_ids}, context=self.context)
+            try:
+                fit = self.forecaster.fit_plans(plans, context=self.context)
+            except Interrupted as e:  # the group's runs that finished, as this job's (partial) answer
+                if e.partial is None:
+                    raise
+                e.partial.table()
+                raise Interrupted(partial=(e.partial, [(w.category.__name__, str(w.message)) for w in caught])) from e
             fit.table()  # computed where the posterior is; the rows travel back with the fit
         return fit, [(w.category.__name__, str(w.message)) for w in caught]
 
 
-def _warning_class(name: str):
-    cls = getattr(_errors, name, None) or getattr(builtins, name, None)
-    return cls if isinstance(cls, type) and issubclass(cls, Warning) else UserWarning
+def _map(executor, job, items, progress=None):
+    """``executor.map`` of ``job`` over ``items``; after a Ctrl-C the outcomes that finished (None for
+    the others) and True."""
+    try:
+        return executor.map(job, items, progress=progress), False
+    except KeyboardInterrupt as e:
+        done = list(getattr(e, "partial", None) or [])
+        return done + [None] * (len(items) - len(done)), True
 
 
-def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, executor, progress):
-    """Fit the runs ``good`` in groups on ``executor``: ``(fits in run order, {run_id: reason})``."""
+def _fit_groups(plans: Plans, *, forecaster, context, executor, progress):
+    """Fit the planned runs in groups on ``executor``: ``(fits in run order, {run_id: reason}, [runs a
+    Ctrl-C cut off])``."""
     from bayesgrpo.inference.executor import SerialExecutor, partition
 
+    good = plans.ok_ids
     executor = executor or SerialExecutor()
     joint = context is not None or bool(getattr(getattr(forecaster, "config", None), "hierarchical", False))
     if joint:
         groups = [list(good)]
     else:  # small groups in this process (frequent progress), a few per worker on a cluster
         groups = partition(good, executor.n_workers, per_worker=20 if executor.n_workers == 1 else 4)
-    job = _FitJob(forecaster, {r: horizons[r] for r in good}, context)
+    job = _FitJob(forecaster, context)
     done = [0]
 
     def tick(i, groups_=groups):
@@ -268,29 +298,32 @@ def _fit_groups(observed: RunSet, good: list, *, forecaster, horizons, context, 
         if progress is not None:
             progress(done[0], len(good))
 
-    outcomes = executor.map(job, [observed.select(g) for g in groups], progress=tick)
+    outcomes, stopped = _map(executor, job, [plans.select(g) for g in groups], progress=tick)
     results, failed = {}, {}
     retry = []
-    for g, (ok, value) in zip(groups, outcomes):
+    for g, out in zip(groups, outcomes, strict=True):
+        if out is None:
+            continue
+        ok, value = out
         if ok:
             results[g[0]] = value
         elif len(g) > 1 and not joint:
             retry.extend(g)  # which run failed? each alone (its numbers do not depend on the group)
         else:
-            failed.update({r: value for r in g})
-    if retry:
+            failed.update(dict.fromkeys(g, value))
+    if retry and not stopped:
         singles = [[r] for r in retry]
-        for g, (ok, value) in zip(singles, executor.map(job, [observed.select(g) for g in singles])):
-            if ok:
-                results[g[0]] = value
-            else:
-                failed[g[0]] = value
+        again, stopped = _map(executor, job, [plans.select(g) for g in singles])
+        for g, out in zip(singles, again, strict=True):
+            if out is not None:
+                (results if out[0] else failed)[g[0]] = out[1]
     fits = []
     seen = set()
     for category, message in (w for first in sorted(results, key=good.index) for w in results[first][1]):
         if (category, message) not in seen:
             seen.add((category, message))
-            warnings.warn(message, _warning_class(category), stacklevel=3)
+            warnings.warn(message, warning_type(category), stacklevel=3)
     for first in sorted(results, key=good.index):
         fits.append(results[first][0])
-    return fits, failed
+    finished = {r for fit, _ in results.values() for r in fit.forecast_ids}
+    return fits, failed, [r for r in good if r not in finished and r not in failed]

@@ -1,22 +1,26 @@
-"""A calibration layer on the final-reward draws, learned leave-source-out on backtests of real runs.
+"""A calibration layer on the final-reward draws and paths, learned leave-source-out on backtests of real runs.
 
 The physics model describes a run that stays in its regime; real runs also leave it (a rise that
 peaks and declines or collapses, a format reward that switches on late -- physics.md section 9). No
 prefix can time such an event, but a population of complete runs can price how often the model's
-intervals miss, above and below, at each observed fraction. The layer is split-conformal and
-asymmetric (conformalised quantiles, Romano et al. 2019, on the model's own quantiles):
+intervals miss, above and below, at each observed fraction. The layer is split-conformal,
+asymmetric and additive (conformalised quantile regression, Romano et al. 2019, on the model's own
+quantiles): at observed fraction ``f`` the draws above the median are stretched so that their 90%
+point moves up by ``c_up(f) x scale``, those below so that the 10% point moves down by
+``c_dn(f) x scale`` (``scale``: the run's normalisation scale, :class:`~bayesgrpo.models.arrays.RunInfo`;
+``c`` interpolated on :attr:`Calibration.fraction_grid`). ``c_up`` at a fraction is the weighted 90%
+quantile of ``(y - q90) / scale`` over backtest cases of complete runs at that fraction (at least 0),
+``c_dn`` that of ``(q10 - y) / scale``: an additive shift widens an interval of (almost) no width (a
+flat prefix), which a width ratio cannot. Each case weighs half "per case" and half "per source"
+(each source the same), so neither the large sources nor the small ones decide alone. Paths widen
+the same way, from nothing at the last observation to all of it at the horizon
+(:meth:`Calibration.widen_paths`).
 
-    x' = median + w_up(f) (x - median)    for draws above the median
-    x' = median + w_dn(f) (x - median)    below it
-
-``f`` = observed fraction of the run; ``w`` interpolated on :attr:`fraction_grid`. ``w_up`` at a
-fraction is the weighted 90% quantile of ``(y - median) / (q90 - median)`` over backtest cases of
-complete runs at that fraction (and ``w_dn`` the same for the lower tail), so that on those cases
-10% of the outcomes fall above the 80% interval and 10% below. Each case weighs half "per case" and
-half "per source" (each source the same), so neither the large sources nor the small ones decide
-alone. Benchmarks fit the layer without the source they score (leave-one-source-out); the shipped
-layer (``bayesgrpo/resources/calibration_<kind>.json``) is fitted on every development run and its
-identity is recorded in every saved forecast.
+Benchmarks fit the layer without the source they score (leave-one-source-out); the shipped layer
+(``bayesgrpo/resources/calibration_<kind>.json``, chosen among the variants of
+``bench/calibration_study.py``: width ratios, draws leaving the regime and these additive tails are
+studied there, ``bench/calibration_variants.py``) is fitted on every development run and its identity
+is recorded in every saved forecast.
 """
 
 from __future__ import annotations
@@ -28,37 +32,62 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bayesgrpo.conventions import HEADLINE, interval_bounds
 from bayesgrpo.series import current_level
 
-__all__ = ["Calibration", "fit_calibration", "identity_calibration", "leave_anchor", "case_weights", "W_MIN", "W_MAX"]
+__all__ = [
+    "Calibration",
+    "fit_calibration",
+    "identity_calibration",
+    "case_weights",
+    "weighted_quantile",
+    "leave_anchor",
+]
 
-W_MIN, W_MAX = 0.5, 6.0  # the layer never shrinks an interval below half or widens it beyond 6x
+#: fields of layers saved before the research variants moved to ``bench/``: read when they change
+#: nothing (width ratios of 1, no draw leaving the regime), refused otherwise
+_LEGACY_IDENTITY = {"w_up": 1.0, "w_dn": 1.0, "p_leave": None}
 
 
 class Calibration(BaseModel):
-    """Parameters of the layer (module docstring)."""
+    """Parameters of the layer (module docstring). The default is the identity (no shift)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fraction_grid: tuple[float, ...] = (0.1, 0.2, 0.3, 0.5)
-    w_up: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
-    w_dn: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
-    p_leave: tuple[float, ...] = ()  # empty: no draw leaves the regime
-    c_up: tuple[float, ...] = ()  # additive: the 90% point moves up by c_up x the run's scale (empty: none)
+    c_up: tuple[float, ...] = ()  # the 90% point moves up by c_up x the run's scale (empty: none)
     c_dn: tuple[float, ...] = ()  # and the 10% point down by c_dn x scale
     name: str = "identity"
     provenance: dict = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data):
+        """Layers written by bayesgrpo 0.1 carry ``w_up``/``w_dn``/``p_leave``; those of the identity are dropped."""
+        if not isinstance(data, dict) or not set(_LEGACY_IDENTITY) & set(data):
+            return data
+        data = dict(data)
+        for k, one in _LEGACY_IDENTITY.items():
+            v = tuple(data.pop(k, ()) or ())
+            if (one is None and v) or (one is not None and any(float(x) != one for x in v)):
+                raise ValueError(
+                    f"calibration {data.get('name', '?')!r}: {k} = {v} is a research variant this bayesgrpo no longer "
+                    "applies (bench/calibration_variants.py); refit the layer"
+                )
+        return data
+
     @model_validator(mode="after")
     def _lengths(self):
         n = len(self.fraction_grid)
-        for name in ("w_up", "w_dn") + tuple(f for f in ("p_leave", "c_up", "c_dn") if getattr(self, f)):
-            if len(getattr(self, name)) != n:
+        if bool(self.c_up) != bool(self.c_dn):
+            raise ValueError(f"calibration {self.name!r}: give c_up and c_dn together")
+        for name in ("c_up", "c_dn"):
+            if getattr(self, name) and len(getattr(self, name)) != n:
                 raise ValueError(
                     f"calibration {self.name!r}: {name} has {len(getattr(self, name))} values for {n} fractions"
                 )
-        if any(not 0.0 <= v < 1.0 for v in self.p_leave):
-            raise ValueError(f"calibration {self.name!r}: p_leave must lie in [0, 1)")
+        if any(v < 0 for v in self.c_up + self.c_dn):
+            raise ValueError(f"calibration {self.name!r}: the shifts only widen (c_up, c_dn >= 0)")
         return self
 
     @property
@@ -66,10 +95,10 @@ class Calibration(BaseModel):
         d = self.model_dump(exclude={"provenance"})
         return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
 
-    def widths(self, fraction: float) -> tuple[float, float]:
-        """``(w_dn, w_up)`` at an observed fraction (constant beyond the grid)."""
-        return (float(np.interp(fraction, self.fraction_grid, self.w_dn)),
-                float(np.interp(fraction, self.fraction_grid, self.w_up)))  # fmt: skip
+    @property
+    def is_identity(self) -> bool:
+        """True when the layer changes no draw."""
+        return not any(self.c_up) and not any(self.c_dn)
 
     def shifts(self, fraction: float) -> tuple[float, float]:
         """``(c_dn, c_up)``: the additive widening of each tail, in units of the run's scale."""
@@ -89,60 +118,30 @@ class Calibration(BaseModel):
         x = np.asarray(x, dtype=float)
         if (c_dn == 0.0 and c_up == 0.0) or not np.isfinite(scale) or x.size == 0:
             return x
-        med = np.median(x, axis=axis, keepdims=axis is not None)
-        s_up = np.maximum(np.quantile(x, 0.9, axis=axis, keepdims=axis is not None) - med, 1e-9 * scale)
-        s_dn = np.maximum(med - np.quantile(x, 0.1, axis=axis, keepdims=axis is not None), 1e-9 * scale)
+        keep = axis is not None
+        lo_q, hi_q = interval_bounds(HEADLINE)
+        med = np.median(x, axis=axis, keepdims=keep)
+        s_up = np.maximum(np.quantile(x, hi_q, axis=axis, keepdims=keep) - med, 1e-9 * scale)
+        s_dn = np.maximum(med - np.quantile(x, lo_q, axis=axis, keepdims=keep), 1e-9 * scale)
         d = x - med
         g = np.asarray(go, dtype=float)
         return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))
 
-    def leave(
-        self, n: int, *, fraction: float, level: float = float("nan"), floor: float = float("nan")
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The draws that leave the regime: ``(indices, final values)``.
+    def apply(self, draws, *, fraction: float, scale: float = float("nan"), go: float = 1.0) -> np.ndarray:
+        """Calibrated final-reward draws (same number and order as ``draws``; run units). ``go`` (default
+        1: the planned end, where the layer was fitted) takes that share of the widening, for a forecast
+        to an earlier step (:meth:`bayesgrpo.models.arrays.RunInfo.time_to_go`)."""
+        return self.stretch(draws, fraction=fraction, scale=scale, go=go)
 
-        A share ``p_leave(f)`` of the ``n`` draws (a fixed subset: the same for the final reward and
-        its paths) ends anywhere between the reward's floor and the current level (evenly spread),
-        the outcome of a run that peaks and declines or collapses. Nothing is left when the share
-        rounds to no draw or the level is unknown.
-        """
-        p = float(np.interp(fraction, self.fraction_grid, self.p_leave)) if self.p_leave else 0.0
-        k = int(round(p * n))
-        if k == 0 or not (np.isfinite(level) and np.isfinite(floor)):
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        rng = np.random.default_rng(LEAVE_SEED)
-        idx = np.sort(rng.choice(n, size=k, replace=False))
-        lo = min(float(floor), float(level))
-        return idx, lo + (float(level) - lo) * (rng.permutation(k) + 0.5) / k
-
-    def apply(
-        self,
-        draws,
-        *,
-        fraction: float,
-        level: float = float("nan"),
-        floor: float = float("nan"),
-        scale: float = float("nan"),
-    ) -> np.ndarray:
-        """Calibrated draws (same number and order as ``draws``; run units).
-
-        The widths scale each side about the median; the additive shifts (given the run's ``scale``,
-        :meth:`stretch`) widen each tail; then the draws of :meth:`leave` (given the current ``level``
-        and the ``floor`` of :func:`leave_anchor`) are set to where they end.
-        """
-        x = np.asarray(draws, dtype=float)
-        if x.size == 0:
-            return x
-        w_dn, w_up = self.widths(fraction)
-        med = float(np.median(x))
-        d = x - med
-        out = self.stretch(med + np.where(d > 0, w_up, w_dn) * d, fraction=fraction, scale=scale)
-        idx, v = self.leave(out.size, fraction=fraction, level=level, floor=floor)
-        out[idx] = v
-        return out
+    def widen_paths(self, paths, *, fraction: float, scale: float, go) -> np.ndarray:
+        """Calibrated path draws ``(draws, steps)``: each step's tails widen by the share ``go`` (one per
+        step: 0 at the last observation, 1 at the horizon) of the final reward's shifts."""
+        return self.stretch(paths, fraction=fraction, scale=scale, go=np.asarray(go, dtype=float)[None, :], axis=0)
 
     def save(self, path) -> None:
-        Path(path).write_text(self.model_dump_json(indent=2) + "\n")
+        from bayesgrpo.io.output import write_text
+
+        write_text(path, self.model_dump_json(indent=2) + "\n")
 
     @classmethod
     def load(cls, path) -> Calibration:
@@ -156,9 +155,6 @@ class Calibration(BaseModel):
 
         res = files("bayesgrpo.resources").joinpath(f"calibration_{kind}.json")
         return cls.load(res) if res.is_file() else identity_calibration()
-
-
-LEAVE_SEED = 20_260_601  # the draws that leave the regime are a fixed subset (reproducible forecasts)
 
 
 def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float]:
@@ -189,10 +185,11 @@ def identity_calibration() -> Calibration:
     return Calibration()
 
 
-def _wquantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``x`` under weights ``w`` (the smallest value whose weight share reaches ``q``)."""
     o = np.argsort(x)
     cw = np.cumsum(w[o]) / np.sum(w)
-    return float(x[o][min(np.searchsorted(cw, q), x.size - 1)])
+    return float(x[o][min(int(np.searchsorted(cw, q)), x.size - 1)])
 
 
 def case_weights(source) -> np.ndarray:
@@ -204,109 +201,43 @@ def case_weights(source) -> np.ndarray:
     return 0.5 / src.size + 0.5 / (cnt.size * cnt[inv])
 
 
-#: shares of draws leaving the regime tried by :func:`fit_calibration` (``leave=True``)
-P_LEAVE_GRID = tuple(np.round(np.arange(0.0, 0.31, 0.02), 2))
+#: cases per observed fraction below which the layer keeps no shift there
+MIN_CASES = 5
 
 
 def fit_calibration(
-    cases,
-    *,
-    draws=None,
-    grid=(0.1, 0.2, 0.3, 0.5),
-    level: float = 0.8,
-    w_min: float = 1.0,
-    leave: bool = False,
-    additive: bool = False,
-    name: str = "calibration",
-    provenance=None,
+    cases, *, grid=(0.1, 0.2, 0.3, 0.5), level: float = HEADLINE, name: str = "calibration", provenance=None
 ) -> Calibration:
-    """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric).
+    """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric, additive).
 
     Parameters
     ----------
     cases : DataFrame
-        One row per case with ``source``, ``cutoff``, ``truth`` and the model's quantiles ``q10``,
-        ``q50``, ``q90`` of the final reward (a backtest's ``cases.csv``). With ``leave``: also
-        ``range``, ``level`` and ``floor`` (:func:`leave_anchor` of the case's prefix).
-    draws : sequence of arrays, optional
-        The final-reward draws of each case (needed for ``leave``).
+        One row per case with ``source``, ``cutoff``, ``truth``, ``scale`` (the run's normalisation
+        scale at the cutoff) and the model's quantiles ``q10``, ``q90`` of the final reward (a
+        backtest's ``cases.csv`` with the scale added).
+    grid : floats
+        The observed fractions the shifts are fitted at (cases at other cutoffs are not used).
     level : float
         The central interval the tails are fitted for (0.8: 10% above, 10% below).
-    w_min : float
-        The smallest width ratio. The default 1 only ever widens: a layer learned on other sources
-        that narrows an interval was measured to cost coverage on the held-out source
-        (``bench/results/calibration_study.md``).
-    additive : bool
-        Fit additive shifts instead of width ratios (conformalised quantile regression, Romano et al.
-        2019): ``c_up`` is the weighted 90% quantile of ``(y - q90) / scale`` (at least 0), ``c_dn``
-        that of ``(q10 - y) / scale``; needs ``scale``, the run's normalisation scale at the cutoff.
-        A ratio cannot widen an interval of (almost) no width; a shift can.
-    leave : bool
-        Also fit ``p_leave`` per fraction: the share (on :data:`P_LEAVE_GRID`) minimising the
-        weighted mean CRPS (divided by the case's ``range``); the widths are then fitted to the
-        quantiles of the draws with that share left.
     """
     import pandas as pd
-
-    from bayesgrpo.evaluation.metrics import crps_sample
 
     df = pd.DataFrame(cases).reset_index(drop=True)
     w_case = case_weights(df["source"])
     cut = df["cutoff"].to_numpy(float)
-    p_leave = ()
-    if leave:
-        if draws is None or len(draws) != len(df):
-            raise ValueError("fit_calibration(leave=True) needs the draws of every case")
-        ps = []
-        for c in grid:
-            m = np.where(np.isclose(cut, c))[0]
-            if m.size < 5:
-                ps.append(0.0)
-                continue
-            cost = []
-            for p in P_LEAVE_GRID:
-                one = Calibration(fraction_grid=(c,), w_up=(1.0,), w_dn=(1.0,), p_leave=(p,), name="fit")
-                cost.append(sum(w_case[i] * crps_sample(one.apply(draws[i], fraction=c, level=df["level"][i],
-                                                                  floor=df["floor"][i]), df["truth"][i]) / df["range"][i]
-                                for i in m))  # fmt: skip
-            ps.append(float(P_LEAVE_GRID[int(np.argmin(cost))]))
-        p_leave = tuple(ps)
-        lv = Calibration(fraction_grid=tuple(grid), w_up=(1.0,) * len(grid), w_dn=(1.0,) * len(grid), p_leave=p_leave,
-                         name="fit")  # fmt: skip
-        q = np.array([np.quantile(lv.apply(draws[i], fraction=cut[i], level=df["level"][i], floor=df["floor"][i]),
-                                  (0.1, 0.5, 0.9)) for i in range(len(df))])  # fmt: skip
-        df = df.assign(q10=q[:, 0], q50=q[:, 1], q90=q[:, 2])
     tail = (1.0 + level) / 2.0
-    med = df["q50"].to_numpy(float)
-    up = np.maximum(df["q90"].to_numpy(float) - med, 1e-12)
-    dn = np.maximum(med - df["q10"].to_numpy(float), 1e-12)
     y = df["truth"].to_numpy(float)
-    r_up, r_dn = (y - med) / up, (med - y) / dn
-    ws_up, ws_dn, cs_up, cs_dn = [], [], [], []
-    if additive:
-        sc = df["scale"].to_numpy(float)
-        a_up, a_dn = (y - df["q90"].to_numpy(float)) / sc, (df["q10"].to_numpy(float) - y) / sc
+    sc = df["scale"].to_numpy(float)
+    a_up, a_dn = (y - df["q90"].to_numpy(float)) / sc, (df["q10"].to_numpy(float) - y) / sc
+    cs_up, cs_dn = [], []
     for c in grid:
         m = np.isclose(cut, c)
-        if m.sum() < 5:
-            ws_up.append(1.0)
-            ws_dn.append(1.0)
-            cs_up.append(0.0)
-            cs_dn.append(0.0)
-            continue
-        if additive:
-            ws_up.append(1.0)
-            ws_dn.append(1.0)
-            cs_up.append(float(max(0.0, _wquantile(a_up[m], w_case[m], tail))))
-            cs_dn.append(float(max(0.0, _wquantile(a_dn[m], w_case[m], tail))))
-            continue
-        ws_up.append(float(np.clip(_wquantile(r_up[m], w_case[m], tail), w_min, W_MAX)))
-        ws_dn.append(float(np.clip(_wquantile(r_dn[m], w_case[m], tail), w_min, W_MAX)))
+        few = m.sum() < MIN_CASES
+        cs_up.append(0.0 if few else float(max(0.0, weighted_quantile(a_up[m], w_case[m], tail))))
+        cs_dn.append(0.0 if few else float(max(0.0, weighted_quantile(a_dn[m], w_case[m], tail))))
     prov = dict(provenance or {})
-    prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level, w_min=w_min, leave=bool(leave),
-                additive=bool(additive),
-                method="split-conformal width of each tail per observed fraction; cases weigh half per case, half per source")  # fmt: skip
-    return Calibration(fraction_grid=tuple(float(g) for g in grid), w_up=tuple(round(v, 4) for v in ws_up),
-                       w_dn=tuple(round(v, 4) for v in ws_dn), p_leave=p_leave,
-                       c_up=tuple(round(v, 4) for v in cs_up) if additive else (),
-                       c_dn=tuple(round(v, 4) for v in cs_dn) if additive else (), name=name, provenance=prov)  # fmt: skip
+    prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level, additive=True,
+                method="split-conformal additive tails per observed fraction; cases weigh half per case, half per source")  # fmt: skip
+    return Calibration(fraction_grid=tuple(float(g) for g in grid), c_up=tuple(round(v, 4) for v in cs_up),
+                       c_dn=tuple(round(v, 4) for v in cs_dn), name=name, provenance=prov)  # fmt: skip

@@ -110,14 +110,14 @@ def decision_covariates(rewards, *, scale: float, p_plateaued: float = float("na
     y = np.asarray(rewards, dtype=float)
     y = y[np.isfinite(y)]
     se = noise_sd(y) / np.sqrt(level_points(y.size)) / scale if y.size and scale > 0 else float("nan")
-    t = 0.0
+    t: float = 0.0
     tail = y[-max(5, int(np.ceil(y.size / 3))) :]
     if tail.size >= 5 and y.size >= 5:
         x = np.arange(tail.size, dtype=float) - (tail.size - 1) / 2.0
         b = float(x @ (tail - tail.mean()) / (x @ x))
         resid = tail - tail.mean() - b * x
         s2 = float(resid @ resid) / (tail.size - 2)
-        t = b / np.sqrt(s2 / (x @ x)) if s2 > 0 else (0.0 if b == 0 else np.sign(b) * 10.0)
+        t = float(b / np.sqrt(s2 / (x @ x))) if s2 > 0 else (0.0 if b == 0 else float(np.sign(b)) * 10.0)
     return dict(level_se=float(se), trend=float(np.clip(t, -10.0, 10.0)), logit_plateaued=float(_logit(p_plateaued)))
 
 
@@ -312,8 +312,8 @@ def _isotonic_knots(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[tuple[
         sl = o[blocks[k] : blocks[k + 1]]
         xs.append(float(np.average(p[sl], weights=w[sl])))
         ys.append(float(vals[blocks[k]]))
-    ys = np.clip(ys, _EPS, 1.0 - _EPS)
-    return tuple(round(v, 6) for v in xs), tuple(round(float(v), 6) for v in ys)
+    yc = np.clip(ys, _EPS, 1.0 - _EPS)
+    return tuple(round(v, 6) for v in xs), tuple(round(float(v), 6) for v in yc)
 
 
 def fit_decision_calibration(

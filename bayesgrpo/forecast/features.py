@@ -111,7 +111,7 @@ def prefix_features(
     dict
         One float per name of :data:`FEATURES`.
     """
-    from bayesgrpo.models.arrays import reward_bounds
+    from bayesgrpo.plan import reward_bounds
 
     y = _finite(prefix[REWARD]) if REWARD in prefix.columns else np.zeros(0)
     out = dict.fromkeys(FEATURES, 0.0)

@@ -1,9 +1,8 @@
-"""Forecasting verbs: ``Forecaster(...).fit(runs) -> FittedForecast`` -> table / paths / plot / save.
+"""The forecasting verb: ``Forecaster(kind).fit(runs) -> FittedForecast`` (:mod:`bayesgrpo.forecast.fitted`:
+table / paths / predict to any horizon / inference data / save; figures: :mod:`bayesgrpo.plots`).
 
 The posterior of each run's parameters comes from PyMC (NUTS through nutpie); everything after that
-is exact numpy on the posterior draws: the Kalman filter (:mod:`bayesgrpo.models.kalman`) gives each draw's
-filtered state at the last observation, latent paths are propagated forward with process noise, and
-logged-reward paths add measurement noise. Quantities:
+is exact numpy on the posterior draws (:class:`~bayesgrpo.forecast.fitted.FittedForecast`). Quantities:
 
 * **final reward** — the mean of the logged reward over the logged steps of the final window
   ``(s0 + (1 - w)(H - s0), H]`` (``w = final_window``, default 0.1) at the run's logging interval;
@@ -22,154 +21,32 @@ data are swapped in with ``with_data`` (numbers in ``bench/results/speed.md``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import time
-import warnings
-import zlib
-from collections import OrderedDict
-from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bayesgrpo.conventions import AUTO_KIND, DEFAULT_FINAL_WINDOW, QUANTILES, quantile_column
-from bayesgrpo.errors import ArtefactError, ForecastError, SamplerWarning
-from bayesgrpo.forecast.calibration import Calibration, identity_calibration, leave_anchor
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
+from bayesgrpo.errors import ForecastError, Interrupted
+from bayesgrpo.forecast.calibration import Calibration
+from bayesgrpo.forecast.config import AUTO, HEALTH_VARS, STAT_VARS, STORED_VARS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
+from bayesgrpo.forecast.fitted import FittedForecast, RunArrays
 from bayesgrpo.forecast.hazard import Hazard
 from bayesgrpo.forecast.intervals import IntervalLayer
-from bayesgrpo.forecast.paths import PathDraws
-from bayesgrpo.forecast.shape import (
-    KIND_CODE,
-    ShapeConfig,
-    compiled_kind,
-    kind_weights,
-    mix_posteriors,
-    run_evidence,
-    weights_label,  # fmt: skip
-)
+from bayesgrpo.forecast.shape import ShapeConfig, compiled_kind, kind_weights, mix_posteriors, run_evidence
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.arrays import RunInfo, prepare_arrays
-from bayesgrpo.models.kinds import DATA_VARS, MODEL_KINDS, SPREAD_PARAMS, ModelArrays, get_kind
+from bayesgrpo.models.arrays import SPREAD_PARAMS, ModelArrays, RunInfo, prepare_arrays
+from bayesgrpo.models.kinds import get_kind
 from bayesgrpo.models.prior import PopulationPrior
-from bayesgrpo.physics.dynamics import is_stable, is_underdamped
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
-from bayesgrpo.schema import REWARD, STEP, RunSet
+from bayesgrpo.plan import NEXT, Plans, plan_runs
+from bayesgrpo.schema import RunSet
 
-__all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "PathDraws",
-           "ARTEFACT_SCHEMA", "RunArrays", "STORED_VARS", "AUTO"]  # fmt: skip
+__all__ = ["SamplerConfig", "ForecastConfig", "Forecaster", "FittedForecast", "TABLE_COLUMNS", "AUTO"]
 
 log = logging.getLogger("bayesgrpo")
-
-#: version of the saved-forecast format (:meth:`FittedForecast.save`); checked on load
-ARTEFACT_SCHEMA = "bayesgrpo.forecast/3"  # 3: the shape per run (kind_code draws), hazard and interval layer
-_READABLE_SCHEMAS = ("bayesgrpo.forecast/1", "bayesgrpo.forecast/2", ARTEFACT_SCHEMA)
-AUTO = AUTO_KIND  # the shape chosen per run among the kinds (forecast.shape)
-
-_FINAL_Q = [quantile_column("final", q) for q in QUANTILES]
-TABLE_COLUMNS = [
-    "run_id", "model", "observed_until", "n_obs", "horizon",
-    "final_mean", *_FINAL_Q, "p_gain",
-    "stop_q05", "stop_q50", "stop_q95", "p_stop_before_horizon",
-    "plateau_q05", "plateau_q50", "plateau_q95",
-    "p_underdamped", "p_unstable", "r_hat_max", "ess_min", "divergences", "seconds",
-]  # fmt: skip
-HEALTH_VARS = ("r0", "r_star", "tau", "sigma_m", "wander")
-#: per-run posterior variables a fit keeps (what forecasts and health need; the non-centred z_* of
-#: the sampler are dropped: 8 of 13 variables, a third less memory per run)
-#: (every kind's forecast parameters, from the registry, plus the health variables)
-STORED_VARS = tuple(
-    dict.fromkeys([v for k in MODEL_KINDS.values() for v in k.param_names] + list(SPREAD_PARAMS) + list(HEALTH_VARS))
-)
-#: paths of at most this many runs are kept in memory at once (recomputed exactly on demand)
-PATH_CACHE_RUNS = 16
-
-
-class ForecastConfig(BaseModel):
-    """What the user declared: model kind, prior, forecast definitions."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS, or 'auto'")
-    final_window: float = Field(DEFAULT_FINAL_WINDOW, gt=0.0, le=1.0)
-    stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
-    hierarchical: bool = False
-    prior: PopulationPrior = Field(description="the population prior (default: the packaged prior of the kind)")
-    calibration: Calibration = Field(
-        default_factory=identity_calibration,
-        description="calibration layer of the final-reward draws (default: the packaged one of the kind)",
-    )
-    delta: float = Field(DEFAULT_DELTA, gt=0.0, description="p_gain = P(final >= current level + delta x scale)")
-    decision: DecisionCalibration = Field(
-        default_factory=DecisionCalibration,
-        description="recalibration map of p_gain (default: the packaged one of the kind)",
-    )
-    shape: ShapeConfig | None = Field(None, description="model 'auto': the kinds a run's shape is chosen among")
-    priors: dict[str, PopulationPrior] = Field(
-        default_factory=dict, description="model 'auto': the population prior of each kind (default: the packaged ones)"
-    )
-    hazard: Hazard = Field(default_factory=Hazard, description="the hazard of leaving the regime (default: none)")
-    intervals: IntervalLayer = Field(default_factory=IntervalLayer, description="the conditioned interval layer")
-    channels: tuple[str, ...] = Field(
-        (),
-        description="spread channels observed with the reward (reward_std, frac_reward_zero_std; kinds with a "
-        "degeneracy state): runs that log one are fitted with them (bayesgrpo.models.spread), the others as without",
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_prior(cls, data):
-        if isinstance(data, dict):
-            kind = data.get("model", "oscillator")
-            if kind == AUTO:
-                shape = data.get("shape") or ShapeConfig.default()
-                shape = shape if isinstance(shape, ShapeConfig) else ShapeConfig.model_validate(shape)
-                priors = dict(data.get("priors") or {})
-                priors = {k: priors.get(k) or PopulationPrior.default(k) for k in shape.kinds}
-                data = {**data, "shape": shape, "priors": priors}
-                kind = shape.kinds[0]
-            if data.get("prior") is None:
-                data = {**data, "prior": (data.get("priors") or {}).get(kind) or PopulationPrior.default(kind)}
-            if data.get("calibration") is None and "calibration" in data:
-                data = {**data, "calibration": Calibration.default(kind) if data.get("model") != AUTO
-                        else identity_calibration()}  # fmt: skip
-            if "hazard" in data and data["hazard"] is None:
-                data = {**data, "hazard": Hazard.default() if data.get("model") == AUTO else Hazard()}
-            if "intervals" in data and data["intervals"] is None:
-                data = {**data, "intervals": IntervalLayer.default(str(data.get("model")))}
-            if data.get("decision") is None and "decision" in data:
-                data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
-        return data
-
-    @field_validator("model")
-    @classmethod
-    def _known_kind(cls, v: str) -> str:
-        if v != AUTO:
-            get_kind(v)  # ValueError naming the choices
-        return v
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The kinds a forecast of this configuration can use."""
-        return self.shape.kinds if self.model == AUTO and self.shape is not None else (self.model,)
-
-    def kind_prior(self, kind: str) -> PopulationPrior:
-        return self.priors.get(kind, self.prior) if self.model == AUTO else self.prior
-
-    @model_validator(mode="after")
-    def _channels_need_a_degeneracy_state(self):
-        from bayesgrpo.models.arrays import SPREAD_CHANNELS
-
-        bad = [c for c in self.channels if c not in SPREAD_CHANNELS]
-        if bad:
-            raise ValueError(f"unknown spread channel(s) {bad}; choose from {', '.join(SPREAD_CHANNELS)}")
-        if self.channels and not any(get_kind(k).degeneracy for k in self.kinds):
-            kinds = ", ".join(k.name for k in MODEL_KINDS.values() if k.degeneracy)
-            raise ValueError(f"the spread channels need a kind with a degeneracy state ({kinds}), not {self.model!r}")
-        return self
 
 
 class Forecaster:
@@ -177,9 +54,10 @@ class Forecaster:
 
     Parameters
     ----------
-    model : str
-        A kind of :data:`bayesgrpo.models.kinds.MODEL_KINDS`: ``oscillator`` (default) is the
-        damped-oscillator recursion of physics.md section 2; ``saturation`` its overdamped
+    kind : str
+        A model kind of :data:`bayesgrpo.models.kinds.MODEL_KINDS` (``bayesgrpo models``):
+        ``oscillator`` (default) is the damped-oscillator recursion of physics.md section 2;
+        ``degeneracy`` / ``logistic`` its degeneracy-aware extensions; ``saturation`` the overdamped
         single-exponential limit (paper B); ``scaling`` the oscillator with the timescale's
         curvature-scaling exponent over model size (needs ``params_b``).
     final_window, stop_fraction : float
@@ -198,16 +76,16 @@ class Forecaster:
     decision : DecisionCalibration or bool
         The recalibration map of ``p_gain``: ``True`` (default) the packaged one of the kind, ``False`` none.
     shape : ShapeConfig, optional
-        ``model="auto"``: the kinds each run's shape is chosen among by its evidence and the prior over
+        ``kind="auto"``: the kinds each run's shape is chosen among by its evidence and the prior over
         kinds (:mod:`bayesgrpo.forecast.shape`; default :class:`ShapeConfig`).
     priors : dict, optional
-        ``model="auto"``: a population prior per kind (default: the packaged ones).
+        ``kind="auto"``: a population prior per kind (default: the packaged ones).
     hazard : Hazard or bool
         The hazard of leaving the regime (:mod:`bayesgrpo.forecast.hazard`): ``True`` (default) the
-        packaged one for ``model="auto"`` and none for a single kind, ``False`` none, or a hazard.
+        packaged one for ``kind="auto"`` and none for a single kind, ``False`` none, or a hazard.
     intervals : IntervalLayer or bool
         The conditioned interval layer (:mod:`bayesgrpo.forecast.intervals`): ``True`` (default) the
-        packaged one of the configuration (``auto`` has one), ``False`` none, or a layer.
+        packaged one of the configuration, ``False`` none, or a layer.
     sampler : SamplerConfig, optional
     channels : sequence of str
         Spread channels observed with the reward (``reward_std``, ``frac_reward_zero_std``), kinds with a
@@ -220,12 +98,13 @@ class Forecaster:
     >>> from bayesgrpo.resources import example_meta, example_run         # doctest: +SKIP
     >>> runs = read_runs(example_run(), meta=example_meta())              # doctest: +SKIP
     >>> fit = Forecaster().fit(runs.truncate(until_step=150))             # doctest: +SKIP
-    >>> fit.table()[["run_id", "final_q10", "final_q50", "final_q90"]]    # doctest: +SKIP
+    >>> fit.table()[["run_id", "kind", "final_q10", "final_q50", "final_q90"]]  # doctest: +SKIP
+    >>> fit.table(horizon=800)                     # the same fit, another horizon  # doctest: +SKIP
     """
 
     def __init__(
         self,
-        model: str = "oscillator",
+        kind: str = "oscillator",
         *,
         final_window: float = DEFAULT_FINAL_WINDOW,
         stop_fraction: float = DEFAULT_STOP_FRACTION,
@@ -241,27 +120,20 @@ class Forecaster:
         sampler: SamplerConfig | None = None,
         channels=(),
     ):
-        kw = dict(model=model, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical,
+        kw = dict(kind=kind, final_window=final_window, stop_fraction=stop_fraction, hierarchical=hierarchical,
                   channels=tuple(channels), delta=delta)  # fmt: skip
-        if decision is True:
-            kw["decision"] = None  # -> the packaged map of the kind
-        elif isinstance(decision, DecisionCalibration):
-            kw["decision"] = decision
         if prior is not None:
             kw["prior"] = prior
-        if calibration is True:
-            kw["calibration"] = None  # -> the packaged layer of the kind
-        elif isinstance(calibration, Calibration):
-            kw["calibration"] = calibration
+        for name, value, cls in (("calibration", calibration, Calibration), ("decision", decision, DecisionCalibration),
+                                 ("hazard", hazard, Hazard), ("intervals", intervals, IntervalLayer)):  # fmt: skip
+            if value is True:
+                kw[name] = None  # -> the packaged one
+            elif isinstance(value, cls):
+                kw[name] = value
         if shape is not None:
             kw["shape"] = shape
         if priors:
             kw["priors"] = dict(priors)
-        for name, value in (("hazard", hazard), ("intervals", intervals)):
-            if value is True:
-                kw[name] = None  # -> the packaged one
-            elif value is not False:
-                kw[name] = value
         self.config = ForecastConfig(**kw)
         self.sampler = sampler or SamplerConfig()
 
@@ -273,7 +145,9 @@ class Forecaster:
         runs : RunSet
             Observed prefixes to forecast.
         horizon : int or dict, optional
-            Step to forecast to (one for all, or per run id); default: metadata ``max_steps``.
+            Step to forecast to (one for all, or per run id); default: metadata ``max_steps``
+            (:func:`bayesgrpo.plan.plan_runs`). A fit can later be predicted to any other horizon
+            (:meth:`FittedForecast.predict`).
         context : RunSet, optional
             Complete runs of related models (same source / family). By default each is fitted alone
             once and they sharpen the population prior of the forecast runs (empirical-Bayes pooling,
@@ -289,78 +163,106 @@ class Forecaster:
         Raises
         ------
         ForecastError
-            A run has too few points or no horizon (message names the run).
+            A run cannot be forecast (its plan's reason: too few points, no horizon, ...; names the run).
         """
+        plans = plan_runs(runs, horizon=horizon, final_window=self.config.final_window).require()
+        return self.fit_plans(plans, context=context, progress=progress)
+
+    def fit_plans(self, plans: Plans, *, context: RunSet | None = None, progress=None) -> FittedForecast:
+        """Fit runs already planned (:func:`bayesgrpo.plan.plan_runs`; ``forecast_batch`` and the live
+        worker plan theirs first): the posterior of ``plans.observed``, every plan ok (:meth:`fit`)."""
         cfg = self.config
-        auto = cfg.model == AUTO
+        auto = cfg.kind == AUTO
         kind = get_kind(cfg.kinds[0])
-        hierarchical = cfg.hierarchical
-        if auto and hierarchical:
-            raise ForecastError(
-                "model 'auto' chooses each run's shape alone; a hierarchical (joint) fit needs one kind"
-            )
-        all_runs = runs
-        hz = horizon
-        run_priors = {}
+        if auto and cfg.hierarchical:
+            raise ForecastError("kind 'auto' chooses each run's shape alone; a hierarchical (joint) fit needs one kind")
+        runs, all_runs, plan_map = plans.require().observed, plans.observed, dict(plans.plans)
         if context is not None:
             clash = set(runs.run_ids) & set(context.run_ids)
             if clash:
                 raise ForecastError(f"run(s) {sorted(clash)[:3]} are both forecast and given as --context")
-        if context is not None and hierarchical:
+        if context is not None and cfg.hierarchical:
             # the joint model: context runs fitted with the forecast runs in one hierarchical graph
             all_runs = runs.concat(context)
-            ctx_h = {r: int(context.run(r)[STEP].iloc[-1]) + 1 for r in context.run_ids}
-            if isinstance(horizon, dict):
-                hz = {**horizon, **ctx_h}
-            else:
-                hz = {**{r: horizon for r in runs.run_ids}, **ctx_h}
-        arrays, infos = prepare_arrays(all_runs, horizon=hz, prior=cfg.prior, channels=cfg.channels)
+            plan_map.update(plan_runs(context, horizon=NEXT, final_window=cfg.final_window).require().plans)
+        arrays, infos = prepare_arrays(all_runs, plans=plan_map, prior=cfg.prior, channels=cfg.channels)
         if kind.degeneracy and not auto:
             lagged = [i.run_id for i in infos if i.refresh_interval > 1]
             if lagged:
-                raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models "
-                                    "lag-free runs only (use --model oscillator for it)")  # fmt: skip
-        log.info(
-            "population prior %s; calibration %s; model %s", cfg.prior.identity, cfg.calibration.identity, cfg.model
-        )
-        if context is not None and not hierarchical:
-            run_priors = {k: self._context_priors(arrays, context, k) for k in ((kind.name,) if not auto else ())}
-        # hierarchical: one joint graph; otherwise each run alone (runs are independent given the
-        # population prior), all through one compiled model per kind whose data are swapped per run
-        batches = [np.arange(len(infos))] if hierarchical else [np.array([j]) for j in range(len(infos))]
-        posts, health, seconds, weights = [], {}, {}, {}
+                raise ForecastError(f"run {lagged[0]!r} has a refresh interval > 1; the {kind.name} kind models lag-free "
+                                    "runs only (use --kind oscillator for it)")  # fmt: skip
+        log.info("population prior %s; calibration %s; kind %s", cfg.prior.identity, cfg.calibration.identity, cfg.kind)
+        run_priors: dict = {}  # kind -> run -> its prior pooled with the context runs
+        if context is not None and not cfg.hierarchical and not auto:
+            run_priors[kind.name] = self._context_priors(arrays, context, kind.name)
+        acc: dict = {"posts": [], "stats": [], "health": {}, "seconds": {}, "weights": {}}
+        try:
+            self._sample(arrays, infos, all_runs, context, run_priors, progress, acc)
+        except KeyboardInterrupt as e:  # Ctrl-C: the runs sampled so far are a fit, handed on with the interrupt
+            done = [r for p in acc["posts"] for r in p["run"].to_numpy().tolist()]
+            if cfg.hierarchical or not done:
+                raise Interrupted(partial=None) from e
+            sub = arrays.subset([list(arrays.run_ids).index(r) for r in done])
+            raise Interrupted(partial=self._assemble(all_runs.select(done), runs, infos, sub, acc, run_priors)) from e
+        return self._assemble(all_runs, runs, infos, arrays, acc, run_priors)
+
+    def _assemble(self, all_runs, runs, infos, arrays: ModelArrays, acc: dict, run_priors: dict) -> FittedForecast:
+        """The fit of the runs of ``arrays`` (all of them, or those sampled before a Ctrl-C)."""
+        import xarray as xr
+
+        keep = list(arrays.run_ids)
+        posts, stats = acc["posts"], acc["stats"]
+        posterior = xr.concat(
+            [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
+        ).sel(run=keep)
+        hierarchical = self.config.hierarchical
+        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
+        st = stats[0] if hierarchical else xr.concat(stats, dim="run").sel(run=keep)
+        ctx_ids = {r: p.identity for per_kind in run_priors.values() for r, p in per_kind.items() if r in set(keep)}
+        return FittedForecast(
+            config=self.config, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos if i.run_id in keep},
+            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper,
+            health={r: acc["health"][r] for r in keep}, seconds={r: acc["seconds"][r] for r in keep},
+            forecast_ids=[r for r in runs.run_ids if r in set(keep)],
+            context_priors=ctx_ids, sample_stats=st,
+            shape_weights={r: w for r, w in acc["weights"].items() if r in set(keep)},
+        )  # fmt: skip
+
+    def _sample(self, arrays: ModelArrays, infos, all_runs, context, run_priors: dict, progress, acc: dict) -> None:
+        """NUTS over the runs of ``arrays``, appending posterior, sample stats, health, seconds (and, kind
+        'auto', the shape weights) to ``acc``.
+
+        Hierarchical: one joint graph; otherwise each run alone (runs are independent given the
+        population prior), all through one compiled model per kind whose data are swapped per run.
+        """
+        cfg, hierarchical = self.config, self.config.hierarchical
+        kind = get_kind(cfg.kinds[0])
+        n = len(arrays.run_ids)
+        batches = [np.arange(n)] if hierarchical else [np.array([j]) for j in range(n)]
+        posts, stats, health, seconds = acc["posts"], acc["stats"], acc["health"], acc["seconds"]
         for done, b in enumerate(batches, start=1):
             sub = arrays.subset(b)
             t0 = time.perf_counter()
-            if auto:
+            if cfg.kind == AUTO:
                 ctx = (lambda k: self._context_priors(arrays, context, k)) if context is not None else None
-                post, h, weights[sub.run_ids[0]] = self._fit_shape(sub, infos[int(b[0])], all_runs, ctx, run_priors)
+                post, st, h, acc["weights"][sub.run_ids[0]] = self._fit_shape(sub, infos[int(b[0])], all_runs, ctx,
+                                                                               run_priors)  # fmt: skip
             else:
                 prior_b = run_priors.get(kind.name, {}).get(sub.run_ids[0], cfg.prior) if len(b) == 1 else cfg.prior
-                post, h = self._sample(kind, sub, cfg.prior, prior_b, hierarchical)
+                post, st, h = self._sample_kind(kind, sub, cfg.prior, prior_b, hierarchical)
             dt = time.perf_counter() - t0
             posts.append(post)
+            st = st[[v for v in STAT_VARS if v in st.data_vars]]
+            stats.append(st if hierarchical else st.expand_dims(run=list(sub.run_ids), axis=-1))
             for rid in sub.run_ids:
                 health[rid] = h[rid]
                 seconds[rid] = dt / len(b)
             if progress is not None:
                 progress(done, len(batches))
-        import xarray as xr
 
-        posterior = xr.concat(
-            [p.drop_vars([v for v in p.data_vars if "run" not in p[v].dims]) for p in posts], dim="run"
-        )
-        posterior = posterior.sel(run=list(arrays.run_ids))
-        hyper = posts[0][[v for v in posts[0].data_vars if "run" not in posts[0][v].dims]] if hierarchical else None
-        ctx_ids = {r: p.identity for per_kind in run_priors.values() for r, p in per_kind.items()}
-        return FittedForecast(
-            config=cfg, sampler=self.sampler, runs=all_runs, infos={i.run_id: i for i in infos},
-            arrays=RunArrays.of(arrays), posterior=posterior, hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=list(runs.run_ids), context_priors=ctx_ids, shape_weights=weights,
-        )  # fmt: skip
-
-    def _sample(self, kind, sub: ModelArrays, prior: PopulationPrior, prior_b: PopulationPrior, hierarchical: bool):
-        """NUTS of one batch with one kind: ``(posterior of the stored variables, health per run)``.
+    def _sample_kind(self, kind, sub: ModelArrays, prior: PopulationPrior, prior_b: PopulationPrior,
+                     hierarchical: bool):  # fmt: skip
+        """NUTS of one batch with one kind: ``(posterior of the stored variables, sample stats, health per run)``.
 
         With spread channels configured, a degeneracy kind whose runs log one is fitted by the spread graph;
         every other fit by the reward-only graph (exactly as without channels), its spread parameters NaN."""
@@ -372,18 +274,21 @@ class Forecaster:
                               seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
         post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
         if self.config.channels and not spread:  # the same variables for every run of the fit (NaN: fitted without)
-            post = post.assign({v: post["r_star"] * np.nan for v in SPREAD_PARAMS})
+            post = post.assign(dict.fromkeys(SPREAD_PARAMS, post["r_star"] * np.nan))
         if "family" in post.dims:
             post = post.assign_coords(family=list(sub.families))
-        h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=HEALTH_VARS)
-        return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], h
+        st = sampling.posterior_dataset(idata, "sample_stats")
+        h = sampling.health(post, st, var_names=HEALTH_VARS)
+        return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], st, h
 
     def _fit_shape(self, sub: ModelArrays, info: RunInfo, runs: RunSet, context, run_priors: dict):
-        """Model 'auto', one run: the kinds' weights (prior over kinds x block evidence), NUTS of every kind
-        kept, their draws mixed (:mod:`bayesgrpo.forecast.shape`). Returns ``(posterior, health, weights)``."""
+        """Kind 'auto', one run: the kinds' weights (prior over kinds x block evidence), NUTS of every kind
+        kept, their draws mixed (:mod:`bayesgrpo.forecast.shape`). Returns ``(posterior, sample stats of the
+        heaviest kind, health, weights)``."""
         from bayesgrpo.forecast.features import prefix_features
 
         cfg, shape, rid = self.config, self.config.shape, sub.run_ids[0]
+        assert shape is not None  # kind 'auto' always has one (ForecastConfig)
         feats = prefix_features(runs.run(rid), fraction=float(sub.fraction[0]), reward_min=info.reward_min,
                                 reward_max=info.reward_max)  # fmt: skip
         allowed = [k for k in shape.kinds if not (get_kind(k).degeneracy and info.refresh_interval > 1)]
@@ -394,19 +299,19 @@ class Forecaster:
             evidence = {k: run_evidence(get_kind(k), arrs[k], priors[k], split=shape.split, seed=self.sampler.seed,
                                         backend=self.sampler.backend) for k in allowed}  # fmt: skip
         weights = kind_weights(feats, evidence, shape, allowed=allowed)
-        posts, healths = {}, []
+        posts, stats, healths = {}, {}, []
         for k in weights:
             if context is not None and k not in run_priors:
                 run_priors[k] = context(k)
             prior_b = run_priors.get(k, {}).get(rid, priors[k])
-            posts[k], h = self._sample(get_kind(k), arrs[k], priors[k], prior_b, False)
+            posts[k], stats[k], h = self._sample_kind(get_kind(k), arrs[k], priors[k], prior_b, False)
             healths.append(h[rid])
         params = [v for v in STORED_VARS if any(v in p for p in posts.values())]
         post = mix_posteriors(posts, weights, shape.kinds, params=params)
         h = {"r_hat_max": max(x["r_hat_max"] for x in healths), "ess_min": min(x["ess_min"] for x in healths),
              "divergences": int(sum(x["divergences"] for x in healths))}  # fmt: skip
         log.info("run %s: shape weights %s (evidence %s)", rid, weights, {k: round(v, 2) for k, v in evidence.items()})
-        return post, {rid: h}, weights
+        return post, stats[max(weights, key=lambda k: weights[k])], {rid: h}, weights
 
     @staticmethod
     def _arrays_for(sub: ModelArrays, prior: PopulationPrior) -> ModelArrays:
@@ -422,7 +327,8 @@ class Forecaster:
         """Per forecast run, the population prior of ``kind`` pooled with the complete ``context`` runs
         (:func:`bayesgrpo.models.prior.context_prior`): each context run is fitted once per observed
         fraction (rounded to :attr:`CONTEXT_GRID`) in the units a forecast at that fraction uses."""
-        from bayesgrpo.models.prior import context_prior, fit_run_effects
+        from bayesgrpo.forecast.population import fit_run_effects
+        from bayesgrpo.models.prior import context_prior
 
         fits, out = {}, {}
         for rid, f in zip(arrays.run_ids, arrays.fraction, strict=True):
@@ -434,597 +340,3 @@ class Forecaster:
                 out[rid] = context_prior(self.config.kind_prior(kind), fits[fr], fraction=float(f),
                                          name=f"context-{len(fits[fr])}-runs")  # fmt: skip
         return out
-
-
-#: at most this many future steps are stored per path (long horizons are thinned evenly; the final
-#: window is accumulated exactly while propagating)
-MAX_STORED_STEPS = 2000
-
-
-def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
-    """Indices of at most ``limit`` of ``n`` future steps, evenly spread, always the last one."""
-    if n <= limit:
-        return np.arange(n)
-    return np.unique(np.round(np.linspace(0, n - 1, limit)).astype(int))
-
-
-def _draws(post, rid: str, name: str) -> np.ndarray:
-    return post[name].sel(run=rid).to_numpy().reshape(-1)
-
-
-class RunArrays:
-    """The model arrays of a fit with each run on its own grid (no padding to the batch's longest run).
-
-    A batch of 1,000 runs of very different lengths held as one ``(T, R)`` grid costs ``T_max x R``;
-    here it costs the sum of the runs' own lengths. Reads like :class:`~bayesgrpo.models.kinds.ModelArrays`:
-    per-run vectors (``refresh``, ``fraction``, ...) are ``(R,)`` arrays, ``y`` and ``mask`` build the
-    padded ``(T, R)`` grid on demand (when a forecast is saved). :meth:`run` gives one run's arrays.
-
-    Parameters
-    ----------
-    parts : sequence of ModelArrays
-        One single-run ``ModelArrays`` per run, each cut to its own grid (``ModelArrays.subset``).
-    """
-
-    def __init__(self, parts):
-        self.parts = tuple(parts)
-        self.run_ids = tuple(p.run_ids[0] for p in self.parts)
-        self._index = {r: k for k, r in enumerate(self.run_ids)}
-        if len(self._index) != len(self.run_ids):
-            raise ForecastError("a run occurs twice in the arrays of a fit")
-        self.families = tuple(dict.fromkeys(self._family(p) for p in self.parts))
-
-    @staticmethod
-    def _family(p: ModelArrays) -> str:
-        return p.families[int(p.family_idx[0])] if len(p.families) else "unknown"
-
-    @classmethod
-    def of(cls, arrays) -> RunArrays:
-        """Split a batch's ``ModelArrays`` into per-run grids (a ``RunArrays`` is returned as it is)."""
-        if isinstance(arrays, RunArrays):
-            return arrays
-        return cls([arrays.subset([j]) for j in range(len(arrays.run_ids))])
-
-    @classmethod
-    def concat(cls, many) -> RunArrays:
-        return cls([p for a in many for p in cls.of(a).parts])
-
-    def __len__(self) -> int:
-        return len(self.parts)
-
-    def run(self, run_id: str) -> ModelArrays:
-        """The arrays of one run: ``y``, ``mask`` of shape ``(T_run, 1)``, vectors of shape ``(1,)``."""
-        return self.parts[self._index[run_id]]
-
-    def index(self, run_id: str) -> int:
-        return self._index[run_id]
-
-    def __getattr__(self, name):
-        if name == "channels":  # (C, T, R), padded like y
-            T = max(p.y.shape[0] for p in self.parts)
-            out = np.zeros(self.parts[0].channels.shape[:1] + (T, len(self.parts)))
-            for j, p in enumerate(self.parts):
-                out[:, : p.y.shape[0], j] = p.channels[:, :, 0]
-            return out
-        if name in DATA_VARS and name not in ("y", "mask"):
-            if name == "family_idx":
-                pos = {f: k for k, f in enumerate(self.families)}
-                return np.array([pos[self._family(p)] for p in self.parts], dtype=np.int64)
-            return np.concatenate([np.asarray(getattr(p, name)) for p in self.parts])
-        raise AttributeError(name)
-
-    def _grid(self, name: str) -> np.ndarray:
-        T = max(p.y.shape[0] for p in self.parts)
-        out = np.zeros((T, len(self.parts)))
-        for j, p in enumerate(self.parts):
-            out[: p.y.shape[0], j] = getattr(p, name)[:, 0]
-        return out
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._grid("y")
-
-    @property
-    def mask(self) -> np.ndarray:
-        return self._grid("mask")
-
-    @property
-    def nbytes(self) -> int:
-        return sum(np.asarray(getattr(p, n)).nbytes for p in self.parts for n in DATA_VARS)
-
-    def __getstate__(self):
-        return {"parts": self.parts}
-
-    def __setstate__(self, state):
-        self.__init__(state["parts"])
-
-
-@dataclass
-class FittedForecast:
-    """A fitted forecast for a set of runs: tables, paths, plots, save/load.
-
-    Obtained from :meth:`Forecaster.fit` or :meth:`FittedForecast.load`.
-    """
-
-    config: ForecastConfig
-    sampler: SamplerConfig
-    runs: RunSet
-    infos: dict
-    arrays: RunArrays
-    posterior: object
-    hyper: object
-    health: dict
-    seconds: dict
-    forecast_ids: list
-    context_priors: dict = field(default_factory=dict)
-    shape_weights: dict = field(default_factory=dict)  # model 'auto': run -> {kind: weight}
-    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _features: dict = field(default_factory=dict, repr=False)
-    _window: dict = field(default_factory=dict, repr=False)
-    _rows: dict = field(default_factory=dict, repr=False)
-
-    def __post_init__(self):
-        self.arrays = RunArrays.of(self.arrays)
-
-    def __getstate__(self):
-        # what a worker sends back: no cached paths (they are recomputed exactly on demand)
-        state = dict(self.__dict__)
-        state["_cache"], state["_window"] = OrderedDict(), {}
-        return state
-
-    @classmethod
-    def merge(cls, parts) -> FittedForecast:
-        """One fit from fits of disjoint sets of runs (e.g. one per worker), in the order given.
-
-        The posterior is concatenated along ``run``; run data, infos, arrays, health, timings and the
-        rows :meth:`table` already computed are joined. Fits with hyperparameters (a hierarchical
-        joint fit) cannot be merged with others: their runs were not forecast independently.
-
-        Raises
-        ------
-        ForecastError
-            The fits differ in configuration or sampler settings, share a run, or one is hierarchical.
-        """
-        import xarray as xr
-
-        parts = list(parts)
-        if not parts:
-            raise ForecastError("nothing to merge: no fit given")
-        if len(parts) == 1:
-            return parts[0]
-        first = parts[0]
-        for p in parts[1:]:
-            if p.config != first.config or p.sampler != first.sampler:
-                raise ForecastError("fits with different model, prior or sampler settings cannot be merged")
-        if any(p.hyper is not None for p in parts):
-            raise ForecastError("a hierarchical (pooled) fit cannot be merged with other fits")
-        ids = [r for p in parts for r in p.forecast_ids]
-        if len(set(ids)) != len(ids):
-            raise ForecastError("the fits to merge share a run")
-        runs = RunSet(pd.concat([p.runs.data for p in parts], ignore_index=True),
-                      pd.concat([p.runs.meta for p in parts]), first.runs.source, True)  # fmt: skip
-        posterior = xr.concat([p.posterior for p in parts], dim="run", join="override", combine_attrs="drop_conflicts")
-        out = cls(
-            config=first.config, sampler=first.sampler, runs=runs,
-            infos={k: v for p in parts for k, v in p.infos.items()},
-            arrays=RunArrays.concat([p.arrays for p in parts]), posterior=posterior, hyper=None,
-            health={k: v for p in parts for k, v in p.health.items()},
-            seconds={k: v for p in parts for k, v in p.seconds.items()}, forecast_ids=ids,
-            context_priors={k: v for p in parts for k, v in p.context_priors.items()},
-            shape_weights={k: v for p in parts for k, v in p.shape_weights.items()},
-        )  # fmt: skip
-        out._rows.update({k: v for p in parts for k, v in p._rows.items()})
-        return out
-
-    # ------------------------------------------------------------ per-run predictive draws
-    def _params(self, run_id: str) -> dict:
-        names = dict.fromkeys(n for k in self.config.kinds for n in get_kind(k).param_names)
-        if self.config.channels:
-            names.update(dict.fromkeys(SPREAD_PARAMS))
-        return {k: _draws(self.posterior, run_id, k) for k in names if k in self.posterior}
-
-    def _channels(self, run_id: str, kind, p: dict) -> dict | None:
-        """The run's spread channels for ``kind``'s filter where its draws ``p`` came from the spread graph."""
-        if not (self.config.channels and kind.degeneracy and "nu" in p and np.all(np.isfinite(p["nu"]))):
-            return None
-        arr = self.arrays.run(run_id)
-        T = self.infos[run_id].last_step - self.infos[run_id].s0 + 1
-        return {"ch": arr.channels[:, :T, 0], "G": int(arr.group_size[0])}
-
-    def _kind_groups(self, run_id: str) -> list:
-        """``[(kind, draw indices or None for all)]``: the kinds of the run's draws (one for a single kind)."""
-        if KIND_CODE not in self.posterior:
-            return [(get_kind(self.config.kinds[0]), None)]
-        code = _draws(self.posterior, run_id, KIND_CODE).astype(int)
-        present = np.unique(code)
-        if present.size == 1:
-            return [(get_kind(self.config.kinds[int(present[0])]), None)]
-        return [(get_kind(self.config.kinds[int(c)]), np.flatnonzero(code == c)) for c in present]
-
-    def features(self, run_id: str) -> dict:
-        """What the run's prefix shows (:func:`bayesgrpo.forecast.features.prefix_features`) and its shape
-        weights (``w_<kind>``): the inputs of the hazard and the interval layer."""
-        if run_id not in self._features:
-            from bayesgrpo.forecast.features import prefix_features
-
-            info: RunInfo = self.infos[run_id]
-            f = prefix_features(self.runs.run(run_id), fraction=float(self.arrays.run(run_id).fraction[0]),
-                                reward_min=info.reward_min, reward_max=info.reward_max)  # fmt: skip
-            w = self.shape_weights.get(run_id, {self.config.kinds[0]: 1.0})
-            f.update({f"w_{k}": float(w.get(k, 0.0)) for k in MODEL_KINDS})
-            self._features[run_id] = f
-        return self._features[run_id]
-
-    def _anchor(self, run_id: str) -> tuple[float, float]:
-        """``(level, floor)`` a draw that leaves the regime goes from and toward (:func:`leave_anchor`)."""
-        info: RunInfo = self.infos[run_id]
-        return leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
-
-    def paths(self, run_id: str) -> PathDraws:
-        """Posterior predictive draws of the run's future logged steps (its own units).
-
-        The future starts from each draw's filtered state at the last observation (Kalman filter of
-        the observed prefix), is propagated with process noise, and the logged reward adds
-        measurement noise. The stop step per draw is the settling step of the mean trajectory
-        (:mod:`bayesgrpo.physics.stopping`), in absolute steps, censored at the horizon.
-        """
-        if run_id in self._cache:
-            self._cache.move_to_end(run_id)
-            return self._cache[run_id]
-        if run_id not in self.infos:
-            raise KeyError(f"no forecast for run {run_id!r}; runs: {self.forecast_ids[:10]}")
-        info: RunInfo = self.infos[run_id]
-        arr = self.arrays.run(run_id)
-        p = self._params(run_id)
-        T = info.last_step - info.s0 + 1
-        y = arr.y[:T, 0]
-        mask = arr.mask[:T, 0].astype(bool)
-        K = info.refresh_interval
-        # seeded by the run id, not its position: the same numbers whichever runs share the fit
-        rng = np.random.default_rng([self.sampler.seed, zlib.crc32(run_id.encode()), 7])
-        n_future = info.horizon - info.last_step
-        fut = info.future_steps()  # logged future steps
-        keep = _thin(fut.size)
-        win = info.final_steps(self.config.final_window)
-        in_win = np.zeros(n_future, dtype=bool)
-        in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
-        groups = self._kind_groups(run_id)
-        store = fut[keep] - info.last_step - 1
-        if len(groups) == 1:
-            kind = groups[0][0]
-            m, P = kind.filter_last(y, mask, p, K, channels=self._channels(run_id, kind, p))
-            m0 = m[..., 0]
-            x, win_sum = kind.propagate(m, P, n_future, p, K=K, n_last=T - 1, rng=rng, store=store,
-                                        accumulate=in_win)  # fmt: skip
-        else:  # a mixture of kinds: each kind's draws through its own filter and dynamics
-            n_draws = p["r_star"].size
-            m0, x, win_sum = np.empty(n_draws), np.empty((keep.size, n_draws)), np.empty(n_draws)
-            for kd, idx in groups:
-                q = {k: v[idx] for k, v in p.items()}
-                m, P = kd.filter_last(y, mask, q, K, channels=self._channels(run_id, kd, q))
-                m0[idx] = m[..., 0]
-                x[:, idx], win_sum[idx] = kd.propagate(m, P, n_future, q, K=K, n_last=T - 1, rng=rng, store=store,
-                                                       accumulate=in_win)  # fmt: skip
-        fut = fut[keep]
-        latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
-        obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
-        n_win = int(in_win.sum())
-        # the logged future points of the final window: their latent sum plus the measurement noise of n_win points
-        self._window[run_id] = (
-            (win_sum + n_win * p["r_star"] + np.sqrt(n_win) * p["sigma_m"] * rng.standard_normal(win_sum.shape))
-            * info.scale
-            + n_win * info.loc,
-            n_win,
-        )
-        sc, lo = info.scale, info.loc
-        n_steps = info.horizon - info.s0
-        if len(groups) == 1:
-            stop, reached = groups[0][0].stop(p, n_steps=n_steps, fraction=self.config.stop_fraction, K=K)
-        else:
-            stop, reached = np.empty(n_draws, dtype=np.int64), np.empty(n_draws, dtype=bool)
-            for kd, idx in groups:
-                stop[idx], reached[idx] = kd.stop({k: v[idx] for k, v in p.items()}, n_steps=n_steps,
-                                                  fraction=self.config.stop_fraction, K=K)  # fmt: skip
-        observed = obs_z * sc + lo
-        latent_run = latent_z * sc + lo
-        cal = self.config.calibration
-        latent_now = (m0 + p["r_star"]) * sc + lo
-        # the layers' widening grows with the time to go: none at the last observation, all of it at the horizon
-        frac = float(arr.fraction[0])
-        tau_go = (fut - info.last_step) / max(1, info.horizon - info.last_step)
-        if cal.name != "identity":
-            w_dn, w_up = cal.widths(frac)
-            if (w_dn, w_up) != (1.0, 1.0):  # the width ratios (an additive layer has none)
-                for arr_ in (observed, latent_run):
-                    med = np.median(arr_, axis=0, keepdims=True)
-                    d = arr_ - med
-                    arr_[...] = med + d * (1.0 + (np.where(d > 0, w_up, w_dn) - 1.0) * tau_go[None, :])
-            if cal.c_up:  # the additive tails, growing with the time to go like the widths
-                for arr_ in (observed, latent_run):
-                    arr_[...] = cal.stretch(arr_, fraction=frac, scale=sc, go=tau_go[None, :], axis=0)
-            # the draws that leave the regime go (linearly in time) from where they are now to where they end
-            idx, end = cal.leave(latent_run.shape[0], fraction=frac, **self._leave_anchor(run_id))
-            if idx.size:
-                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
-                observed[idx] += new - latent_run[idx]
-                latent_run[idx] = new
-        hz, lay = self.config.hazard, self.config.intervals
-        if hz.active:
-            level, floor = self._anchor(run_id)
-            idx, end = hz.leaving(latent_run.shape[0], hz.p_leave(self.features(run_id)), level=level, floor=floor)
-            if idx.size:  # the leaving draws go (linearly in time) from where they are now to where they end
-                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * tau_go[None, :]
-                observed[idx] += new - latent_run[idx]
-                latent_run[idx] = new
-        if lay.shifts:
-            observed = lay.apply(observed, self.features(run_id), fraction=frac, scale=sc, go=tau_go)
-            latent_run = lay.apply(latent_run, self.features(run_id), fraction=frac, scale=sc, go=tau_go)
-        if info.bounds:  # a logged reward cannot leave the reward's range (declared or inferred)
-            observed = np.clip(observed, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                               info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
-        out = PathDraws(
-            run_id=run_id, steps=fut, observed=observed, latent=latent_run,
-            r0=p["r0"] * sc + lo, r_star=p["r_star"] * sc + lo, tau=p["tau"], a=p["a"], mu=p["mu"],
-            sigma_p=p["sigma_p"] * sc, sigma_m=p["sigma_m"] * sc, last_step=info.last_step,
-            horizon=info.horizon - info.last_step,  # PathDraws counts the horizon from last_step
-            interval=info.interval, latent_now=latent_now,
-            refresh_interval=info.refresh_interval if info.refresh_interval > 1 else None,
-            stop_step=info.s0 + stop, stop_reached=reached,
-        )  # fmt: skip
-        self._cache[run_id] = out
-        while len(self._cache) > PATH_CACHE_RUNS:  # bounded: a fit of 1,000 runs never holds 1,000 paths
-            old, _ = self._cache.popitem(last=False)
-            self._window.pop(old, None)
-        return out
-
-    def _leave_anchor(self, run_id: str) -> dict:
-        """Where a draw that leaves the regime starts and how low it may end (``leave_anchor``); nothing
-        when the layer lets no draw leave (the prefix is then not read: this runs for every forecast)."""
-        if not self.config.calibration.p_leave:
-            return {}
-        info: RunInfo = self.infos[run_id]
-        level, floor = leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
-        return {"level": level, "floor": floor}
-
-    def final_draws(self, run_id: str) -> np.ndarray:
-        """Draws of the final reward (mean logged reward over the final window), run units.
-
-        Already-logged points of the window enter as observed; the future logged points of the window
-        are accumulated while the paths are propagated (so a long horizon never holds every path).
-        """
-        info: RunInfo = self.infos[run_id]
-        if run_id not in self._window:
-            self.paths(run_id)
-        fut_sum, n_fut = self._window[run_id]
-        win = info.final_steps(self.config.final_window)
-        obs = self.runs.run(run_id)
-        obs_in = obs.loc[obs[STEP].isin(win[win <= info.last_step]), REWARD].to_numpy()
-        n = len(obs_in) + n_fut
-        if n == 0:
-            raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
-        out = (obs_in.sum() + fut_sum) / n
-        frac = float(self.arrays.run(run_id).fraction[0])
-        out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, **self._leave_anchor(run_id))
-        out = self._layers(run_id, out, fraction=frac, scale=info.scale)
-        if info.bounds:  # the mean of logged rewards stays inside the reward's range
-            out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                          info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
-        return out
-
-    def _layers(self, run_id: str, draws: np.ndarray, *, fraction: float, scale: float) -> np.ndarray:
-        """Final-reward draws through the hazard of leaving (a share ends between floor and level) and the
-        conditioned interval layer, in that order (what the layer was fitted on)."""
-        hz, lay = self.config.hazard, self.config.intervals
-        if hz.active:
-            level, floor = self._anchor(run_id)
-            draws = hz.apply(draws, self.features(run_id), level=level, floor=floor)
-        if lay.shifts:
-            draws = lay.apply(draws, self.features(run_id), fraction=fraction, scale=scale)
-        return draws
-
-    def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
-        """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""
-        pd_ = self.paths(run_id)
-        return pd_.stop_step, pd_.stop_reached
-
-    # ------------------------------------------------------------ tables
-    def table(self) -> pd.DataFrame:
-        """One row per forecast run with the contract columns (:data:`TABLE_COLUMNS`)."""
-        rows = []
-        for rid in self.forecast_ids:
-            if rid not in self._rows:
-                self._rows[rid] = self._row(rid)
-            rows.append(self._rows[rid])
-        return pd.DataFrame(rows, columns=TABLE_COLUMNS)
-
-    def _row(self, rid: str) -> dict:
-        """The table row of one run (cached: a merged fit carries the rows its parts computed)."""
-        from bayesgrpo.decisions.budget import stop_quantile
-        from bayesgrpo.forecast.decision import decision_probabilities
-
-        info: RunInfo = self.infos[rid]
-        fin = self.final_draws(rid)
-        pd_ = self.paths(rid)
-        qf = np.quantile(fin, QUANTILES)
-        qp = np.quantile(pd_.r_star, [0.05, 0.5, 0.95])
-        h = self.health[rid]
-        row = dict(
-            run_id=rid, model=weights_label(self.shape_weights.get(rid, {self.config.model: 1.0})),
-            observed_until=info.last_step, n_obs=info.n_obs,
-            horizon=info.horizon, final_mean=float(fin.mean()),
-            **{c: float(v) for c, v in zip(_FINAL_Q, qf, strict=True)},
-            p_gain=decision_probabilities(self, rid, delta=self.config.delta)["p_gain"],
-            stop_q05=stop_quantile(pd_, 0.05), stop_q50=stop_quantile(pd_, 0.5), stop_q95=stop_quantile(pd_, 0.95),
-            p_stop_before_horizon=float(pd_.stop_reached.mean()),
-            plateau_q05=qp[0], plateau_q50=qp[1], plateau_q95=qp[2],
-            p_underdamped=float(is_underdamped(pd_.a, pd_.mu).mean()),
-            p_unstable=float((~is_stable(pd_.a, pd_.mu, refresh_interval=pd_.refresh_interval)).mean()),
-            r_hat_max=h["r_hat_max"], ess_min=h["ess_min"], divergences=h["divergences"],
-            seconds=self.seconds.get(rid, np.nan),
-        )  # fmt: skip
-        return row
-
-    def path_quantiles(self, run_id: str, probs=QUANTILES) -> pd.DataFrame:
-        """Quantiles of the logged reward (``yhat_qNN``), its median ``yhat`` and the latent mean per future step."""
-        pd_ = self.paths(run_id)
-        out = pd.DataFrame({STEP: pd_.steps})
-        for p in probs:
-            out[quantile_column("yhat", p)] = np.quantile(pd_.observed, p, axis=0)
-        out["yhat"] = np.median(pd_.observed, axis=0)
-        out["latent_mean"] = pd_.latent.mean(axis=0)
-        return out
-
-    def warn_health(self, *, r_hat: float = 1.01, ess: float = 200.0) -> list[str]:
-        """Emit a :class:`SamplerWarning` per run whose sampler health is poor; return the messages."""
-        msgs = []
-        for rid in self.forecast_ids:
-            h = self.health[rid]
-            bad = []
-            if h["r_hat_max"] > r_hat:
-                bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat}")
-            if h["ess_min"] < ess:
-                bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
-            if h["divergences"] > 0:
-                bad.append(f"{h['divergences']} divergent transitions in its batch")
-            if bad:
-                msg = (f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or "
-                       "rerun with more --draws/--tune")  # fmt: skip
-                warnings.warn(msg, SamplerWarning, stacklevel=2)
-                msgs.append(msg)
-        return msgs
-
-    def plot(self, run_id: str, *, ax=None, truth=None):
-        """Fan chart of one run (:func:`bayesgrpo.plots.fan_chart`); returns the Figure."""
-        from bayesgrpo.plots.fan import fan_chart
-
-        return fan_chart(self, run_id, ax=ax, truth=truth)
-
-    # ------------------------------------------------------------ persistence
-    def to_datatree(self):
-        """A self-describing ``xarray.DataTree``: posterior, fit data, per-run info, config in attrs."""
-        import xarray as xr
-
-        runs_ds = self.runs.to_xarray()
-        info_df = pd.DataFrame([vars(i) for i in self.infos.values()]).set_index("run_id")
-        info_ds = xr.Dataset.from_dataframe(info_df).rename({"run_id": "run"})
-        hd = pd.DataFrame(self.health).T
-        hd["seconds"] = pd.Series(self.seconds)
-        hd.index.name = "run"
-        health_ds = xr.Dataset.from_dataframe(hd.astype(float))
-        arr = self.arrays
-        const = xr.Dataset(
-            {
-                "y": (("step_grid", "run"), arr.y), "mask": (("step_grid", "run"), arr.mask),
-                "refresh": ("run", arr.refresh),
-                "span": ("run", arr.span), "noise": ("run", arr.noise), "mu_mean": ("run", arr.mu_mean),
-                "mu_known": ("run", arr.mu_known), "family_idx": ("run", arr.family_idx),
-                "log_size": ("run", arr.log_size), "r0_obs": ("run", arr.r0_obs), "size_known": ("run", arr.size_known),
-                "floor": ("run", arr.floor), "floor_known": ("run", arr.floor_known), "fraction": ("run", arr.fraction),
-                "channels": (("channel_row", "step_grid", "run"), arr.channels), "group_size": ("run", arr.group_size),
-                "width": ("run", arr.width), "width_known": ("run", arr.width_known),
-            },
-            coords={"run": list(arr.run_ids)},
-        )  # fmt: skip
-        groups = {
-            "posterior": self.posterior,
-            "constant_data": const,
-            "fit_data": runs_ds,
-            "run_info": info_ds,
-            "sampler_health": health_ds,
-        }
-        if self.hyper is not None:
-            groups["hyperparameters"] = self.hyper
-        dt = xr.DataTree.from_dict(groups)
-        dt.attrs["bayesgrpo_schema"] = ARTEFACT_SCHEMA
-        dt.attrs["bayesgrpo_config"] = self.config.model_dump_json()
-        dt.attrs["bayesgrpo_sampler"] = self.sampler.model_dump_json()
-        dt.attrs["population_prior"] = self.config.prior.identity
-        dt.attrs["calibration"] = self.config.calibration.identity
-        dt.attrs["families"] = json.dumps(list(arr.families))
-        dt.attrs["forecast_ids"] = json.dumps(self.forecast_ids)
-        dt.attrs["shape_weights"] = json.dumps(self.shape_weights)
-        from bayesgrpo import __version__
-
-        dt.attrs["bayesgrpo_version"] = __version__
-        return dt
-
-    def save(self, path) -> None:
-        """Write one self-describing netCDF file (needs h5netcdf + h5py), atomically: a failure leaves
-        no partial file behind."""
-        from bayesgrpo.io.output import atomic_path
-
-        with atomic_path(path) as tmp:
-            self.to_datatree().to_netcdf(str(tmp), engine="h5netcdf")
-
-    @classmethod
-    def load(cls, path) -> FittedForecast:
-        """Load a file written by :meth:`save`; forecasts from it are identical to the original's.
-
-        Reads the current format (:data:`ARTEFACT_SCHEMA`) and the format of bayesgrpo 0.1 (no
-        schema attribute; a test keeps such a file). Raises :class:`~bayesgrpo.errors.ArtefactError`
-        for files that are not bayesgrpo forecasts or come from an unknown (newer) format.
-        """
-        import xarray as xr
-
-        try:
-            dt = xr.open_datatree(str(path), engine="h5netcdf").load()
-        except (OSError, ValueError) as e:
-            raise ArtefactError(f"{path}: not a readable netCDF forecast file ({type(e).__name__}: {e})") from None
-        if "bayesgrpo_config" not in dt.attrs:
-            raise ArtefactError(f"{path}: not a saved bayesgrpo forecast (no bayesgrpo_config attribute)")
-        schema = dt.attrs.get("bayesgrpo_schema", "bayesgrpo.forecast/1")
-        if schema not in _READABLE_SCHEMAS:
-            raise ArtefactError(
-                f"{path}: saved in format {schema!r}, which this bayesgrpo ({_version()}) cannot read "
-                f"(it reads {', '.join(_READABLE_SCHEMAS)}); upgrade bayesgrpo or refit"
-            )
-        cfg = ForecastConfig.model_validate_json(dt.attrs["bayesgrpo_config"])
-        smp = SamplerConfig.model_validate_json(dt.attrs["bayesgrpo_sampler"])
-        runs = RunSet.from_xarray(dt["fit_data"].to_dataset())
-        info_df = dt["run_info"].to_dataset().to_dataframe()
-        infos = {}
-        for rid, row in info_df.iterrows():
-            infos[str(rid)] = RunInfo(
-                run_id=str(rid), s0=int(row.s0), last_step=int(row.last_step), horizon=int(row.horizon),
-                interval=int(row["interval"]), loc=float(row["loc"]), scale=float(row["scale"]),
-                n_obs=int(row["n_obs"]),
-                refresh_interval=int(row.refresh_interval), model_name=str(row.model_name),
-                planned=int(row["planned"]) if "planned" in row.index else int(row.horizon),
-                reward_min=float(row["reward_min"]) if "reward_min" in row.index else float("nan"),
-                reward_max=float(row["reward_max"]) if "reward_max" in row.index else float("nan"),
-                bounds=str(row["bounds"]) if "bounds" in row.index and isinstance(row["bounds"], str) else "",
-            )  # fmt: skip
-        c = dt["constant_data"].to_dataset()
-        run_order = [str(r) for r in c["run"].to_numpy()]
-        if "refresh" in c:
-            refresh = c["refresh"].to_numpy().astype(np.int64)
-        else:  # format 1 stored a lag one-hot: K from the run info
-            refresh = np.array([infos[r].refresh_interval for r in run_order], dtype=np.int64)
-        arr = ModelArrays(
-            y=c["y"].to_numpy(), mask=c["mask"].to_numpy(), refresh=refresh,
-            span=c["span"].to_numpy(), noise=c["noise"].to_numpy(), mu_mean=c["mu_mean"].to_numpy(),
-            mu_known=c["mu_known"].to_numpy(), family_idx=c["family_idx"].to_numpy(),
-            log_size=c["log_size"].to_numpy(), r0_obs=c["r0_obs"].to_numpy(),
-            **{n: c[n].to_numpy() for n in ("size_known", "floor", "floor_known", "fraction", "channels", "group_size",
-                                            "width", "width_known") if n in c},
-            run_ids=tuple(run_order), families=tuple(json.loads(dt.attrs["families"])),
-        )  # fmt: skip
-        hd = dt["sampler_health"].to_dataset().to_dataframe()
-        health = {
-            str(r): {"r_hat_max": float(v.r_hat_max), "ess_min": float(v.ess_min), "divergences": int(v.divergences)}
-            for r, v in hd.iterrows()
-        }
-        seconds = {str(r): float(v.seconds) for r, v in hd.iterrows()}
-        hyper = dt["hyperparameters"].to_dataset() if "hyperparameters" in dt.children else None
-        return cls(
-            config=cfg, sampler=smp, runs=runs, infos=infos, arrays=arr,
-            posterior=dt["posterior"].to_dataset(), hyper=hyper, health=health, seconds=seconds,
-            forecast_ids=json.loads(dt.attrs["forecast_ids"]),
-            shape_weights=json.loads(dt.attrs.get("shape_weights", "{}")),
-        )  # fmt: skip
-
-
-def _version() -> str:
-    from bayesgrpo import __version__
-
-    return __version__

@@ -2,7 +2,8 @@
 
 :class:`PathDraws` is what :meth:`bayesgrpo.forecast.FittedForecast.paths` returns and what the
 decision functions (:mod:`bayesgrpo.decisions`) and diagnostics consume; :func:`exponential_draws`
-builds one from the overdamped law (tests, examples, a cheap stand-in).
+builds one from the overdamped law (tests, examples, a cheap stand-in); :func:`stop_quantile` is the
+one way a stop-step quantile is read off the draws (the forecast table and the budget both use it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION, settling_index
 
-__all__ = ["PathDraws", "exponential_draws"]
+__all__ = ["PathDraws", "exponential_draws", "stop_quantile"]
 
 _PER_DRAW = ("r0", "r_star", "tau", "a", "mu", "sigma_p", "sigma_m")
 
@@ -135,6 +136,12 @@ class PathDraws:
     def n_draws(self) -> int:
         return self.latent.shape[0]
 
+    def stop_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(stop_step, stop_reached)`` per draw; ValueError for paths made without them."""
+        if self.stop_step is None or self.stop_reached is None:
+            raise ValueError(f"PathDraws {self.run_id!r}: no stop steps (made without stop_step / stop_reached)")
+        return self.stop_step, self.stop_reached
+
     @property
     def damping(self) -> np.ndarray:
         """Per-draw damping ``c = 1 - mu - a d`` (physics.md section 3)."""
@@ -176,23 +183,17 @@ def exponential_draws(
     n_all = np.arange(0, last_step + horizon - start_step + 1)
     idx, reached = settling_index(np.exp(-n_all[None, :] / tau[:, None]), fraction=stop_fraction)
     stop = start_step + np.minimum(idx, n_all[-1])
-    return PathDraws(
-        run_id=run_id,
-        steps=steps,
-        observed=obs,
-        latent=lat,
-        r0=r0,
-        r_star=r_star,
-        tau=tau,
-        a=a,
-        mu=np.full_like(r0, mu),
-        sigma_p=np.zeros_like(r0),
-        sigma_m=np.full_like(r0, sigma_m),
-        last_step=last_step,
-        horizon=horizon,
-        interval=interval,
-        units=units,
-        latent_now=now if include_now else None,
-        stop_step=stop,
-        stop_reached=reached,
-    )
+    return PathDraws(run_id=run_id, steps=steps, observed=obs, latent=lat, r0=r0, r_star=r_star, tau=tau, a=a,
+                     mu=np.full_like(r0, mu), sigma_p=np.zeros_like(r0), sigma_m=np.full_like(r0, sigma_m),
+                     last_step=last_step, horizon=horizon, interval=interval, units=units,
+                     latent_now=now if include_now else None, stop_step=stop, stop_reached=reached)  # fmt: skip
+
+
+def stop_quantile(draws: PathDraws, q: float = 0.5) -> int:
+    """A quantile of the stop-step draws, as a value that one of the draws takes (an integer step).
+
+    The forecast table's ``stop_q05/q50/q95`` and the no-cost budget recommendation both use this.
+    """
+    if draws.stop_step is None:
+        raise ValueError(f"PathDraws {draws.run_id!r} carry no stop_step draws")
+    return int(np.quantile(draws.stop_step, q, method="inverted_cdf"))

@@ -2,7 +2,9 @@
 
 One seam, :class:`Executor`: ``map(fn, items, progress=...)`` calls ``fn(item)`` for every item and
 returns, in item order, ``(True, result)`` or ``(False, "Type: message")`` -- an item that fails
-(an exception, a worker that died) is an error entry, never a lost batch. Implementations:
+(an exception, a worker that died) is an error entry, never a lost batch; a Ctrl-C raises
+:class:`~bayesgrpo.errors.Interrupted` whose ``partial`` holds the outcomes that finished (None for
+the others). Implementations:
 
 * :class:`SerialExecutor` -- this process, one item after the other (the default; no dependency).
 * :class:`DaskExecutor` -- an embedded ``dask.distributed.LocalCluster`` of N worker processes
@@ -41,7 +43,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from bayesgrpo.errors import OptionError
+from bayesgrpo.errors import Interrupted, OptionError
 
 __all__ = ["Executor", "SerialExecutor", "DaskExecutor", "FuturesExecutor", "make_executor", "check_options",
            "partition"]  # fmt: skip
@@ -75,6 +77,9 @@ def _failure(exc: BaseException) -> str:
 class _Closing:
     """``with executor:`` closes it (what every executor here shares)."""
 
+    def close(self) -> None:
+        raise NotImplementedError
+
     def __enter__(self):
         return self
 
@@ -92,7 +97,10 @@ class SerialExecutor(_Closing):
         for i, item in enumerate(items):
             try:
                 out.append((True, fn(item)))
-            except Exception as exc:  # noqa: BLE001 - one failed item is an error entry, not a lost batch
+            except KeyboardInterrupt as exc:  # the outcomes so far (and the item's own share) go with it
+                part = getattr(exc, "partial", None)
+                raise Interrupted(partial=out + ([(True, part)] if part is not None else [])) from exc
+            except Exception as exc:
                 log.debug("item %d failed", i, exc_info=True)
                 out.append((False, _failure(exc)))
             if progress is not None:
@@ -126,14 +134,19 @@ class FuturesExecutor(_Closing):
 
         futs = {self.pool.submit(fn, item): i for i, item in enumerate(items)}
         out: list = [None] * len(futs)
-        for fut in as_completed(futs):
-            i = futs[fut]
-            try:
-                out[i] = (True, fut.result())
-            except Exception as exc:  # noqa: BLE001 - one failed item is an error entry
-                out[i] = (False, _failure(exc))
-            if progress is not None:
-                progress(i)
+        try:
+            for fut in as_completed(futs):
+                i = futs[fut]
+                try:
+                    out[i] = (True, fut.result())
+                except Exception as exc:  # noqa: BLE001 - one failed item is an error entry
+                    out[i] = (False, _failure(exc))
+                if progress is not None:
+                    progress(i)
+        except KeyboardInterrupt as exc:  # the finished items go with it (None for the others)
+            for f in futs:
+                f.cancel()
+            raise Interrupted(partial=out) from exc
         return out
 
     def close(self) -> None:
@@ -178,7 +191,7 @@ class DaskExecutor(_Closing):
                     f"--scheduler {scheduler}: cannot use that Dask cluster ({type(e).__name__}: {e})"
                 ) from None
         else:
-            if int(workers) < 1:
+            if workers is None or int(workers) < 1:
                 raise OptionError(f"--workers must be at least 1, got {workers}")
             # one thread per worker: nutpie runs its chains on threads of its own
             self._cluster = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
@@ -186,7 +199,7 @@ class DaskExecutor(_Closing):
             self.client = Client(self._cluster)
         info = self.client.scheduler_info()
         self.n_workers = max(1, len(info.get("workers", {})))
-        log.info("dask: %d worker(s) at %s (%.1f s to start)", self.n_workers, self.client.scheduler.address,
+        log.info("dask: %d worker(s) at %s (%.1f s to start)", self.n_workers, info.get("address"),
                  time.perf_counter() - t0)  # fmt: skip
 
     def map(self, fn, items, *, progress=None) -> list[Outcome]:
@@ -195,15 +208,19 @@ class DaskExecutor(_Closing):
         futs = self.client.map(fn, list(items), pure=False)
         index = {f.key: i for i, f in enumerate(futs)}
         out: list = [None] * len(futs)
-        for fut in as_completed(futs):
-            i = index[fut.key]
-            try:
-                out[i] = (True, fut.result())
-            except Exception as exc:  # noqa: BLE001 - a failed task (or a dead worker) is an error entry
-                out[i] = (False, _failure(exc))
-            fut.release()
-            if progress is not None:
-                progress(i)
+        try:
+            for fut in as_completed(futs):
+                i = index[fut.key]
+                try:
+                    out[i] = (True, fut.result())
+                except Exception as exc:  # noqa: BLE001 - a failed task (or a dead worker) is an error entry
+                    out[i] = (False, _failure(exc))
+                fut.release()
+                if progress is not None:
+                    progress(i)
+        except KeyboardInterrupt as exc:  # the finished items go with it (None for the others)
+            self.client.cancel(futs)
+            raise Interrupted(partial=out) from exc
         return out
 
     def close(self) -> None:
@@ -227,7 +244,7 @@ def check_options(*, workers: int | None = None, scheduler: str | None = None) -
             raise OptionError("--workers / --scheduler need Dask: pip install 'bayesgrpo[dask]'")
 
 
-def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> Executor:
+def make_executor(*, workers: int | None = None, scheduler: str | None = None) -> SerialExecutor | DaskExecutor:
     """The executor of the ``--workers`` / ``--scheduler`` options (neither, or ``--workers 0``:
     :class:`SerialExecutor`)."""
     check_options(workers=workers, scheduler=scheduler)

@@ -1,6 +1,7 @@
 """A compile that outlives the process: nutpie-compiled models cached on disk.
 
-:func:`bayesgrpo.inference.sampling.compile_model` is the only caller. A cold start of one forecast
+:func:`bayesgrpo.inference.sampling.compile_model` is the only caller (compiles:
+:mod:`bayesgrpo.inference.compile`). A cold start of one forecast
 spends most of its time compiling (``bench/results/fleet.md``): importing PyMC, building the graph,
 PyTensor's rewrites, and above all numba's code generation of nutpie's two C callbacks (the
 log-density with its gradient, and the "expand" function that computes the traced deterministics),
@@ -29,7 +30,7 @@ forecast`` never imports them). An entry is trusted only if its checksum matches
 bayesgrpo, PyTensor, PyMC, nutpie, numba, llvmlite and numpy, the host CPU as numba's code
 generator names it, and a hash of the source of every module that defines the graph), its format
 is this one, and the self-check reproduces the stored numbers (to rounding); anything else is logged,
-removed and rebuilt. Writers take an exclusive lock per entry (``fcntl.flock``) and publish by
+removed and rebuilt. Writers take an exclusive lock per entry (:mod:`filelock`) and publish by
 atomic rename, so concurrent processes compile an entry once and readers never see half a file.
 
 Where: ``$BAYESGRPO_CACHE`` if set (``off``, ``0`` or ``none`` disables the disk cache), else
@@ -50,7 +51,6 @@ import logging
 import os
 import pickle
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -98,12 +98,12 @@ def _host() -> tuple:
 
 _PKG = Path(__file__).resolve().parents[1]
 #: modules whose source defines the forecasting graphs (with the kernels of the likelihood Ops)
-_GRAPH_MODULES = ("models", "inference/sampling.py")
+_GRAPH_MODULES = ("models", "inference/sampling.py", "inference/compile.py")
 
 
 def graph_sources(build=None) -> list[Path]:
-    """Source files hashed into every key: ``bayesgrpo/models/*.py``, ``inference/sampling.py`` and the
-    file that defines ``build`` (e.g. the forecaster or the Domhan peer)."""
+    """Source files hashed into every key: ``bayesgrpo/models/*.py``, ``inference/sampling.py``,
+    ``inference/compile.py`` and the file that defines ``build`` (e.g. the forecaster or the Domhan peer)."""
     files = []
     for rel in _GRAPH_MODULES:
         p = _PKG / rel
@@ -121,7 +121,7 @@ def graph_sources(build=None) -> list[Path]:
 def entry_digest(key, *, backend: str, options: dict, build=None) -> tuple[str, dict]:
     """``(hex digest, description)`` of a cache entry: the caller's ``key`` plus everything else the
     compiled code depends on (module docstring)."""
-    from bayesgrpo import __version__
+    from bayesgrpo._version import __version__
 
     src = hashlib.sha256()
     for f in graph_sources(build):
@@ -241,7 +241,9 @@ class _Corrupt(Exception):
 class _Unpickler(pickle.Unpickler):
     """Only builtins containers and numpy arrays: loading an entry imports and runs nothing else."""
 
-    _ALLOWED = {("builtins", n) for n in ("slice", "tuple", "list", "dict", "set", "frozenset", "complex", "bytearray")}
+    _ALLOWED = frozenset(
+        ("builtins", n) for n in ("slice", "tuple", "list", "dict", "set", "frozenset", "complex", "bytearray")
+    )
 
     def find_class(self, module, name):
         if (module, name) in self._ALLOWED or module.split(".")[0] == "numpy":
@@ -279,44 +281,34 @@ class ModelCache:
 
     @contextlib.contextmanager
     def lock(self, digest: str, *, timeout: float = 900.0):
-        """Exclusive per-entry lock across processes (``fcntl.flock``; released if the holder dies).
+        """Exclusive per-entry lock across processes (:mod:`filelock`: ``flock`` on POSIX, ``msvcrt`` on
+        Windows; released if the holder dies).
 
-        Without ``fcntl`` (Windows) or on a file system that refuses locks, writers still publish by
-        atomic rename (two processes may then both compile; neither can corrupt the entry).
+        Where no lock can be had (a read-only or missing cache folder, a file system without locks) or
+        the holder keeps it past ``timeout``, the caller goes on unlocked: writers publish by atomic
+        rename, so two processes may then both compile but neither can corrupt the entry. (No soft
+        fallback: a lock file left by a dead process would make every later compile wait ``timeout``.)
         """
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX
-            yield
-            return
+        import filelock
+
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            f = open(self.root / f"{digest}.lock", "a+b")
-        except (
-            OSError
-        ) as e:  # a read-only or missing cache folder: compile without the lock (and the store fails softly)
+        except OSError as e:  # compile without the lock (and the store fails softly)
             log.warning("disk cache: cannot use %s (%s); compiled models are kept in this process only", self.root, e)
             yield
             return
+        lock = filelock.FileLock(self.root / f"{digest}.lock", timeout=timeout, fallback_to_soft=False)
         try:
-            t0 = time.monotonic()
-            while True:
-                try:
-                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() - t0 > timeout:
-                        log.warning(
-                            "disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest
-                        )
-                        break
-                    time.sleep(0.1)
-                except OSError as e:  # e.g. a network file system without locks
-                    log.info("disk cache: no lock on %s (%s); relying on atomic writes", self.root, e)
-                    break
+            lock.acquire(poll_interval=0.1)
+        except filelock.Timeout:  # before OSError: Timeout is a TimeoutError
+            log.warning("disk cache: waited %.0f s for the lock of entry %s; compiling anyway", timeout, digest)
+        except (OSError, NotImplementedError) as e:  # e.g. a read-only folder, a network file system without locks
+            log.info("disk cache: no lock on %s (%s); relying on atomic writes", self.root, e)
+        try:
             yield
         finally:
-            f.close()  # releases the lock
+            if lock.is_locked:
+                lock.release()
 
     # -------------------------------------------------------------------------------------- write
     def store(self, digest: str, desc: dict, compiled) -> bool:
@@ -340,16 +332,10 @@ class ModelCache:
     def _publish(self, digest: str, blob: bytes) -> None:
         """Write ``blob`` as entry ``digest`` atomically: a temporary file in the same folder, flushed
         to disk, then renamed over the entry (readers see the old entry or the new one, never a part)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{digest}.{os.getpid()}.{time.monotonic_ns()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(blob)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path(digest))
-        finally:
-            tmp.unlink(missing_ok=True)
+        from bayesgrpo.io.output import atomic_path
+
+        with atomic_path(self.path(digest), durable=True) as tmp:
+            tmp.write_bytes(blob)
 
     @staticmethod
     def _serialise(digest: str, desc: dict, compiled) -> bytes:
@@ -437,7 +423,7 @@ class ModelCache:
             _n_dim=st["n_dim"],
             dims=dict(st["dims"]),
             _coords={k: pd.Index(v) for k, v in st["coords"].items()},
-            _shapes={n: tuple(s) for n, s in zip(st["names"], shape_info[2])},
+            _shapes={n: tuple(s) for n, s in zip(st["names"], shape_info[2], strict=True)},
             compiled_logp_func=_Callback(logp_addr, keep),
             compiled_expand_func=_Callback(expand_addr, keep),
             initial_point_func=JitteredPoint(st["centre"]),
@@ -459,26 +445,3 @@ class ModelCache:
                 p.unlink()
                 n += 1
         return n
-
-
-def _child(job_path: str) -> int:
-    """``python -m bayesgrpo.inference.model_cache JOB``: compile one model and store it (see
-    :func:`bayesgrpo.inference.sampling.compile_model`); exit 0 when stored."""
-    import warnings
-
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for name in ("numba", "pytensor", "pymc", "arviz"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    with open(job_path, "rb") as f:
-        job = pickle.load(f)  # written by the parent process a moment ago, in the cache folder
-    # the module proper, not this __main__ copy of it (JitteredPoint must be the class sampling uses)
-    from bayesgrpo.inference import model_cache, sampling
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the parent reports what matters; this process only compiles
-        compiled = sampling._compile(job["key"], job["build"], backend=job["backend"], **job["kwargs"])
-    return 0 if model_cache.ModelCache(job["root"]).store(job["digest"], job["desc"], compiled) else 3
-
-
-if __name__ == "__main__":
-    sys.exit(_child(sys.argv[1]))

@@ -64,6 +64,8 @@ def nutpie_lib():
         if not found:
             raise ImportError("nutpie's compiled extension nutpie._lib was not found")
         lspec = importlib.util.spec_from_file_location("nutpie._lib", found[0])
+        if lspec is None or lspec.loader is None:
+            raise ImportError(f"nutpie's compiled extension {found[0]} cannot be loaded")
         lib = importlib.util.module_from_spec(lspec)
         lspec.loader.exec_module(lib)
         sys.modules["nutpie._lib"] = lib  # `import nutpie` later finds it (an extension initialises once)
@@ -234,7 +236,7 @@ def _column(batch, name: str, shape: tuple) -> np.ndarray:
     col = batch.column(name)
     try:
         values = col.to_numpy()
-    except Exception:  # list columns (one vector per draw): flatten through pyarrow (pandas loads it anyway)
+    except (TypeError, ValueError, NotImplementedError):  # list columns (one vector per draw): flatten through pyarrow
         import pyarrow as pa
 
         values = pa.array(col).flatten().to_numpy(zero_copy_only=False)
@@ -300,9 +302,9 @@ def _draws(trace, compiled, var_names) -> Draws:
     draw_batches, stat_batches = trace.get_arrow_trace()
     names, _, shapes = compiled.shape_info
     keep = [(n, tuple(s)) for n, s in zip(names, shapes, strict=True) if var_names is None or n in var_names]
-    post = {n: [] for n, _ in keep}
-    stats = {n: [] for n in _STATS if n != "tuning"}
-    warm = {n: [] for n in stats}
+    post: dict[str, list] = {n: [] for n, _ in keep}
+    stats: dict[str, list] = {n: [] for n in _STATS if n != "tuning"}
+    warm: dict[str, list] = {n: [] for n in stats}
     for db, sb in zip(draw_batches, stat_batches, strict=True):
         tuning = _column(sb, "tuning", ()).astype(bool)
         for n, shape in keep:

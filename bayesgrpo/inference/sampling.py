@@ -7,8 +7,12 @@
 * :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
 * :func:`log_density` -- the compiled model's log posterior density and gradient with data swapped in
   (what the evidence of :mod:`bayesgrpo.inference.evidence` is computed on);
+* :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree
+  (a Ctrl-C stops the chains and raises ``KeyboardInterrupt``, never a short trace).
 * :func:`batch_seed` -- a seed that depends on the sampler seed and the run ids only.
-* :func:`health` -- r_hat, ESS and divergences per run (or over all variables).
+* :func:`health` -- r_hat, ESS and divergences per run (or over all variables);
+  :func:`health_problems` -- what is wrong with them against thresholds (:data:`STATUS_HEALTH`: the
+  status ``warning`` of a forecast).
 
 Why nutpie directly rather than ``pm.sample``: ``pm.sample`` compiles the model anew on every call;
 nutpie's compiled model can be reused with ``with_data`` (a forecast of 100 runs then costs one
@@ -18,14 +22,14 @@ compile). Tests replace :func:`compile_model` and :func:`nuts` (see ``tests/conf
 from __future__ import annotations
 
 import logging
-import os
 import time
 import zlib
 from collections.abc import Callable, Hashable, Sequence
-from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from bayesgrpo.inference.compile import compile_here, compile_to_cache
 
 __all__ = [
     "SamplerConfig",
@@ -33,11 +37,13 @@ __all__ = [
     "nuts",
     "batch_seed",
     "posterior_dataset",
+    "as_dataset",
     "health",
-    "clear_cache",
     "is_cached",
     "log_density",
     "LogDensity",
+    "health_problems",
+    "STATUS_HEALTH",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -75,22 +81,11 @@ class SamplerConfig(BaseModel):
         pattern="^numba$",
         description="backend nutpie compiles the model to (the Kalman Ops are numba kernels)",
     )
-    seed: int = 0
+    seed: int = Field(0, ge=0, lt=2**32, description="random seed (an integer in [0, 2**32))")
 
 
 _CACHE: dict = {}
 _LOADED: dict = {}  # disk-cache digest -> model loaded or compiled by this process (code stays loaded)
-
-
-def clear_cache(*, disk: bool = False) -> None:
-    """Forget every compiled model of this process (``disk=True``: and empty the disk cache)."""
-    _CACHE.clear()
-    if disk:
-        from bayesgrpo.inference.model_cache import ModelCache, cache_dir
-
-        root = cache_dir()
-        if root is not None and root.exists():
-            ModelCache(root).clear()
 
 
 def is_cached(key: Hashable) -> bool:
@@ -145,7 +140,7 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
             with cache.lock(digest):
                 compiled = cache.load(digest, desc)  # another process may have written it while we waited
                 if compiled is None:
-                    compiled = _compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
+                    compiled = compile_to_cache(cache, digest, desc, key, build, backend=backend, **kwargs)
                     fresh = True
         if not fresh:
             log.info(
@@ -156,82 +151,9 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     return compiled
 
 
-def _compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str, **kwargs):
-    """Compile in a child process that stores the entry, then load it (fallback: compile here).
-
-    Why a child: a process that compiled a model also holds PyTensor's own copies of the kernels the
-    model's code calls, and numba's JIT resolves the model's calls to those copies; their machine
-    code may differ from the stored one in the last bits (fastmath), and MCMC amplifies that. Every
-    process that samples from an entry it loaded runs the same machine code, so a forecast is the
-    same number whether its process compiled the model or found it on disk (and whichever worker of
-    a cluster compiled it). The child also keeps PyMC out of this process.
-    """
-    import pickle
-    import subprocess
-    import sys
-    import tempfile
-
-    from bayesgrpo.inference import model_cache as mc
-
-    t0 = time.perf_counter()
-    try:
-        job = pickle.dumps({"key": key, "build": build, "backend": backend, "kwargs": kwargs, "digest": digest,
-                            "desc": desc, "root": str(cache.root)})  # fmt: skip
-    except (pickle.PicklingError, AttributeError, TypeError) as e:
-        log.info("compiling in this process (the build function cannot be sent to a child process: %s)", e)
-        job = None
-    if job is not None:
-        try:
-            cache.root.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=cache.root, prefix=".job-", suffix=".pkl", delete=False) as f:
-                f.write(job)
-        except OSError as e:
-            log.info("compiling in this process (cannot write to the cache folder: %s)", e)
-            job = None
-    if job is not None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
-        try:
-            proc = subprocess.run([sys.executable, "-m", "bayesgrpo.inference.model_cache", f.name], env=env,
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
-        finally:
-            Path(f.name).unlink(missing_ok=True)
-        for line in proc.stderr.splitlines():
-            log.debug("compile process: %s", line)
-        if proc.returncode == 0:
-            compiled = cache.load(digest, desc)
-            if compiled is not None:
-                log.info("compiled a model in %.1f s (%s backend, child process; disk cache entry %s)",
-                         time.perf_counter() - t0, backend, digest)  # fmt: skip
-                return compiled
-        if proc.returncode == 3:
-            log.info("the compiled model cannot be stored on disk; compiling it in this process")
-        else:
-            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            what = (
-                "wrote no usable entry" if proc.returncode == 0 else f"failed (exit {proc.returncode}: {tail[-500:]})"
-            )
-            log.warning("the compile process %s; compiling in this process", what)
-    compiled = _compile(key, build, backend=backend, **kwargs)
-    cache.store(digest, desc, compiled)
-    return compiled
-
-
 def _compile(key, build, *, backend: str, **kwargs):
-    import nutpie
-
-    t0 = time.perf_counter()
-    if key is None or backend != "numba":
-        compiled = nutpie.compile_pymc_model(build(), backend=backend, **kwargs)
-    else:
-        import dataclasses
-
-        from bayesgrpo.inference.model_cache import JitteredPoint
-
-        # no PyMC jitter: the centre (support point) is computed once, the jitter drawn with numpy
-        compiled = nutpie.compile_pymc_model(build(), backend=backend, jitter_rvs=set(), **kwargs)
-        centre = np.asarray(compiled.initial_point_func(0), dtype=np.float64)
-        compiled = dataclasses.replace(compiled, initial_point_func=JitteredPoint(centre))
-    log.info("compiled a model in %.1f s (%s backend)", time.perf_counter() - t0, backend)
+    """Compile in this process (kept in this process's cache when ``key`` is given)."""
+    compiled = compile_here(key, build, backend=backend, **kwargs)
     if key is not None:
         _CACHE[key] = compiled
     return compiled
@@ -249,10 +171,17 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
     cm = _with_data(compiled, data, required)
     kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
     kw.update(extra)
-    return nutpie.sample(
+    run = nutpie.sample(
         cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, **kw,
+        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, blocking=False, **kw,
     )  # fmt: skip
+    try:
+        return run.wait()
+    except KeyboardInterrupt:
+        # nutpie's blocking sample() would swallow a Ctrl-C and return the draws so far as a finished
+        # (short or empty) trace; a forecast must never be made from that: stop the chains and pass it on
+        run.cancel()
+        raise
 
 
 def _with_data(compiled, data: dict | None, required):
@@ -309,10 +238,14 @@ def batch_seed(seed: int, run_ids: Sequence[str]) -> int:
     return int(np.random.default_rng([int(seed), zlib.crc32("\x1f".join(run_ids).encode())]).integers(2**31))
 
 
+def as_dataset(node):
+    """The ``xarray.Dataset`` of a DataTree node (a Dataset is returned as it is)."""
+    return node.to_dataset() if hasattr(node, "to_dataset") else node
+
+
 def posterior_dataset(idata, group: str = "posterior"):
     """The ``xarray.Dataset`` of one group of a sampler result (DataTree or dict of Datasets)."""
-    node = idata[group]
-    return node.to_dataset() if hasattr(node, "to_dataset") else node
+    return as_dataset(idata[group])
 
 
 def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str | None = "run") -> dict:
@@ -346,3 +279,25 @@ def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str |
             "divergences": div,
         }
     return out
+
+
+#: sampler health past which a forecast's status is ``warning`` instead of ``ok``: split r_hat above
+#: 1.05 (chains that disagree; plus 2 / draws per chain, the spread of r_hat itself for short chains:
+#: 1.07 is common for 20 well-mixed draws), bulk ESS below 50 (too few effective draws for a 90%
+#: interval; below a quarter of the draws when fewer than 200 were asked for), or divergent
+#: transitions in more than 1% of the draws. Milder problems (r_hat > 1.01, ESS < 200, any divergence)
+#: stay an ``ok`` status with a sampler warning.
+STATUS_HEALTH = {"r_hat": 1.05, "r_hat_per_draw": 2.0, "ess": 50.0, "ess_share": 0.25, "divergent_share": 0.01}
+
+
+def health_problems(h: dict, *, r_hat: float, ess: float, max_divergences: float = 0.0) -> list[str]:
+    """The problems of one run's sampler health ``h`` (:func:`health`): r_hat above ``r_hat``, ESS
+    below ``ess``, more than ``max_divergences`` divergent transitions. Empty when healthy."""
+    bad = []
+    if np.isfinite(h.get("r_hat_max", np.nan)) and h["r_hat_max"] > r_hat:
+        bad.append(f"r_hat {h['r_hat_max']:.3f} > {r_hat:g}")
+    if np.isfinite(h.get("ess_min", np.nan)) and h["ess_min"] < ess:
+        bad.append(f"ESS {h['ess_min']:.0f} < {ess:.0f}")
+    if h.get("divergences", 0) > max_divergences:
+        bad.append(f"{h['divergences']} divergent transitions in its batch")
+    return bad

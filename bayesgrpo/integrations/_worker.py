@@ -4,7 +4,7 @@ and ``bayesgrpo watch``.
 One persistent worker process per training run (or per ``watch``), so the model is compiled once
 (the first compile takes 15-30 s; later fits about 1 s):
 
-* started as a fresh interpreter (``python -m bayesgrpo.integrations._worker``: a *spawn*, never a
+* started as a fresh interpreter (``python -m bayesgrpo.integrations._serve``: a *spawn*, never a
   fork of the training process, and it never re-imports the user's training script), in its own
   session (a Ctrl-C in the terminal does not reach it), with CUDA hidden, BLAS / numba / OpenMP
   threads capped and a lower CPU priority (``nice``);
@@ -16,516 +16,35 @@ One persistent worker process per training run (or per ``watch``), so the model 
 * a fit that raises is answered with ``{"ok": False, "error": ...}``; a worker that dies is restarted
   (at most ``max_restarts`` times) on the next request.
 
-This module is also the single adapter to bayesgrpo modules below the top-level API (``diagnose``,
-``decisions``, ``io._common``, ``errors``): when those modules move, only :func:`_lib` (worker side)
-and :func:`_light` (training-process side) change.
+This module is the parent side (:class:`ForecastWorker`); the worker process is
+:mod:`bayesgrpo.integrations._serve`, the requests and protocol :mod:`bayesgrpo.integrations._requests`
+(the one adapter to the modules below), the record of results :mod:`bayesgrpo.integrations.history`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import pickle
 import queue
-import struct
 import subprocess
 import sys
 import threading
 import time
-import traceback
-import warnings
 from pathlib import Path
+from typing import IO
 
-__all__ = [
-    "ForecastWorker",
-    "forecast_request",
-    "request_runs",
-    "run_config_meta",
-    "summarize_fit",
-    "SEVERITY_RANK",
-    "HISTORY_COLUMNS",
-    "append_history",
-    "write_latest",
-]
+from bayesgrpo.integrations._requests import _recv, _send
+
+__all__ = ["ForecastWorker"]
 
 log = logging.getLogger("bayesgrpo")
 
-#: seconds after which a live HTML report reloads itself
-REPORT_REFRESH = 10
-
-#: severity of a diagnose finding -> the number logged as ``bayesgrpo/flag/<mode>``
-SEVERITY_RANK = {"none": 0.0, "watch": 1.0, "warning": 2.0, "critical": 3.0}
 
 _THREAD_VARS = (
     "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS", "NUMBA_NUM_THREADS", "RAYON_NUM_THREADS",
 )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- the one adapter
-def _lib():
-    """Everything this package uses from bayesgrpo, imported in ONE place.
-
-    Top-level API: ``Forecaster``, ``SamplerConfig``, ``RunSet``. Below it: ``diagnose_runs``,
-    ``recommend_stop`` and the error types, plus everything of :func:`_light`. Imported lazily (the
-    training process only needs the light names; PyMC is imported in the worker only).
-    """
-    import types
-
-    from bayesgrpo import Forecaster, SamplerConfig, write_report
-    from bayesgrpo.decisions import recommend_stop
-    from bayesgrpo.diagnose import diagnose_runs
-    from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
-
-    return types.SimpleNamespace(
-        **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, recommend_stop=recommend_stop,
-        diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
-        LogFormatError=LogFormatError, write_report=write_report,
-    )  # fmt: skip
-
-
-def _light():
-    """The light part of the adapter, safe to import in the training process (no PyMC).
-
-    The importers' key mapping (``ALIASES``, ``canonical_name``, ``map_metric_columns``,
-    ``numeric_columns``, ``reward_std_definition``), the schema's ``RunSet`` and ``META_FIELDS`` and
-    the error types.
-    """
-    import types
-
-    import bayesgrpo.errors as errors
-    from bayesgrpo.io._common import (
-        ALIASES,
-        canonical_name,
-        map_metric_columns,
-        numeric_columns,
-        reward_std_definition,
-    )
-    from bayesgrpo.schema import META_FIELDS, RunSet
-
-    return types.SimpleNamespace(
-        ALIASES=ALIASES, canonical_name=canonical_name, map_metric_columns=map_metric_columns,
-        numeric_columns=numeric_columns, reward_std_definition=reward_std_definition, RunSet=RunSet,
-        errors=errors, META_FIELDS=META_FIELDS,
-    )  # fmt: skip
-
-
-def reward_keys() -> frozenset:
-    """Source metric names that carry the reward (the importers' aliases), for cheap row checks."""
-    return frozenset(_light().ALIASES["reward"])
-
-
-# ----------------------------------------------------------------------------- run configuration
-def _get(cfg, name, default=None):
-    v = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
-    return default if v is None else v
-
-
-def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None) -> dict:
-    """Run metadata (schema :data:`~bayesgrpo.schema.META_FIELDS`) from a trainer configuration.
-
-    Works on a ``transformers.TrainingArguments`` / ``trl.GRPOConfig`` object and on the dict of a
-    W&B run's ``config``. The refresh interval (optimizer steps between two generations, the lag
-    of physics.md) is ``steps_per_generation * num_iterations / gradient_accumulation_steps``
-    (TRL >= 0.18; older TRL generates every optimizer step and reuses it ``num_iterations`` times,
-    which is the same formula with ``steps_per_generation = gradient_accumulation_steps``).
-
-    Parameters
-    ----------
-    config : TrainingArguments, GRPOConfig or dict
-    world_size : int
-        Number of data-parallel processes (the global batch is per-device batch x GAS x world).
-    max_steps : int, optional
-        Overrides ``config.max_steps`` (the trainer's ``state.max_steps`` is the resolved one).
-
-    Returns
-    -------
-    dict
-        Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
-        logging_steps, prompts_per_step, scale_rewards`` that the configuration holds, and
-        ``trl_version`` for a TRL configuration (with ``scale_rewards`` it says what TRL's ``reward_std``
-        measures: :func:`bayesgrpo.io._common.trl_reward_std_definition`).
-
-    Examples
-    --------
-    >>> m = run_config_meta({"max_steps": 500, "learning_rate": 1e-6, "adam_beta1": 0.9,
-    ...                      "num_generations": 8, "per_device_train_batch_size": 8,
-    ...                      "gradient_accumulation_steps": 4, "steps_per_generation": 8})
-    >>> m["group_size"], m["batch_size"], m["refresh_interval"]
-    (8, 32, 2)
-    """
-    out: dict = {}
-    ms = max_steps if max_steps is not None else _get(config, "max_steps")
-    if ms is not None and float(ms) > 0:
-        out["max_steps"] = int(ms)
-    for src, dst in (("learning_rate", "learning_rate"), ("adam_beta1", "beta1")):
-        v = _get(config, src)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[dst] = float(v)
-    g = _get(config, "num_generations")
-    if isinstance(g, (int, float)) and g > 0:
-        out["group_size"] = int(g)
-    bs = _get(config, "per_device_train_batch_size")
-    gas = _get(config, "gradient_accumulation_steps", 1) or 1
-    if isinstance(bs, (int, float)) and bs > 0:
-        out["batch_size"] = int(bs) * int(gas) * int(world_size or 1)
-        if "group_size" in out and out["batch_size"] % out["group_size"] == 0:
-            out["prompts_per_step"] = out["batch_size"] // out["group_size"]
-    spg = _get(config, "steps_per_generation") or gas
-    nit = _get(config, "num_iterations", 1) or 1
-    try:
-        k = float(spg) * float(nit) / float(gas)
-    except (TypeError, ValueError, ZeroDivisionError):
-        k = 1.0
-    out["refresh_interval"] = max(1, int(round(k)))
-    ls = _get(config, "logging_steps")
-    if isinstance(ls, (int, float)) and ls >= 1:
-        out["logging_steps"] = int(ls)
-    sr = _get(config, "scale_rewards")  # with the TRL version: what TRL's reward_std measures
-    if sr is not None:
-        out["scale_rewards"] = {True: "group", False: "none"}.get(sr, str(sr)) if isinstance(sr, bool) else str(sr)
-    if type(config).__module__.startswith("trl."):
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            out["trl_version"] = version("trl")
-        except PackageNotFoundError:
-            pass
-    return out
-
-
-# ----------------------------------------------------------------------------- requests
-def forecast_request(
-    *,
-    run_id: str,
-    rows: list[dict] | None = None,
-    frame=None,
-    meta: dict | None = None,
-    horizon: int | None = None,
-    model: str = "oscillator",
-    sampler: dict | None = None,
-    target: float | None = None,
-    improve: dict | None = None,
-    utility: dict | None = None,
-    ceiling: float | None = None,
-    plot: str | None = None,
-    diagnose: bool = True,
-    report: str | None = None,
-    report_refresh: int = REPORT_REFRESH,
-) -> dict:
-    """Build one forecast request for :meth:`ForecastWorker.submit`.
-
-    Parameters
-    ----------
-    run_id : str
-    rows : list of dict, optional
-        Raw logged rows (trainer key names, ``step`` included); mapped onto the schema in the worker
-        with the importers' key mapping. Rows of the same step are merged (eval rows into train rows).
-    frame : pandas.DataFrame, optional
-        Already mapped long rows (``step``, ``reward``, ...), e.g. ``RunSet.data`` of one run.
-    meta : dict, optional
-        Run metadata (``max_steps``, ``group_size``, ``beta1``, ``refresh_interval`` ...).
-    horizon : int, optional
-        Step to forecast to (default: ``meta["max_steps"]``).
-    model, sampler
-        ``Forecaster`` model kind and ``SamplerConfig`` fields.
-    target : float, optional
-        Adds ``p_target`` = P(final reward >= target).
-    improve : dict, optional
-        ``{"delta": d, "window": w}``: adds ``best`` (largest mean of ``w`` consecutive logged
-        rewards so far) and ``p_improve`` = P(final reward >= best + d).
-    utility : dict, optional
-        Keyword arguments of ``recommend_stop`` (``cost_per_step``, ``value_per_reward``, ...):
-        adds ``recommended_stop`` and ``stop_now``.
-    ceiling : float, optional
-        Verifiable reward ceiling for the diagnostics.
-    plot : str, optional
-        Write the fan chart (PNG) to this path.
-    diagnose : bool
-        Add the failure-mode flags (``flags``: mode -> severity).
-    report : str, optional
-        Rewrite this HTML report (``bayesgrpo.write_report``) after the fit, atomically; the page
-        reloads itself every ``report_refresh`` seconds.
-    """
-    if rows is None and frame is None:
-        raise ValueError("forecast_request needs rows or frame")
-    return dict(
-        kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
-        model=model, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
-        ceiling=ceiling, plot=plot, diagnose=diagnose, report=report, report_refresh=int(report_refresh),
-    )  # fmt: skip
-
-
-# ----------------------------------------------------------------------------- the fit (worker side)
-def request_runs(req: dict):
-    """The :class:`~bayesgrpo.schema.RunSet` a forecast request describes (what the worker fits).
-
-    Raw ``rows`` are mapped onto the schema's channels with the importers' one table
-    (:func:`bayesgrpo.io._common.map_metric_columns`; the request's ``meta`` says what TRL's
-    ``reward_std`` measures); a ``frame`` is already mapped (``watch`` reads logs with ``read_runs``).
-    Light: usable in the training process (no PyMC).
-    """
-    import pandas as pd
-
-    rid = req["run_id"]
-    if req.get("frame") is not None:
-        df = pd.DataFrame(req["frame"]).copy()
-    else:
-        df = _frame_from_rows(req["rows"], rid, meta=req.get("meta"))
-    df["run_id"] = rid  # every refit swaps its data into the one compiled model (lagged runs included)
-    meta = pd.DataFrame([{**req.get("meta", {}), "run_id": rid}])
-    return _light().RunSet.from_frames(df, meta, source=req.get("source"), on_duplicate="last")
-
-
-def _frame_from_rows(rows: list[dict], run_id: str, *, meta: dict | None = None):
-    import pandas as pd
-
-    lib = _light()
-    merged: dict[int, dict] = {}
-    for r in rows:
-        st = r.get("step")
-        if st is None:
-            continue
-        merged.setdefault(int(st), {}).update({k: v for k, v in r.items() if v is not None})
-    if not merged:
-        raise lib.errors.ForecastError(f"run {run_id!r}: no logged row with a step")
-    df = pd.DataFrame.from_records(list(merged.values()))
-    df["step"] = list(merged)
-    df["run_id"] = run_id
-    df = lib.numeric_columns(df)
-    df, _ = lib.map_metric_columns(df, reward_std=lib.reward_std_definition(meta or {}))
-    if "reward" not in df.columns:
-        raise lib.errors.ForecastError(
-            f"run {run_id!r}: none of the {len(df)} logged rows has a reward (keys: "
-            f"{sorted(c for c in df.columns if c not in ('run_id', 'step'))[:10]}); expected 'reward' or another reward key"
-        )
-    return df
-
-
-def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
-    """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
-
-    Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
-    final_q50, final_q90, stop_step_q50, p_plateaued, plateau_q50, p_underdamped, r_hat_max,
-    divergences`` plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with ``improve``),
-    ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and ``flags``
-    (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability that the
-    latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the plateau.
-    """
-    import numpy as np
-
-    lib = _lib()
-    tab = fit.table()
-    row = tab.loc[tab["run_id"] == run_id].iloc[0]
-    fin = np.asarray(fit.final_draws(run_id), dtype=float)
-    pdr = fit.paths(run_id)
-    out = {
-        "run_id": run_id,
-        "observed_until": int(row["observed_until"]), "n_obs": int(row["n_obs"]), "horizon": int(row["horizon"]),
-        "final_mean": float(row["final_mean"]), "final_q10": float(row["final_q10"]),
-        "final_q50": float(row["final_q50"]), "final_q90": float(row["final_q90"]),
-        "stop_step_q50": float(row["stop_q50"]), "plateau_q50": float(row["plateau_q50"]),
-        "p_underdamped": float(row["p_underdamped"]), "r_hat_max": float(row["r_hat_max"]),
-        "divergences": float(row["divergences"]),
-    }  # fmt: skip
-    sf = float(fit.config.stop_fraction)
-    if pdr.latent_now is not None:
-        gain = pdr.r_star - pdr.r0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(np.abs(gain) > 1e-12, (pdr.latent_now - pdr.r0) / gain, 1.0)
-        out["p_plateaued"] = float(np.mean(frac >= sf))
-    else:
-        out["p_plateaued"] = math.nan
-    if target is not None:
-        out["p_target"] = float(np.mean(fin >= float(target)))
-    if improve is not None:
-        obs = fit.runs.run(run_id)["reward"].to_numpy(dtype=float)
-        from bayesgrpo.series import best_window_mean
-
-        best = best_window_mean(obs, int(improve.get("window", 5)))
-        out["best"] = best
-        out["p_improve"] = float(np.mean(fin >= best + float(improve.get("delta", 0.0))))
-    if utility:
-        kw = dict(utility)
-        kw.setdefault("max_steps", out["horizon"])
-        rec = lib.recommend_stop(pdr, **kw)
-        out["recommended_stop"] = float(rec.step)
-        out["stop_now"] = bool(rec.step <= out["observed_until"])
-        out["expected_reward_at_stop"] = float(rec.expected_reward)
-        out["stop_rule"] = rec.rule
-    if diagnose:
-        res = lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)
-        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"])}
-    out["table"] = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.to_dict().items()}
-    return out
-
-
-def _handle(req: dict) -> dict:
-    lib = _lib()
-    if req.get("kind") == "warmup":
-        return _warmup(req)
-    rid = req["run_id"]
-    fid = rid
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        runs = request_runs(req)
-        horizon, extended = _horizon(runs, fid, req.get("horizon") or req.get("meta", {}).get("max_steps"))
-        fc = lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**req.get("sampler", {})))
-        fit = fc.fit(runs, horizon=horizon)
-        out = summarize_fit(
-            fit, fid, target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
-            ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True),
-        )  # fmt: skip
-        if req.get("plot"):
-            _plot(fit, fid, req["plot"])
-            out["plot"] = str(req["plot"])
-        if req.get("report"):
-            out["report"] = _report(fit, req, title=f"bayesgrpo live: {rid}")
-        out["run_id"] = rid
-    caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
-    out["warnings"] = caught_msgs[:10]
-    out["horizon_extended"] = extended
-    return out
-
-
-def _report(fit, req: dict, *, title: str) -> str:
-    """Rewrite the live HTML report of ``fit`` (atomically; the page reloads itself)."""
-    u = req.get("utility") or {}
-    cost = u.get("cost_per_step")
-    if cost is None and u.get("cost_per_hour") is not None and u.get("steps_per_hour"):
-        cost = float(u["cost_per_hour"]) / float(u["steps_per_hour"])
-    p = _lib().write_report(fit, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
-                            cost_per_step=cost, value_per_reward=u.get("value_per_reward"), title=title,
-                            refresh=req.get("report_refresh", REPORT_REFRESH))  # fmt: skip
-    return str(p)
-
-
-def _horizon(runs, run_id: str, horizon):
-    """The horizon to fit with: a run logged up to (or past) its horizon is forecast one log further.
-
-    At the end of training the logged steps reach ``max_steps``; the final reward is then (almost)
-    observed, and the forecast to ``last step + logging interval`` says so with its interval.
-    """
-    import numpy as np
-
-    if horizon is None:
-        return None, False
-    steps = runs.run(run_id)["step"].to_numpy()
-    last = int(steps[-1])
-    if int(horizon) > last:
-        return int(horizon), False
-    interval = int(np.median(np.diff(steps))) if len(steps) > 1 else 1
-    return last + max(1, interval), True
-
-
-def _plot(fit, run_id: str, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fig = fit.plot(run_id)
-    tmp = p.with_name(p.stem + ".tmp" + p.suffix)
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, p)  # readers never see a half-written chart
-
-
-def _warmup(req: dict) -> dict:
-    """Compile the model on a synthetic curve so the first real forecast takes seconds."""
-    import numpy as np
-    import pandas as pd
-
-    lib = _lib()
-    n = 12
-    steps = np.arange(1, n + 1)
-    rng = np.random.default_rng(0)
-    y = 0.6 - 0.4 * np.exp(-steps / 8.0) + 0.02 * rng.standard_normal(n)
-    df = pd.DataFrame({"run_id": "warmup", "step": steps, "reward": y})
-    meta = {k: v for k, v in req.get("meta", {}).items() if k in ("beta1", "refresh_interval")}
-    runs = lib.RunSet.from_frames(df, pd.DataFrame([{"run_id": "warmup", **meta}]))
-    smp = {**req.get("sampler", {}), "draws": 10, "tune": 10}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lib.Forecaster(req.get("model", "oscillator"), sampler=lib.SamplerConfig(**smp)).fit(runs, horizon=3 * n)
-    return {"run_id": "warmup"}
-
-
-# ----------------------------------------------------------------------------- forecast history
-#: columns of the forecast history CSV written by the callback and ``watch --history``
-HISTORY_COLUMNS = (
-    "time", "logged_at_step", "ok", "observed_until", "n_obs", "horizon", "final_mean", "final_q10", "final_q50",
-    "final_q90", "p_target", "stop_step_q50", "p_plateaued", "plateau_q50", "best", "p_improve",
-    "recommended_stop", "flag_reward_hacking", "flag_advantage_degeneracy", "flag_policy_concentration",
-    "flag_dynamical_instability", "r_hat_max", "divergences", "seconds", "error",
-)  # fmt: skip
-
-
-def history_row(result: dict, *, logged_at_step=None) -> dict:
-    """One row of the forecast history (:data:`HISTORY_COLUMNS`) from a worker result."""
-    row = {c: result.get(c) for c in HISTORY_COLUMNS}
-    row["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    row["logged_at_step"] = logged_at_step
-    for mode, sev in (result.get("flags") or {}).items():
-        row[f"flag_{mode}"] = sev
-    row["error"] = result.get("error")
-    return row
-
-
-def append_history(path, result: dict, *, logged_at_step=None) -> None:
-    """Append one result to a forecast-history CSV (header written when the file is new)."""
-    import csv
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    new = not p.exists() or p.stat().st_size == 0
-    with open(p, "a", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(HISTORY_COLUMNS))
-        if new:
-            w.writeheader()
-        row = history_row(result, logged_at_step=logged_at_step)
-        w.writerow({k: ("" if v is None else v) for k, v in row.items()})
-
-
-def write_latest(path, result: dict) -> None:
-    """Write the latest result as JSON (atomically; the per-run table row included)."""
-    import json
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    keep = {k: v for k, v in result.items() if k not in ("traceback",)}
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(json.dumps(keep, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, p)
-
-
-# ----------------------------------------------------------------------------- framing
-def _send(fh, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    fh.write(struct.pack(">Q", len(data)) + data)
-    fh.flush()
-
-
-def _read_exact(fh, n: int) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        chunk = fh.read(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
-
-
-def _recv(fh):
-    head = _read_exact(fh, 8)
-    if head is None:
-        return None
-    (n,) = struct.unpack(">Q", head)
-    body = _read_exact(fh, n)
-    return None if body is None else pickle.loads(body)
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -574,7 +93,7 @@ class ForecastWorker:
         self._closed = False
         self._dead = False
         self._threads: list[threading.Thread] = []
-        self._log_fh = None
+        self._log_fh: IO[bytes] | None = None
         self.submitted = 0
         self.answered = 0
 
@@ -601,9 +120,9 @@ class ForecastWorker:
     def _start_locked(self) -> None:
         if self._log_fh is None and self.log_file is not None:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
-            self._log_fh = open(self.log_file, "ab")
+            self._log_fh = open(self.log_file, "ab")  # noqa: SIM115 - the worker's stderr for its lifetime (close())
         self._proc = subprocess.Popen(
-            [self.python, "-m", "bayesgrpo.integrations._worker"],
+            [self.python, "-m", "bayesgrpo.integrations._serve"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=self._log_fh if self._log_fh is not None else subprocess.DEVNULL,
             env=self._env(), start_new_session=True, close_fds=True,
@@ -675,7 +194,7 @@ class ForecastWorker:
         Returns every result received meanwhile (possibly empty).
         """
         deadline = time.monotonic() + max(0.0, float(timeout))
-        out = []
+        out: list[dict] = []
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -710,7 +229,8 @@ class ForecastWorker:
                 busy = self._inflight is not None
             try:
                 _send(proc.stdin, {"kind": "shutdown"})
-                proc.stdin.close()
+                if proc.stdin is not None:
+                    proc.stdin.close()
             except (OSError, ValueError) as e:
                 log.debug("bayesgrpo: worker stdin already closed (%s)", e)
             try:
@@ -737,7 +257,7 @@ class ForecastWorker:
         self.close()
 
     # -- threads
-    def _send_loop(self, proc) -> None:
+    def _send_loop(self, proc: subprocess.Popen) -> None:
         while True:
             with self._cv:
                 while not self._closed and (self._pending is None or self._inflight is not None) and self._proc is proc:
@@ -745,6 +265,8 @@ class ForecastWorker:
                 if self._closed or self._proc is not proc:
                     return
                 req, self._pending = self._pending, None
+                if req is None:  # pragma: no cover - the wait above ends only with a request or a return
+                    continue
                 self._inflight = req
                 self._inflight_since = time.monotonic()
             try:
@@ -790,40 +312,3 @@ class ForecastWorker:
                 if self._inflight is not None and msg.get("id") == self._inflight["id"]:
                     self._inflight = None
                 self._cv.notify_all()
-
-
-# ----------------------------------------------------------------------------- worker side
-def main() -> None:  # pragma: no cover - runs in the child process (exercised by the tests)
-    """Entry point of the worker process: answer requests from stdin until EOF or shutdown."""
-    proto_in = sys.stdin.buffer
-    proto_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything printed by libraries goes to stderr, never into the protocol
-    sys.stdout = sys.stderr
-    try:
-        os.nice(int(os.environ.get("BAYESGRPO_WORKER_NICE", "19")))
-    except (OSError, ValueError, AttributeError) as e:
-        print(f"bayesgrpo worker: could not lower priority ({e})", file=sys.stderr)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    while True:
-        req = _recv(proto_in)
-        if req is None or req.get("kind") == "shutdown":
-            break
-        t0 = time.perf_counter()
-        try:
-            res = _handle(req)
-            res["ok"] = True
-        except Exception as e:  # noqa: BLE001 - every failure is reported back, the worker lives on
-            res = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(limit=8)}
-            print(f"bayesgrpo worker: request {req.get('id')} failed\n{res['traceback']}", file=sys.stderr)
-        res["id"] = req.get("id")
-        res["kind"] = req.get("kind", "forecast")
-        res["seconds"] = time.perf_counter() - t0
-        try:
-            _send(proto_out, res)
-        except (OSError, ValueError) as e:
-            print(f"bayesgrpo worker: parent gone ({e}); exiting", file=sys.stderr)
-            break
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

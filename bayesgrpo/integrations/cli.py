@@ -21,6 +21,8 @@ WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/J
 def _live_table(results, *, title: str):
     from rich.table import Table
 
+    from bayesgrpo.integrations.watch import stop_text
+
     t = Table(title=escape(title), header_style="bold")
     for c in (
         "step",
@@ -38,13 +40,48 @@ def _live_table(results, *, title: str):
             t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", "", "", "", "", "", "")
             continue
         flags = ",".join(f"{m}={v}" for m, v in (r.get("flags") or {}).items() if v not in ("none", "watch")) or "-"
+        if r.get("status") == "complete":
+            t.add_row(f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} (observed: complete)", "", "", "",
+                      "", flags, f"{r.get('seconds', float('nan')):.1f}")  # fmt: skip
+            continue
+        warn = " [yellow](sampler health poor)[/]" if r.get("status") == "warning" else ""
         t.add_row(
-            f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} [{r['final_q10']:.3g}, {r['final_q90']:.3g}]",
-            "" if r.get("p_target") is None else f"{r['p_target']:.2f}", f"{r['stop_step_q50']:.0f}",
+            f"{r['observed_until']}/{r['horizon']}",
+            f"{r['final_q50']:.3g} [{r['final_q10']:.3g}, {r['final_q90']:.3g}]{warn}",
+            "" if r.get("p_target") is None else f"{r['p_target']:.2f}", stop_text(r),
             f"{r['p_plateaued']:.2f}", "" if r.get("recommended_stop") is None else f"{r['recommended_stop']:.0f}",
             flags, f"{r.get('seconds', float('nan')):.1f}",
         )  # fmt: skip
     return t
+
+
+class _Display:
+    """Where ``watch`` shows its forecasts: a live table on a terminal, else one plain line each."""
+
+    def __init__(self, title: str, *, tty: bool, line):
+        from rich.console import Console
+
+        self.title, self.line = title, line
+        self.results: list[dict] = []
+        self.live = None
+        if tty:
+            from rich.live import Live
+
+            con = Console(highlight=False, soft_wrap=True)
+            self.live = Live(_live_table(self.results, title=title), console=con, refresh_per_second=2, transient=False)
+            self.live.start()
+
+    def update(self, res: dict) -> None:
+        self.results.append(res)
+        if self.live is not None:
+            self.live.update(_live_table(self.results, title=self.title))
+        else:
+            typer.echo(self.line(res))
+            sys.stdout.flush()
+
+    def status(self, msg: str) -> None:
+        if self.live is None:
+            typer.echo(f"# {msg}", err=True)
 
 
 def watch_cmd(
@@ -67,6 +104,17 @@ def watch_cmd(
         Path | None, typer.Option(help="append every forecast to this CSV (latest.json beside it)")
     ] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="log format (default: detected)")] = None,
+    reward_key: Annotated[
+        str | None, typer.Option("--reward-key", help="the logged metric to use as the reward (default: detected)")
+    ] = None,
+    meta: Annotated[
+        Path | None, typer.Option("--meta", help="metadata CSV/JSON of the run (max_steps, beta1, group_size, ...)")
+    ] = None,
+    reward_range: Annotated[
+        str | None, typer.Option("--reward-range", help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate)")
+    ] = None,
+    kind: Annotated[str, typer.Option("--kind", help="model kind (see `bayesgrpo models`)")] = "oscillator",
+    model: Annotated[str | None, typer.Option("--model", hidden=True, help="deprecated: use --kind")] = None,
     run: Annotated[str | None, typer.Option(help="run id to follow when the log holds several")] = None,
     ceiling: Annotated[float | None, typer.Option(help="verifiable reward ceiling for the diagnostics")] = None,
     draws: Annotated[int, typer.Option(help="posterior draws per chain")] = 400,
@@ -81,52 +129,25 @@ def watch_cmd(
     """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
     from rich.console import Console
 
-    from bayesgrpo.integrations._worker import _light
+    from bayesgrpo.integrations._requests import _light
     from bayesgrpo.integrations.watch import format_line, watch
 
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
-    if report is not None:  # checked before anything is followed or compiled
-        from bayesgrpo.errors import OutputError
-        from bayesgrpo.io.output import check_output_file
-        from bayesgrpo.report import REPORT_SUFFIXES
-
-        try:
-            check_output_file(report, option="--report", suffixes=REPORT_SUFFIXES)
-        except OutputError as e:
-            err.print(f"[bold red]error:[/] {escape(str(e))}")
-            raise typer.Exit(2) from None
-    con = Console(highlight=False, soft_wrap=True)
-    tty = sys.stdout.isatty() and not plain
+    bounds, meta_row, kind = _check_watch_options(path, kind=kind, model=model, meta=meta, reward_range=reward_range,
+                                                  fmt=fmt, history=history, plot=plot, report=report, draws=draws,
+                                                  tune=tune, seed=seed)  # fmt: skip
     utility = (
         {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
     )
-    results: list[dict] = []
-    live = None
-    if tty:
-        from rich.live import Live
-
-        live = Live(_live_table(results, title=f"watching {path}"), console=con, refresh_per_second=2, transient=False)
-        live.start()
-
-    def update(res):
-        results.append(res)
-        if live is not None:
-            live.update(_live_table(results, title=f"watching {path}"))
-        else:
-            typer.echo(format_line(res))
-            sys.stdout.flush()
-
-    def status(msg):
-        if live is None:
-            typer.echo(f"# {msg}", err=True)
-
+    show = _Display(f"watching {path}", tty=sys.stdout.isatty() and not plain, line=format_line)
+    results, live, update, status = show.results, show.live, show.update, show.status
     errs = _light().errors
     try:
         watch(
             path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
             ceiling=ceiling, plot=plot, report=report, history=history,
             sampler={"draws": draws, "tune": tune, "seed": seed}, on_update=update, on_status=status,
-            max_updates=max_updates, idle_timeout=idle_timeout,
+            max_updates=max_updates, idle_timeout=idle_timeout, kind=kind, meta=meta_row, reward_range=bounds,
+            reward_key=reward_key,
         )  # fmt: skip
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
@@ -141,6 +162,73 @@ def watch_cmd(
     if report is not None and results:
         typer.echo(f"# report: {report}", err=True)
     typer.echo(f"# {len(results)} forecast(s)", err=True)
+
+
+def _fail(msg: str):
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {escape(msg)}")
+    raise typer.Exit(2)
+
+
+def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history, plot, report, draws, tune, seed):
+    """Every option and output of ``watch`` before anything is followed or compiled (one line, exit 2).
+    Returns the reward bounds, the metadata (a frame, or None) and the model kind."""
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from bayesgrpo.errors import BayesGRPOError
+    from bayesgrpo.inference.sampling import SamplerConfig
+    from bayesgrpo.io import FORMATS, load_meta
+    from bayesgrpo.models.kinds import kind_option
+    from bayesgrpo.plan import parse_reward_range
+
+    if fmt is not None and fmt not in FORMATS:
+        _fail(f"--format {fmt!r} is not a supported format; choose one of {', '.join(FORMATS)}")
+    if not str(path).startswith("wandb:"):
+        p = Path(path)
+        if not p.exists() and not p.parent.exists():
+            _fail(f"{p}: no such file or folder, and its folder {p.parent} does not exist either (a run about to "
+                  "start must at least have its output folder)")  # fmt: skip
+    try:
+        kind, warning = kind_option(kind, model)
+    except BayesGRPOError as e:
+        _fail(str(e))
+    if warning is not None:
+        Console(stderr=True, soft_wrap=True, highlight=False).print(f"[yellow]warning:[/] {escape(warning)}")
+    try:  # the bounds are the sampler config's (one place)
+        SamplerConfig(draws=draws, tune=tune, chains=2, seed=seed)
+    except ValidationError as e:
+        err = e.errors()[0]
+        _fail(f"--{err['loc'][0]} must be {err['msg'].removeprefix('Input should be ')}, got {err.get('input')}")
+    meta_row = None
+    try:
+        bounds = parse_reward_range(reward_range)
+        if meta is not None:
+            if not meta.exists():
+                _fail(f"--meta {meta}: no such file")
+            meta_row = load_meta(meta)
+        _check_watch_outputs(history=history, plot=plot, report=report)
+    except BayesGRPOError as e:
+        _fail(str(e))
+    return bounds, meta_row, kind
+
+
+def _check_watch_outputs(*, history, plot, report) -> None:
+    """``--history`` (and the files beside it), ``--plot`` and ``--report`` can be written."""
+    from bayesgrpo.io.output import check_output_file
+
+    if history is not None:
+        check_output_file(history, option="--history", suffixes={".csv": "csv"})
+        for name in ("latest.json", "worker.log"):
+            if (history.parent / name).is_dir():
+                _fail(f"--history {history}: {name} beside it is a folder where an output file goes")
+    if plot is not None:
+        check_output_file(plot, option="--plot", suffixes={".png": "png", ".svg": "svg", ".pdf": "pdf"})
+    if report is not None:
+        from bayesgrpo.report import REPORT_SUFFIXES
+
+        check_output_file(report, option="--report", suffixes=REPORT_SUFFIXES)
 
 
 def mount(app: typer.Typer) -> None:

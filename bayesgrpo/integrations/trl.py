@@ -25,20 +25,18 @@ import logging
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
+from typing import TypeGuard
 
-from transformers.trainer_callback import CallbackHandler, ExportableState, TrainerCallback
+from transformers.trainer_callback import ExportableState, TrainerCallback
 
-from bayesgrpo.integrations._worker import (
-    SEVERITY_RANK,
-    ForecastWorker,
-    append_history,
-    forecast_request,
-    request_runs,
-    reward_keys,
-    run_config_meta,
-    write_latest,
-)
+from bayesgrpo.integrations._requests import SEVERITY_RANK, forecast_request, request_runs, reward_keys
+from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
+from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.history import HistoryWriter
+from bayesgrpo.integrations.stops import ImprovementStop, UtilityStop, _stop_rule
+from bayesgrpo.io.trl import run_config_meta
 
 __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
 
@@ -51,6 +49,7 @@ LOGGED_KEYS = {
     "final_q50": "bayesgrpo/final_q50",
     "final_q90": "bayesgrpo/final_q90",
     "stop_step_q50": "bayesgrpo/stop_step_q50",
+    "p_stop_before_horizon": "bayesgrpo/p_stop_before_horizon",
     "p_plateaued": "bayesgrpo/p_plateaued",
     "observed_until": "bayesgrpo/observed_until",
     "r_hat_max": "bayesgrpo/r_hat_max",
@@ -63,215 +62,26 @@ LOGGED_KEYS = {
 LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
 
 
-# ----------------------------------------------------------------------------- stop rules
-class ImprovementStop:
-    """Stop when ``P(final reward >= best so far + delta) < epsilon`` for ``patience`` consecutive fits.
-
-    "Best so far" is the largest mean of ``window`` consecutive logged rewards (a single noisy
-    logged value would make the rule too eager).
-
-    Parameters
-    ----------
-    delta : float
-        Improvement over the best so far that would make continuing worthwhile (reward units).
-    epsilon : float
-        Probability below which the improvement is judged out of reach.
-    patience : int
-        Consecutive forecasts the condition must hold for.
-    window : int
-        Logged rows averaged for "best so far".
-    min_step : int
-        Never stop before this optimizer step.
-
-    Examples
-    --------
-    >>> rule = ImprovementStop(delta=0.02, epsilon=0.05, patience=3)
-    >>> rule.check({"p_improve": 0.01, "best": 0.61, "observed_until": 400})
-    'P(final reward >= best so far 0.61 + 0.02) = 0.010 < 0.05'
-    """
-
-    kind = "improvement"
-
-    def __init__(
-        self, *, delta: float = 0.0, epsilon: float = 0.05, patience: int = 3, window: int = 5, min_step: int = 0
-    ):
-        if not 0 < epsilon < 1:
-            raise ValueError(f"epsilon must be in (0, 1); got {epsilon}")
-        if patience < 1 or window < 1:
-            raise ValueError(f"patience and window must be >= 1; got {patience}, {window}")
-        self.delta, self.epsilon, self.patience, self.window, self.min_step = (
-            float(delta),
-            float(epsilon),
-            int(patience),
-            int(window),
-            int(min_step),
-        )
-
-    def request(self) -> dict:
-        return {"improve": {"delta": self.delta, "window": self.window}}
-
-    def check(self, result: dict) -> str | None:
-        p = result.get("p_improve")
-        if p is None or not math.isfinite(p) or result.get("observed_until", 0) < self.min_step:
-            return None
-        if p < self.epsilon:
-            return f"P(final reward >= best so far {result.get('best', float('nan')):.4g} + {self.delta:g}) = {p:.3f} < {self.epsilon:g}"
-        return None
-
-    def to_dict(self) -> dict:
-        return {"rule": self.kind, "delta": self.delta, "epsilon": self.epsilon, "patience": self.patience,
-                "window": self.window, "min_step": self.min_step}  # fmt: skip
+def _visible_warnings() -> None:
+    """Make the package's warnings (a stop and its reason, failed fits, a final forecast that did not
+    arrive, poor sampler health) reach the user of a training script by default: the library's logger
+    has only a NullHandler (quiet as a library should be), and a training script rarely configures
+    logging. When no handler other than a NullHandler is found between the ``bayesgrpo`` logger and the
+    root, one stderr handler for WARNING and above is added (once); configured logging is left alone."""
+    lg: logging.Logger | None = log
+    while lg is not None:
+        if any(not isinstance(h, logging.NullHandler) for h in lg.handlers):
+            return
+        if not lg.propagate:
+            break
+        lg = lg.parent
+    h = logging.StreamHandler(sys.stderr)
+    h.setLevel(logging.WARNING)
+    h.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(h)
 
 
-class UtilityStop:
-    """Stop when the expected-utility rule of ``bayesgrpo budget`` says "stop now" for ``patience`` fits.
-
-    Utility of stopping at step ``s``: ``value_per_reward * R(s) - cost_per_step * (s - now)``
-    (:func:`bayesgrpo.decisions.recommend_stop`); the rule fires when its recommended step is the
-    current one.
-
-    Parameters
-    ----------
-    cost_per_step : float, optional
-        Cost of one more optimizer step (or give ``cost_per_hour`` and ``steps_per_hour``).
-    value_per_reward : float
-        Value of one unit of final reward.
-    patience : int
-        Consecutive forecasts the condition must hold for.
-    min_step : int
-        Never stop before this optimizer step.
-
-    Examples
-    --------
-    >>> UtilityStop(cost_per_step=0.001).check({"stop_now": True, "recommended_stop": 300, "observed_until": 300})
-    'expected utility is highest now: recommended stop step 300 <= current step 300 (cost 0.001/step, value 1/reward)'
-    """
-
-    kind = "utility"
-
-    def __init__(self, *, cost_per_step: float | None = None, cost_per_hour: float | None = None,
-                 steps_per_hour: float | None = None, value_per_reward: float = 1.0, patience: int = 2, min_step: int = 0):  # fmt: skip
-        if cost_per_step is None and cost_per_hour is None:
-            raise ValueError("UtilityStop needs cost_per_step (or cost_per_hour with steps_per_hour)")
-        self.cost_per_step, self.cost_per_hour, self.steps_per_hour = cost_per_step, cost_per_hour, steps_per_hour
-        self.value_per_reward, self.patience, self.min_step = float(value_per_reward), int(patience), int(min_step)
-
-    def request(self) -> dict:
-        u = {"value_per_reward": self.value_per_reward}
-        for k in ("cost_per_step", "cost_per_hour", "steps_per_hour"):
-            if getattr(self, k) is not None:
-                u[k] = float(getattr(self, k))
-        return {"utility": u}
-
-    def check(self, result: dict) -> str | None:
-        if not result.get("stop_now") or result.get("observed_until", 0) < self.min_step:
-            return None
-        cost = (f"{self.cost_per_step:g}/step" if self.cost_per_step is not None
-                else f"{self.cost_per_hour:g}/h at {self.steps_per_hour:g} steps/h")  # fmt: skip
-        return (
-            f"expected utility is highest now: recommended stop step {result['recommended_stop']:.0f} <= current "
-            f"step {result['observed_until']} (cost {cost}, value {self.value_per_reward:g}/reward)"
-        )
-
-    def to_dict(self) -> dict:
-        return {"rule": self.kind, "cost_per_step": self.cost_per_step, "cost_per_hour": self.cost_per_hour,
-                "steps_per_hour": self.steps_per_hour, "value_per_reward": self.value_per_reward,
-                "patience": self.patience, "min_step": self.min_step}  # fmt: skip
-
-
-def _stop_rule(spec):
-    if spec is None or isinstance(spec, (ImprovementStop, UtilityStop)):
-        return spec
-    if isinstance(spec, dict):
-        kw = dict(spec)
-        kind = kw.pop("rule", "improvement")
-        if kind == "improvement":
-            return ImprovementStop(**kw)
-        if kind == "utility":
-            return UtilityStop(**kw)
-        raise ValueError(f"unknown stop rule {kind!r}; use 'improvement' or 'utility'")
-    if hasattr(spec, "check") and hasattr(spec, "request"):
-        return spec  # a user rule with the same two methods
-    raise TypeError(f"stop must be ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}")
-
-
-# ----------------------------------------------------------------------------- helpers
-def _find_handler(depth: int = 8):
-    """The ``CallbackHandler`` calling the current event (found on the call stack), or None."""
-    f = sys._getframe(2)
-    for _ in range(depth):
-        if f is None:
-            return None
-        obj = f.f_locals.get("self")
-        if isinstance(obj, CallbackHandler):
-            return obj
-        f = f.f_back
-    return None
-
-
-def _broadcast(obj):
-    """``obj`` of rank 0 on every rank (identity when not distributed)."""
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return obj
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
-def _model_meta(model) -> dict:
-    out = {}
-    cfg = getattr(model, "config", None)
-    name = getattr(cfg, "_name_or_path", None) or getattr(cfg, "model_type", None)
-    if isinstance(name, str) and name:
-        out["model"] = name
-    try:
-        n = sum(p.numel() for p in model.parameters())
-        if n > 0:
-            out["params_b"] = n / 1e9
-    except (AttributeError, TypeError, RuntimeError) as e:
-        log.debug("bayesgrpo: could not count the model's parameters (%s)", e)
-    return out
-
-
-class _HistoryWriter:
-    """Writes the forecast history files from a daemon thread (file I/O stays out of training steps)."""
-
-    def __init__(self):
-        import queue
-        import threading
-
-        self.q: queue.Queue = queue.Queue()
-        self.t = threading.Thread(target=self._run, name="bayesgrpo-history", daemon=True)
-        self.t.start()
-
-    def put(self, item) -> None:
-        self.q.put(item)
-
-    def _run(self) -> None:
-        while True:
-            item = self.q.get()
-            try:
-                if item is None:
-                    return
-                folder, res, step = item
-                append_history(folder / "forecasts.csv", res, logged_at_step=step)
-                if res.get("ok"):
-                    write_latest(folder / "latest.json", res)
-            except OSError as e:
-                log.warning("bayesgrpo: could not write the forecast history in %s (%s)", item[0], e)
-            finally:
-                self.q.task_done()
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.q.put(None)
-        self.t.join(timeout)
-
-
-def _finite(v) -> bool:
+def _finite(v) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -344,7 +154,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     --------
     >>> from trl import GRPOConfig, GRPOTrainer                                    # doctest: +SKIP
     >>> from bayesgrpo.integrations.trl import BayesGRPOCallback, ImprovementStop  # doctest: +SKIP
-    >>> cb = BayesGRPOCallback(target=0.8, stop=ImprovementStop(delta=0.01))        # doctest: +SKIP
+    >>> cb = BayesGRPOCallback(target=0.8, stop=ImprovementStop())                  # doctest: +SKIP
     >>> trainer = GRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...),
     ...                       train_dataset=..., callbacks=[cb])                    # doctest: +SKIP
     >>> trainer.train()                                                            # doctest: +SKIP
@@ -358,7 +168,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         target: float | None = None,
         horizon: int | None = None,
         stop=None,
-        model: str = "oscillator",
+        kind: str = "oscillator",
         sampler: dict | None = None,
         min_points: int = 6,
         ceiling: float | None = None,
@@ -371,7 +181,12 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         max_wait: float = 120.0,
         threads: int = 1,
         worker: ForecastWorker | None = None,
+        model: str | None = None,
     ):
+        if model is not None:  # the statistical kind was once called "model" (still in old checkpoints' state)
+            warnings.warn("BayesGRPOCallback(model=...) is deprecated: the model kind is kind=...; 'model' is the "
+                          "LLM being trained", DeprecationWarning, stacklevel=2)  # fmt: skip
+            kind = model
         if every is not None and int(every) < 1:
             raise ValueError(f"every must be >= 1; got {every}")
         if min_points < 5:
@@ -380,7 +195,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.target = None if target is None else float(target)
         self.horizon = None if horizon is None else int(horizon)
         self.stop = _stop_rule(stop)
-        self.model = model
+        self.kind = kind
         self.sampler = dict(
             LIVE_SAMPLER if sampler is None else (sampler.model_dump() if hasattr(sampler, "model_dump") else sampler)
         )
@@ -408,19 +223,19 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._rows: list[dict] = []
         self._n_reward = 0
         self._last_submit_n = 0
-        self._last_rid = None
+        self._last_rid: int | None = None
         self._unlogged: dict | None = None
         self._handler = None
         self._is_main = True
         self._dispatching = False
         self._stopped = False
         self._meta: dict = {}
-        self._hz = None
+        self._hz: int | None = None
         self._run_id = "run"
         self._hist_dir: Path | None = None
-        self._files: _HistoryWriter | None = None
+        self._files: HistoryWriter | None = None
         self._every = self.every or 5
-        self._reward_keys = frozenset()
+        self._reward_keys: frozenset[str] = frozenset()
         self.overhead_seconds = 0.0
         self.max_log_seconds = 0.0
         self.log_seconds = 0.0
@@ -443,7 +258,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             latest = {k: v for k, v in self.latest.items() if k not in ("table", "traceback", "warnings")}
         return {
             "args": {
-                "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "model": self.model,
+                "every": self.every, "target": self.target, "horizon": self.horizon, "stop": stop, "kind": self.kind,
                 "sampler": self.sampler, "min_points": self.min_points, "ceiling": self.ceiling,
                 "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "report": self.report,
                 "warmup": self.warmup,
@@ -458,6 +273,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     # ------------------------------------------------------------------ events
     def on_train_begin(self, args, state, control, **kwargs):
         t0 = time.perf_counter()
+        _visible_warnings()
         self._reset_run()
         self._is_main = bool(state.is_world_process_zero)
         self._reward_keys = reward_keys()
@@ -491,14 +307,14 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             if self.history:
                 self._hist_dir = Path(self.history) if isinstance(self.history, str) else out / "bayesgrpo"
             if self._hist_dir is not None:
-                self._files = _HistoryWriter()
+                self._files = HistoryWriter()
             if self._worker is None:
                 self._worker = ForecastWorker(
                     threads=self.threads, log_file=(self._hist_dir / "worker.log") if self._hist_dir else None
                 )
                 self._own_worker = True
             if self.warmup:
-                self._safe_submit({"kind": "warmup", "model": self.model, "sampler": self.sampler,
+                self._safe_submit({"kind": "warmup", "model_kind": self.kind, "sampler": self.sampler,
                                    "meta": {k: v for k, v in self._meta.items() if k in ("beta1", "refresh_interval")}})  # fmt: skip
             log.info(
                 "bayesgrpo: live forecasts every %d logged rewards to step %s (%s)", self._every, self._hz, self._run_id
@@ -522,7 +338,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     self._unlogged = None
                 if self._n_reward >= self.min_points and self._n_reward - self._last_submit_n >= self._every:
                     self._submit(state.global_step)
-            except Exception as e:  # noqa: BLE001 - the forecast must never break training
+            except Exception as e:
                 log.warning("bayesgrpo: live forecast bookkeeping failed at step %d (%s: %s); training goes on",
                             state.global_step, type(e).__name__, e, exc_info=log.isEnabledFor(logging.DEBUG))  # fmt: skip
         if self.stop is not None and not self._stopped:
@@ -597,7 +413,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     def _request(self) -> dict:
         extra = self.stop.request() if self.stop is not None else {}
         return forecast_request(
-            run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, model=self.model,
+            run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, kind=self.kind,
             sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
             plot=str(self._hist_dir / "fan_chart.png") if (self.plot and self._hist_dir) else None,
             report=self._report_path(), **extra,
@@ -614,6 +430,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         return self._last_rid
 
     def _safe_submit(self, req: dict) -> int | None:
+        if self._worker is None:  # closed (training ended)
+            return None
         try:
             return self._worker.submit(req)
         except Exception as e:  # noqa: BLE001 - e.g. the interpreter cannot start a process
@@ -643,18 +461,26 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     self._stop_reason = f"{why} for {self._stop_count} consecutive forecast(s)"
             log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
                      res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
+            if res.get("status") == "warning":
+                log.warning("bayesgrpo: forecast from step %s: %s", res.get("observed_until"), res.get("status_reason"))
         else:
             self._n_failures += 1
             log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
-        if self._hist_dir is not None:
+        if self._hist_dir is not None and self._files is not None:
             self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
 
     def _values(self, res: dict) -> dict:
         out = {}
+        censored = _finite(res.get("p_stop_before_horizon")) and not res["p_stop_before_horizon"] >= 0.5
         for src, key in LOGGED_KEYS.items():
             v = res.get(src)
+            if src == "stop_step_q50" and censored:
+                continue  # not settled by the horizon: no step to log (p_stop_before_horizon says so)
             if _finite(v):
                 out[key] = float(v)
+        if res.get("status") in ("ok", "warning", "complete"):
+            out[PREFIX + "sampler_warning"] = float(res["status"] == "warning")
+            out[PREFIX + "complete"] = float(res["status"] == "complete")
         for mode, sev in (res.get("flags") or {}).items():
             out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
         out[PREFIX + "fit_failures"] = float(self._n_failures)

@@ -19,20 +19,19 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from bayesgrpo.integrations._worker import ForecastWorker, _light, append_history, forecast_request, write_latest
+from bayesgrpo.integrations._requests import _light, forecast_request
+from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.history import append_history, write_latest
 
-__all__ = ["watch", "LogSource", "format_line"]
+__all__ = ["watch", "LogSource", "format_line", "stop_text"]
 
 log = logging.getLogger("bayesgrpo")
-
-_CKPT = re.compile(r"checkpoint-(\d+)$")
 
 
 class LogSource:
@@ -48,6 +47,13 @@ class LogSource:
         Run id to follow when the log holds several runs (default: the first).
     wandb_api : object, optional
         ``wandb.Api``-like object for ``wandb:`` paths (tests pass a mock).
+    meta : DataFrame, optional
+        The user's metadata (``--meta``): the row of the followed run (or a single row without
+        ``run_id``) overrides what the log holds.
+    reward_range : (float, float), optional
+        The reward's bounds where the metadata has none (``--reward-range``).
+    reward_key : str, optional
+        The logged metric to use as the reward.
 
     Examples
     --------
@@ -56,7 +62,11 @@ class LogSource:
     >>> src.frame().tail()                    # doctest: +SKIP
     """
 
-    def __init__(self, path, *, fmt: str | None = None, run: str | None = None, wandb_api=None):
+    def __init__(self, path, *, fmt: str | None = None, run: str | None = None, wandb_api=None, meta=None,
+                 reward_range=None, reward_key: str | None = None):  # fmt: skip
+        self.user_meta = meta  # a metadata frame (bayesgrpo.io.load_meta) or None
+        self.reward_range = reward_range
+        self.reward_key = reward_key
         self.spec = str(path)
         self.is_wandb = self.spec.startswith("wandb:")
         self.path = None if self.is_wandb else Path(path)
@@ -68,7 +78,7 @@ class LogSource:
         self.run_id: str | None = None
         self._sig = None
         self._size = None
-        self._wandb_step = None
+        self._wandb_step: int | None = None
         self.truncations = 0
 
     # ------------------------------------------------------------------ resolving
@@ -79,16 +89,11 @@ class LogSource:
             return None
         if p.is_file():
             return p
-        cands = []
-        for c in p.glob("checkpoint-*/trainer_state.json"):
-            m = _CKPT.search(c.parent.name)
-            if m:
-                cands.append((int(m.group(1)), c.stat().st_mtime, c))
-        top = p / "trainer_state.json"
-        if top.exists():
-            cands.append((_global_step(top), top.stat().st_mtime, top))
-        if cands:
-            return max(cands, key=lambda t: (t[0], t[1]))[2]
+        from bayesgrpo.io.trl import hf_trainer_state
+
+        ts = hf_trainer_state(p)
+        if ts is not None:
+            return ts
         if any("tfevents" in f.name for f in p.rglob("*") if f.is_file()):
             return p
         return None
@@ -114,14 +119,16 @@ class LogSource:
             self.truncations += 1
             log.info("bayesgrpo watch: %s shrank (%d -> %d bytes; a restarted run?); keeping the %d steps seen so far",
                      t, self._size, size, len(self.rows))  # fmt: skip
-        from bayesgrpo import read_runs
+        from bayesgrpo.io import read_runs
 
         errs = _light().errors
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 # a folder's run keeps one id whichever checkpoint is newest
-                rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path.is_dir() else None)
+                kw = {"reward_key": self.reward_key} if self.reward_key else {}
+                rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path and self.path.is_dir() else None,
+                               **kw)  # fmt: skip
         except errs.BayesGRPOError as e:
             # a file caught mid-write (truncated JSON, half a line) or not yet holding a reward
             log.debug("bayesgrpo watch: %s not readable yet (%s)", t, e)
@@ -154,6 +161,7 @@ class LogSource:
         self.run_id = rid
         m = rs.meta.loc[rid].to_dict()
         self.meta.update({k: v for k, v in m.items() if v is not None and not (isinstance(v, float) and math.isnan(v))})
+        self.meta.update(self._user_row(rid))
         n = 0
         for rec in rs.run(rid).to_dict("records"):
             st = int(rec["step"])
@@ -163,6 +171,25 @@ class LogSource:
                 n += 1
                 self.rows[st] = rec
         return n
+
+    def _user_row(self, rid: str) -> dict:
+        """The user's metadata for run ``rid`` (``--meta`` row, then ``--reward-range`` where unset)."""
+        out: dict = {}
+        m = self.user_meta
+        if m is not None and len(m):
+            if "run_id" in m.columns:
+                rows = m.loc[m["run_id"].astype(str) == str(rid)]
+                if not len(rows) and len(m) == 1:
+                    rows = m  # one row for the one run followed
+            else:
+                rows = m
+            if len(rows):
+                out = {k: v for k, v in rows.iloc[0].to_dict().items()
+                       if k != "run_id" and v is not None and not (isinstance(v, float) and math.isnan(v))}  # fmt: skip
+        if self.reward_range is not None:
+            out.setdefault("reward_min", float(self.reward_range[0]))
+            out.setdefault("reward_max", float(self.reward_range[1]))
+        return out
 
     def frame(self):
         """The steps seen so far as a long frame (``step``, ``reward``, ...), sorted by step."""
@@ -189,15 +216,6 @@ def _signature(p: Path):
     return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
 
 
-def _global_step(p: Path) -> int:
-    import json
-
-    try:
-        return int(json.loads(p.read_text(encoding="utf-8")).get("global_step") or 0)
-    except (ValueError, OSError, TypeError):
-        return 0
-
-
 # ----------------------------------------------------------------------------- formatting
 def format_line(res: dict) -> str:
     """One plain text line for a forecast result (what ``watch`` prints when not on a terminal).
@@ -211,17 +229,31 @@ def format_line(res: dict) -> str:
     """
     if not res.get("ok"):
         return f"forecast failed: {res.get('error')}"
+    flags = [f"{m}={v}" for m, v in (res.get("flags") or {}).items() if v not in ("none", "watch")]
+    if res.get("status") == "complete":
+        return (f"step {res['observed_until']}/{res['horizon']}  complete: final {res['final_q50']:.3g} (observed)"
+                f"  flags {','.join(flags) if flags else '-'}")  # fmt: skip
     s = (f"step {res['observed_until']}/{res['horizon']}  final {res['final_q50']:.3g} "
          f"[{res['final_q10']:.3g}, {res['final_q90']:.3g}]")  # fmt: skip
     if res.get("p_target") is not None:
         s += f"  P(>= target) {res['p_target']:.2f}"
-    s += f"  stop ~{res['stop_step_q50']:.0f}  P(plateaued) {res['p_plateaued']:.2f}"
+    s += f"  stop {stop_text(res)}  P(plateaued) {res['p_plateaued']:.2f}"
     if res.get("recommended_stop") is not None:
         s += f"  budget: stop at {res['recommended_stop']:.0f}" + (" (now)" if res.get("stop_now") else "")
-    flags = [f"{m}={v}" for m, v in (res.get("flags") or {}).items() if v not in ("none", "watch")]
     s += "  flags " + (",".join(flags) if flags else "-")
+    if res.get("status") == "warning":
+        s += f"  WARNING {res.get('status_reason')}"
     s += f"  ({res.get('seconds', float('nan')):.1f} s)"
     return s
+
+
+def stop_text(res: dict) -> str:
+    """The stop step as ``forecast`` shows it: ``~N``, or ``>H`` when it is censored at the horizon
+    (``p_stop_before_horizon < 0.5``)."""
+    p = res.get("p_stop_before_horizon")
+    if p is not None and not p >= 0.5:
+        return f">{res['horizon']}"
+    return f"~{res['stop_step_q50']:.0f}"
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -233,7 +265,7 @@ def watch(
     horizon: int | None = None,
     target: float | None = None,
     utility: dict | None = None,
-    model: str = "oscillator",
+    kind: str = "oscillator",
     sampler: dict | None = None,
     fmt: str | None = None,
     run: str | None = None,
@@ -250,6 +282,9 @@ def watch(
     stop_event: threading.Event | None = None,
     worker: ForecastWorker | None = None,
     wandb_api=None,
+    meta=None,
+    reward_range=None,
+    reward_key: str | None = None,
 ) -> list[dict]:
     """Follow ``path`` and forecast the run every ``every`` new logged steps until stopped.
 
@@ -268,7 +303,7 @@ def watch(
     utility : dict, optional
         ``recommend_stop`` keyword arguments (``cost_per_step``, ``value_per_reward``, ...): adds the
         budget's recommended stop step.
-    model, sampler
+    kind, sampler
         ``Forecaster`` model kind and ``SamplerConfig`` fields (default 2 chains of 400 + 400).
     fmt, run
         Log format (files) and run id (logs with several runs).
@@ -300,6 +335,8 @@ def watch(
         Use this worker (not closed here) instead of starting one.
     wandb_api : object, optional
         ``wandb.Api``-like object for ``wandb:`` paths.
+    meta, reward_range, reward_key
+        See :class:`LogSource` (``--meta``, ``--reward-range``, ``--reward-key``).
 
     Returns
     -------
@@ -318,83 +355,100 @@ def watch(
     >>> watch("outputs/", every=5, target=0.8, on_update=lambda r: print(format_line(r)))  # doctest: +SKIP
     """
     status = on_status or (lambda m: log.info("bayesgrpo watch: %s", m))
-    src = LogSource(path, fmt=fmt, run=run, wandb_api=wandb_api)
+    src = LogSource(path, fmt=fmt, run=run, wandb_api=wandb_api, meta=meta, reward_range=reward_range,
+                    reward_key=reward_key)  # fmt: skip
     own = worker is None
     w = worker or ForecastWorker(log_file=(Path(history).parent / "worker.log") if history else None)
-    results: list[dict] = []
-    submitted_n = 0
-    changed_since = 0
-    last_change = time.monotonic()
     status(f"following {path} (re-forecast every {every} new steps; first forecast after {min_points})")
-    smp = dict(sampler or {"draws": 400, "tune": 400})
+    loop = _Watch(src, w, path=path, horizon=horizon, status=status, history=history, on_update=on_update,
+                  max_updates=max_updates, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
+                                                        target=target, utility=utility, ceiling=ceiling,
+                                                        plot=str(plot) if plot else None,
+                                                        report=str(report) if report else None))  # fmt: skip
+    try:
+        w.submit({"kind": "warmup", "model_kind": kind, "sampler": loop.request["sampler"]})
+        loop.run(every=every, interval=interval, min_points=min_points, idle_timeout=idle_timeout,
+                 final_wait=final_wait, stop_event=stop_event)  # fmt: skip
+    except KeyboardInterrupt:
+        status(f"interrupted; {len(loop.results)} forecast(s) made")
+    finally:
+        if own:
+            w.close()
+    return loop.results
 
-    def submit(n):
-        hz = horizon or src.meta.get("max_steps")
+
+class _Watch:
+    """The loop of :func:`watch`: poll the log, submit a forecast every ``every`` new steps, hand results on."""
+
+    def __init__(self, src, worker, *, path, horizon, status, history, on_update, max_updates, request: dict):
+        self.src, self.w, self.path, self.horizon, self.status = src, worker, path, horizon, status
+        self.history, self.on_update, self.max_updates, self.request = history, on_update, max_updates, request
+        self.results: list[dict] = []
+
+    def submit(self, n: int) -> int:
+        src = self.src
+        hz = self.horizon or src.meta.get("max_steps")
         if hz is None or (isinstance(hz, float) and math.isnan(hz)):
-            raise _light().errors.ForecastError(f"{path}: no horizon; pass --horizon STEPS (the log has no max_steps)")
-        req = forecast_request(
-            run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz), model=model,
-            sampler=smp, target=target, utility=utility, ceiling=ceiling, plot=str(plot) if plot else None,
-            report=str(report) if report else None,
-        )  # fmt: skip
-        status(f"forecasting from step {src.last_step} ({n} logged rewards)")
-        return w.submit(req)
+            raise _light().errors.ForecastError(
+                f"{self.path}: no horizon; pass --horizon STEPS (the log has no max_steps)"
+            )
+        req = forecast_request(run_id=src.run_id or "run", frame=src.frame(), meta=_meta(src.meta), horizon=int(hz),
+                               **self.request)  # fmt: skip
+        self.status(f"forecasting from step {src.last_step} ({n} logged rewards)")
+        return self.w.submit(req)
 
-    def collect() -> bool:
+    def collect(self) -> bool:
         """Hand new results on; True when max_updates is reached."""
-        for res in w.poll():
+        for res in self.w.poll():
             if res.get("kind") == "warmup":
                 if not res.get("ok"):
-                    status(f"model warm-up failed: {res.get('error')}")
+                    self.status(f"model warm-up failed: {res.get('error')}")
                 continue
-            results.append(res)
-            if history:
-                append_history(history, res, logged_at_step=src.last_step)
+            self.results.append(res)
+            if self.history:
+                append_history(self.history, res, logged_at_step=self.src.last_step)
                 if res.get("ok"):
-                    write_latest(Path(history).with_name("latest.json"), res)
-            if on_update is not None:
-                on_update(res)
-            if max_updates is not None and len(results) >= max_updates:
+                    write_latest(Path(self.history).with_name("latest.json"), res)
+            if self.on_update is not None:
+                self.on_update(res)
+            if self.max_updates is not None and len(self.results) >= self.max_updates:
                 return True
         return False
 
-    try:
-        w.submit({"kind": "warmup", "model": model, "sampler": smp})
-        while True:
-            if stop_event is not None and stop_event.is_set():
-                break
+    def run(self, *, every, interval, min_points, idle_timeout, final_wait, stop_event) -> None:
+        src, w = self.src, self.w
+        submitted_n, changed_since, last_change = 0, 0, time.monotonic()
+        waiting = False
+        while not (stop_event is not None and stop_event.is_set()):
+            if not waiting and not src.is_wandb and src.target() is None and not src.rows:
+                self.status(f"waiting for {self.path} to appear (nothing readable there yet; Ctrl-C to stop)")
+                waiting = True
             n_new = src.poll()
             if n_new:
                 changed_since += n_new
                 last_change = time.monotonic()
             n = src.n_reward
             if n >= min_points and (submitted_n == 0 or changed_since >= every):
-                submit(n)
+                self.submit(n)
                 submitted_n, changed_since = n, 0
-            if collect():
-                return results
+            if self.collect():
+                return
             if idle_timeout is not None and time.monotonic() - last_change > idle_timeout and not w.busy:
                 if changed_since and src.n_reward >= min_points:
                     # the log went quiet with steps not yet forecast: one last forecast (bounded wait)
-                    submit(src.n_reward)
+                    self.submit(src.n_reward)
                     changed_since = 0
                     deadline = time.monotonic() + final_wait
                     while w.busy and time.monotonic() < deadline:
                         time.sleep(0.1)
-                    collect()
-                status(f"no new steps for {idle_timeout:g} s; stopping")
-                break
+                    self.collect()
+                self.status(f"no new steps for {idle_timeout:g} s; stopping")
+                return
             if stop_event is not None:
                 if stop_event.wait(interval):
-                    break
+                    return
             else:
                 time.sleep(interval)
-    except KeyboardInterrupt:
-        status(f"interrupted; {len(results)} forecast(s) made")
-    finally:
-        if own:
-            w.close()
-    return results
 
 
 def _meta(meta: dict) -> dict:

@@ -43,14 +43,15 @@ from bayesgrpo.io._common import (
     numeric_columns,
     reward_std_definition,
 )
+from bayesgrpo.io.trl import hf_trainer_state
 from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP, RunSet
 
-__all__ = ["FORMATS", "REGISTRY", "LogFormat", "read_runs", "read_many", "detect_format"]
+__all__ = ["FORMATS", "REGISTRY", "LogFormat", "read_runs", "read_many", "detect_format", "load_meta"]
 
 
 @dataclass(frozen=True)
 class LogFormat:
-    """One supported log format: its reader and, for plain-text logs, the pattern that detects it.
+    """One supported log format: its reader, what detects it and, for plain-text logs, the pattern that does.
 
     Adding an importer is one edit: a reader module in this package and one :class:`LogFormat`
     entry in :data:`REGISTRY` (formats detected by file suffix also get a rule in :func:`detect_format`).
@@ -59,50 +60,60 @@ class LogFormat:
     name: str
     reader: str  # "module:function" inside bayesgrpo.io
     description: str
+    detects: str  # what detect_format recognises it by (``bayesgrpo formats``)
     sniff: re.Pattern | None = None  # content pattern of plain-text logs (tried in registry order)
 
 
 REGISTRY: dict[str, LogFormat] = {
     f.name: f
     for f in (
-        LogFormat("long", "long:read_long", "long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)"),
-        LogFormat("trainer_state", "trl:read_trainer_state", "Hugging Face / TRL trainer_state.json (log_history)"),
-        LogFormat("unsloth_notebook", "trl:read_notebook", "executed .ipynb with the Trainer's HTML progress table"),
+        LogFormat("long", "long:read_long", "long CSV / Parquet in the bayesgrpo schema (run_id, step, reward, ...)",
+                  ".csv/.tsv(.gz) with run_id, step, reward columns; .parquet"),
+        LogFormat("trainer_state", "trl:read_trainer_state", "Hugging Face / TRL trainer_state.json (log_history)",
+                  '.json with "log_history"; a Hugging Face output folder (newest checkpoint-*/trainer_state.json)'),
+        LogFormat("unsloth_notebook", "trl:read_notebook", "executed .ipynb with the Trainer's HTML progress table",
+                  ".ipynb"),
         LogFormat(
             "openrlhf_console",
             "openrlhf:read_openrlhf_console",
             "OpenRLHF trainer lines 'Global step N: {'reward': ..., ...}'",
+            "text with 'Global step N: {...}' lines",
             re.compile(r"Global step \d+: \{"),
         ),
         LogFormat(
             "verl_console",
             "verl:read_verl_console",
             "verl console logger lines 'step:N - key:value - ...'",
+            "text with 'step:N - key:value' lines",
             re.compile(r"step:\d+ - [^\s:]+:"),
         ),
         LogFormat(
             "trl_console",
             "trl:read_trl_console",
             "TRL / HF Trainer stdout: printed dicts {'loss': ..., 'reward': ...}",
+            "text with printed dicts {'loss': ... or {'reward': ...",
             re.compile(r"\{'(loss|train_runtime|eval_[A-Za-z_]+|reward)'\s*:"),
         ),
-        LogFormat("verl_jsonl", "verl:read_verl_jsonl", 'verl file logger {"step": N, "data": {...}} per line'),
-        LogFormat("wandb_csv", "wandb:read_wandb_csv", "W&B panel CSV export, '<run> - <metric>' columns"),
-        LogFormat(
-            "tensorboard", "tensorboard:read_tensorboard", "TensorBoard event files or a folder of them (via tbparse)"
-        ),
-        LogFormat("metrics_csv", "scratch:read_metrics_csv", "generic per-step metrics CSV of from-scratch GRPO loops"),
-        LogFormat(
-            "metrics_jsonl", "scratch:read_metrics_jsonl", "generic per-step metrics JSONL of from-scratch GRPO loops"
-        ),
+        LogFormat("verl_jsonl", "verl:read_verl_jsonl", 'verl file logger {"step": N, "data": {...}} per line',
+                  '.jsonl whose first record is {"step": ..., "data": {...}}'),
+        LogFormat("wandb_csv", "wandb:read_wandb_csv", "W&B panel CSV export, '<run> - <metric>' columns",
+                  ".csv with '<run> - <metric>' columns"),
+        LogFormat("tensorboard", "tensorboard:read_tensorboard",
+                  "TensorBoard event files or a folder of them (via tbparse)",
+                  "a file named *tfevents*, or a folder holding them"),
+        LogFormat("metrics_csv", "scratch:read_metrics_csv",
+                  "generic per-step metrics CSV of from-scratch GRPO loops", "any other .csv/.tsv"),
+        LogFormat("metrics_jsonl", "scratch:read_metrics_jsonl",
+                  "generic per-step metrics JSONL of from-scratch GRPO loops", "any other .jsonl/.ndjson"),
         LogFormat(
             "minimind_log",
             "scratch:read_minimind_log",
             "MiniMind-style lines 'Epoch:[e/E](i/N), Reward: x, ...'",
+            "text with 'Epoch:[e/E](i/N)' lines",
             re.compile(r"Epoch:?\s*\[\d+/\d+\]\s*\(\d+/\d+\)"),
         ),
     )
-}
+}  # fmt: skip
 #: Format names accepted by ``read_runs(..., format=...)`` and returned by :func:`detect_format`.
 FORMATS: tuple[str, ...] = tuple(REGISTRY)
 
@@ -139,8 +150,10 @@ def _csv_header(path: Path) -> list[str]:
 def detect_format(path) -> str:
     """Name of the log format of ``path`` (one of :data:`FORMATS`).
 
-    Rules, in order: a directory holding ``*tfevents*`` files, or a file whose name contains
-    ``tfevents`` -> ``tensorboard``; ``.ipynb`` -> ``unsloth_notebook``; ``.parquet`` -> ``long``;
+    Rules, in order: a directory holding ``checkpoint-*/trainer_state.json`` or ``trainer_state.json``
+    (a Hugging Face output folder) -> ``trainer_state``; a directory holding ``*tfevents*`` files, or a
+    file whose name contains ``tfevents`` -> ``tensorboard``; ``.ipynb`` -> ``unsloth_notebook``; ``.parquet`` ->
+    ``long``;
     ``.json`` with a ``"log_history"`` key -> ``trainer_state``; ``.jsonl`` whose first record is
     ``{"step": ..., "data": {...}}`` -> ``verl_jsonl``, other ``.jsonl`` -> ``metrics_jsonl``;
     ``.csv``/``.tsv`` with columns ``run_id, step, reward`` -> ``long``, with a
@@ -158,11 +171,13 @@ def detect_format(path) -> str:
     if not p.exists():
         raise LogFormatError(f"{p}: no such file or directory")
     if p.is_dir():
+        if hf_trainer_state(p) is not None:
+            return "trainer_state"
         if any("tfevents" in f.name for f in p.rglob("*") if f.is_file()):
             return "tensorboard"
         raise LogFormatError(
-            f"{p}: is a directory without TensorBoard event files; pass a log file (or a folder "
-            "of events.out.tfevents.* files)"
+            f"{p}: is a directory without a trainer_state.json (checkpoint-*/) or TensorBoard event files; pass a "
+            "log file, a Hugging Face output folder or a folder of events.out.tfevents.* files"
         )
     name = p.name.lower()
     if "tfevents" in name:
@@ -180,7 +195,7 @@ def detect_format(path) -> str:
             return "trainer_state"
         raise LogFormatError(
             f'{p}: JSON file without a "log_history" key; expected a Hugging Face/TRL '
-            "trainer_state.json (pass format=... for other JSON layouts)"
+            "trainer_state.json (name another layout with --format NAME; see bayesgrpo formats)"
         )
     if suf == ".jsonl" or suf == ".ndjson":
         for line in _head(p).splitlines():
@@ -210,11 +225,17 @@ def detect_format(path) -> str:
                 return f.name
     raise LogFormatError(
         f"{p}: unrecognised log format; expected one of {', '.join(FORMATS)} (detected from the "
-        "extension and content). Pass format=... explicitly if the file is one of them."
+        "extension and content). Name it with --format NAME (format= in Python) if the file is one of them."
     )
 
 
 # ----------------------------------------------------------------------------- metadata
+def load_meta(meta) -> pd.DataFrame | None:
+    """A metadata file (CSV / JSON / Parquet), frame or dict as a checked frame (:func:`_check_meta_rows`:
+    messages name the file); None for None."""
+    return _load_meta(meta)
+
+
 def _load_meta(meta) -> pd.DataFrame | None:
     if meta is None:
         return None
@@ -250,26 +271,35 @@ def _load_meta(meta) -> pd.DataFrame | None:
                 raise fmt_error(mp, None, f"cannot read metadata CSV ({e})") from None
     if RUN not in m.columns and m.index.name == RUN:
         m = m.reset_index()
-    return _coerce_numeric_meta(m, meta if isinstance(meta, (str, os.PathLike)) else None)
+    path = meta if isinstance(meta, (str, os.PathLike)) else None
+    return _check_meta_rows(m, path)
 
 
-def _coerce_numeric_meta(m: pd.DataFrame, path) -> pd.DataFrame:
-    """Numeric metadata cells that are not numbers become missing, with a warning naming the file,
-    run, column and value (e.g. ``'5e-6 (script default; unverified)'``)."""
-    from bayesgrpo.schema import NUMERIC_META
+def _check_meta_rows(m: pd.DataFrame, path) -> pd.DataFrame:
+    """The user's metadata, checked where it was read (messages name the metadata file, not the log):
+    a run_id column (or a single row that applies to every run), no row with an empty id, and numeric
+    cells that are finite numbers in range (else missing, with a warning naming run, column, value)."""
+    from bayesgrpo.schema import META_FIELDS, check_meta_values
 
-    m = m.copy()
-    for f in NUMERIC_META:
-        if f not in m.columns or m[f].dtype.kind in "fiub":
-            continue
-        conv = pd.to_numeric(m[f], errors="coerce")
-        bad = conv.isna() & m[f].notna() & (m[f].astype(str).str.strip() != "")
-        for i in m.index[bad]:
-            rid = m.loc[i, RUN] if RUN in m.columns else "(all runs)"
-            warnings.warn(f"metadata {path or '(frame)'}: run {rid!r}, column {f!r} is {m.loc[i, f]!r}, not a number; "
-                          "treated as missing", DataWarning, stacklevel=4)  # fmt: skip
-        m[f] = conv
-    return m
+    name = str(path) if path is not None else "(frame)"
+    suffix = Path(path).suffix.lower() if path is not None else ""
+    if RUN not in m.columns:
+        cols = ", ".join(map(str, m.columns))
+        if len(m) > 1:
+            raise LogFormatError(f"{name}: metadata without a run_id column ({cols}) has {len(m)} rows; add a "
+                                 "run_id column naming each row's run (a single row without it applies to every "
+                                 "run)")  # fmt: skip
+        if path is not None:
+            known = [c for c in m.columns if c in META_FIELDS]
+            warnings.warn(f"metadata {name} has no run_id column; its one row ({', '.join(map(str, known)) or cols}) "
+                          "applies to every run", DataWarning, stacklevel=4)  # fmt: skip
+    else:
+        empty = m[RUN].isna() | (m[RUN].astype(str).str.strip() == "")
+        for i in m.index[empty]:
+            where = f"line {i + 2}" if suffix in (".csv", ".tsv", "") else f"record {i + 1}"
+            warnings.warn(f"metadata {name}: {where} has an empty run_id; ignored", DataWarning, stacklevel=4)
+        m = m.loc[~empty]
+    return check_meta_values(m, f" {name}", stacklevel=5)
 
 
 def _merge_meta(found: pd.DataFrame | None, user: pd.DataFrame | None, runs: list[str]) -> pd.DataFrame | None:
@@ -360,10 +390,15 @@ def _map_and_finish(data, meta, path, **kw) -> RunSet:
     reward_std = kw.pop("reward_std", None) or reward_std_definition(meta)  # the caller's, else the log's own
     data = numeric_columns(data)
     data, used = map_metric_columns(data, reward_key=reward_key, reward_std=reward_std)
+    metrics = [c for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE, REWARD)]
+    if reward_key and reward_key not in metrics and REWARD not in data.columns:
+        shown = ", ".join(map(str, metrics[:12])) + (" ..." if len(metrics) > 12 else "")
+        raise LogFormatError(f"{path}: --reward-key {reward_key!r} is not one of its metrics ({shown})")
     if REWARD not in data.columns:
         raise LogFormatError(
-            f"{path}: no reward series found (metrics: {[c for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE)][:12]}); "
-            "expected a reward metric such as 'reward', 'critic/score/mean', 'mean_reward' (or pass reward_key=...)"
+            f"{path}: no reward series found (metrics: {', '.join(map(str, metrics[:12]))}); expected a reward metric "
+            "such as 'reward', 'critic/score/mean', 'mean_reward', or name it with --reward-key KEY "
+            "(reward_key= in Python)"
         )
     return _finish(data, meta, path, used=used, **kw)
 
@@ -377,7 +412,9 @@ def read_runs(
     Parameters
     ----------
     path : str or Path or sequence of them
-        A log file, a folder of TensorBoard event files, or a list of files of the **same run**
+        A log file, a Hugging Face / TRL output folder (its newest ``checkpoint-*/trainer_state.json``
+        or its own ``trainer_state.json``, whichever reaches further: :func:`~bayesgrpo.io.trl.hf_trainer_state`;
+        the run is named after the folder), a folder of TensorBoard event files, or a list of files of the **same run**
         (e.g. the parts of a resumed run), read in the given order (TensorBoard parts are ordered
         by wall time) so that later records win on overlapping steps.
     format : str, optional
@@ -410,6 +447,10 @@ def read_runs(
             [Path(p) for p in path], format=format, meta=meta, run_id=run_id, on_duplicate=on_duplicate, **options
         )
     p = Path(path)
+    ts = hf_trainer_state(p) if format in (None, "trainer_state") else None
+    if ts is not None:  # a Hugging Face / TRL output folder: its furthest trainer_state.json, one run named after it
+        return read_runs(ts, format="trainer_state", meta=meta, run_id=run_id or p.resolve().name,
+                         on_duplicate=on_duplicate, **options)  # fmt: skip
     fmt = format or detect_format(p)
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
@@ -449,46 +490,26 @@ def _read_parts(paths: list[Path], *, format, meta, run_id, on_duplicate, **opti
             f"the parts of one run must share a format; got {sorted(fmts)} for {[str(p) for p in paths]}"
         )
     fmt = fmts.pop()
-    if fmt == "tensorboard":
-        from bayesgrpo.io.tensorboard import read_tensorboard
-
-        reward_key = options.pop("reward_key", None)
-        reward_std = _reward_std_option(options)
-        data, found = read_tensorboard(paths, **options)
-        return _map_and_finish(
-            data,
-            found,
-            _parts_source(paths),
-            run_id=run_id,
-            user_meta=meta,
-            on_duplicate=on_duplicate,
-            reward_key=reward_key,
-            reward_std=reward_std,
-            parts=True,
-        )
     reward_key = options.pop("reward_key", None)
     reward_std = _reward_std_option(options)
-    frames, metas = [], []
-    rid = run_id or _reader_default_id(paths[0])
-    for p in paths:
-        d, m = _reader(fmt)(p, **options)
-        d = d.assign(**{RUN: rid if d[RUN].nunique() == 1 else d[RUN]})
-        frames.append(d)
-        if m is not None:
-            metas.append(m.assign(**{RUN: rid}) if len(m) == 1 else m)
-    data = pd.concat(frames, ignore_index=True)
-    found = pd.concat(metas, ignore_index=True) if metas else None
-    return _map_and_finish(
-        data,
-        found,
-        _parts_source(paths),
-        run_id=None,
-        user_meta=meta,
-        on_duplicate=on_duplicate,
-        reward_key=reward_key,
-        reward_std=reward_std,
-        parts=True,
-    )
+    if fmt == "tensorboard":  # one reader for all the event files of the run
+        from bayesgrpo.io.tensorboard import read_tensorboard
+
+        data, found = read_tensorboard(paths, **options)
+    else:
+        frames, metas = [], []
+        rid = run_id or _reader_default_id(paths[0])
+        for p in paths:
+            d, m = _reader(fmt)(p, **options)
+            d = d.assign(**{RUN: rid if d[RUN].nunique() == 1 else d[RUN]})
+            frames.append(d)
+            if m is not None:
+                metas.append(m.assign(**{RUN: rid}) if len(m) == 1 else m)
+        data = pd.concat(frames, ignore_index=True)
+        found = pd.concat(metas, ignore_index=True) if metas else None
+        run_id = None  # the parts carry it
+    return _map_and_finish(data, found, _parts_source(paths), run_id=run_id, user_meta=meta, on_duplicate=on_duplicate,
+                           reward_key=reward_key, reward_std=reward_std, parts=True)  # fmt: skip
 
 
 def _parts_source(paths: list[Path]) -> str:
@@ -513,7 +534,7 @@ def read_many(paths, *, format: str | None = None, meta=None, on_duplicate: str 
     if not sets:
         raise ValueError("read_many got no paths")
     datas, metas, seen = [], [], set()
-    for s, p in zip(sets, paths):
+    for s, p in zip(sets, paths, strict=True):
         mapping = {}
         for r in s.run_ids:
             new, k = r, 1

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import LogFormatError
+from bayesgrpo.errors import DataWarning, LogFormatError
 from bayesgrpo.schema import EVAL_PREFIX, REWARD, REWARD_FN_PREFIX, RUN, SOURCE_FILE, SOURCE_LINE, STEP
 
 # ----------------------------------------------------------------------------- numbers
@@ -292,6 +293,20 @@ def fmt_error(path, where: str | None, what: str) -> LogFormatError:
     """A one-line :class:`LogFormatError`: ``<file>[, <where>]: <what>``."""
     loc = f"{path}" + (f", {where}" if where else "")
     return LogFormatError(f"{loc}: {' '.join(str(what).split())}")
+
+
+def last_line_index(lines) -> int:
+    """Index of the last non-blank line (-1 for none): the one a run still being written may have cut off."""
+    return max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+
+
+def unparsable_line(path, i: int, last_idx: int, what: str) -> None:
+    """Metric line ``i`` (0-based) cannot be parsed: the last line (cut off mid-write) is dropped with a
+    :class:`~bayesgrpo.errors.DataWarning`; any other is a one-line :class:`LogFormatError` saying ``what``."""
+    if i != last_idx:
+        raise fmt_error(path, f"line {i + 1}", what) from None
+    warnings.warn(f"{path}, line {i + 1}: last metric line is incomplete (run cut off?); dropped it", DataWarning,
+                  stacklevel=4)  # fmt: skip
 
 
 def line_of(text: str, pos: int) -> int:

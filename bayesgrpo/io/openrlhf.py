@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from pathlib import Path
 
-from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
+from bayesgrpo.io._common import last_line_index, num, read_text, single_run_frame, unparsable_line
 from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_openrlhf_console", "OPENRLHF_LINE"]
@@ -69,7 +67,7 @@ def read_openrlhf_console(path: Path):
     path = Path(path)
     text = read_text(path)
     lines = text.split("\n")
-    last_idx = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    last_idx = last_line_index(lines)
     recs = []
     for i, raw in enumerate(lines):
         if "Global step" not in raw:
@@ -81,19 +79,9 @@ def read_openrlhf_console(path: Path):
         try:
             d = _literal(m.group(2))
         except (ValueError, SyntaxError) as e:
-            if i == last_idx:
-                warnings.warn(
-                    f"{path}, line {i + 1}: last metric line is incomplete (run cut off?); dropped it",
-                    DataWarning,
-                    stacklevel=3,
-                )
-                continue
-            raise fmt_error(
-                path,
-                f"line {i + 1}",
-                f"cannot parse the metrics dict after 'Global step {m.group(1)}:' ({type(e).__name__}); "
-                "expected a Python dict repr like {'reward': 0.5, 'kl': 0.01, ...}",
-            ) from None
+            unparsable_line(path, i, last_idx, f"cannot parse the metrics dict after 'Global step {m.group(1)}:' "
+                            f"({type(e).__name__}); expected a Python dict repr like {{'reward': 0.5, 'kl': 0.01, ...}}")  # fmt: skip
+            continue
         rec = {k: num(v) for k, v in d.items() if not isinstance(v, (dict, list, tuple))}
         rec[STEP] = int(m.group(1))
         rec[SOURCE_LINE] = i + 1

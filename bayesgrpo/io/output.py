@@ -1,12 +1,19 @@
 """Writing results: tables by suffix, atomically, with output paths checked before any work is done.
 
-* :func:`check_output_file` / :func:`check_output_dir` -- validate an output path up front (the
-  CLI calls them before reading or sampling, so a bad ``--out`` never costs a fit);
+* :func:`check_output_file` / :func:`check_output_dir` / :func:`check_output_names` -- validate an
+  output path up front (the CLI calls them before reading or sampling, so a bad ``--out`` never
+  costs a fit), and the files a verb will write into its folder (none may be a folder already);
 * :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
-  failure never leaves a half-written file;
+* :func:`check_output_file` / :func:`check_output_dir` / :func:`check_output_names` -- validate an
+  output path up front (the CLI calls them before reading or sampling, so a bad ``--out`` never
+  costs a fit), and the files a verb will write into its folder (none may be a folder already);
+* :func:`atomic_path` -- write to a temporary file beside the target and rename it into place, so a
+  failure (or a Ctrl-C) never leaves a half-written file (the one atomic writer: every file the
+  package writes goes through it; the file gets the permissions the user's umask gives a new file);
 * :func:`write_table` -- a DataFrame as CSV, JSON (records) or Parquet, chosen by the suffix;
-  any other suffix is refused;
-* :func:`safe_file_stem` -- a unique, safe, short file name for a run id (figures per run).
+  any other suffix is refused; :func:`write_text`, :func:`save_figure` -- text and figures, atomically;
+* :func:`safe_file_stem` / :func:`file_stems` -- a unique, safe, short file name for a run id
+  (figures per run).
 """
 
 from __future__ import annotations
@@ -15,28 +22,40 @@ import contextlib
 import hashlib
 import os
 import re
+import secrets
 import tempfile
+import unicodedata
 from pathlib import Path
 
 import pandas as pd
 
 from bayesgrpo.errors import OutputError
 
-__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "atomic_path", "write_table", "safe_file_stem"]
+__all__ = ["TABLE_SUFFIXES", "check_output_file", "check_output_dir", "check_output_names", "atomic_path",
+           "write_table", "write_text", "save_figure", "safe_file_stem", "file_stems"]  # fmt: skip
 
 #: suffix -> format of :func:`write_table`
 TABLE_SUFFIXES = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 _MAX_STEM = 80
+_MAX_STEM_BYTES = 200  # file names are at most 255 bytes; room for suffixes such as _diagnosis.png
 
 
 def _writable_dir(d: Path, what: str) -> None:
+    """``d`` is a folder that exists and takes new files, or can be created under one that does.
+
+    Tried for real (a temporary file is created and removed): permission bits do not tell, e.g. for
+    root or in ``/proc``.
+    """
     probe = d
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir():
         raise OutputError(f"{what}: {probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: cannot write into {probe} (permission denied)")
+    try:
+        with tempfile.TemporaryFile(dir=probe, prefix=".bayesgrpo-probe-"):
+            pass
+    except OSError as e:
+        raise OutputError(f"{what}: cannot write into {probe} ({e.strerror or type(e).__name__})") from None
 
 
 def check_output_file(path, *, option: str = "--out", suffixes=TABLE_SUFFIXES) -> Path:
@@ -64,33 +83,51 @@ def check_output_dir(path, *, option: str = "--plot") -> Path:
     return p
 
 
-def _umask() -> int:
-    """The process umask (read from /proc where it can be, without changing it; else set and restored)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
+def check_output_names(folder, names, *, option: str = "--out-dir") -> None:
+    """Before any work: none of the files a verb will write into ``folder`` is a folder already.
+
+    Raises :class:`~bayesgrpo.errors.OutputError` naming the option, the folder and the file.
+    """
+    d = Path(folder)
+    for name in names:
+        p = d / name
+        if p.is_dir():
+            raise OutputError(f"{option} {d}: {name} is a folder where the output file {name} goes; "
+                              "move it away or give another --out-dir")  # fmt: skip
+
+
+def file_stems(run_ids) -> dict:
+    """``{run_id: safe_file_stem}`` for every run, unique among them (the names figures are written under)."""
+    taken: set[str] = set()
+    return {rid: safe_file_stem(rid, taken) for rid in run_ids}
 
 
 @contextlib.contextmanager
-def atomic_path(path):
+def atomic_path(path, *, durable: bool = False):
     """Yield a temporary path beside ``path``; on success rename it to ``path``, on failure delete it.
 
-    The file gets the permissions a plain ``open(path, "w")`` would give (``mkstemp`` makes it private).
+    ``durable``: flush the file to disk before the rename (a cache entry that must survive a crash).
+
+    The temporary file is created with the mode every other file gets (``0o666`` less the umask; not
+    ``mkstemp``'s 0600), so the file in place has the permissions a plain write would give it.
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
+    while True:
+        tmp = p.parent / f".{p.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            break
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
     try:
         yield Path(tmp)
-        if os.path.exists(tmp):
-            os.chmod(tmp, 0o666 & ~_umask())
+        if durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -112,16 +149,38 @@ def write_table(df: pd.DataFrame, path) -> Path:
     return p
 
 
+def write_text(path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return p
+
+
+def save_figure(fig, path, *, dpi: int = 110) -> Path:
+    """Save a matplotlib figure atomically, in the format its suffix names (default PNG)."""
+    p = Path(path)
+    with atomic_path(p) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=p.suffix.lstrip(".").lower() or "png")
+    return p
+
+
 def safe_file_stem(run_id: str, taken: set[str] | None = None) -> str:
-    """A file-name stem for a run id: safe characters only, never hidden, at most 80 characters,
-    and unique within ``taken`` (distinct ids that map to the same characters get a short hash).
+    """A file-name stem for a run id: letters and digits of any script, ``.``, ``-`` and ``_`` only
+    (``模型-运行`` stays ``模型-运行``; a path separator or a space becomes ``_``), never hidden, at most
+    80 characters and 200 UTF-8 bytes, and unique within ``taken`` (distinct ids that map to the same
+    characters get a short hash).
 
     ``taken`` (if given) is updated with the returned stem.
     """
-    s = re.sub(r"[^A-Za-z0-9._-]+", "_", str(run_id)).strip("._") or "run"
+    text = unicodedata.normalize("NFC", str(run_id))
+    s = re.sub(r"[^\w.-]+", "_", text).strip("._") or "run"
     digest = hashlib.sha1(str(run_id).encode()).hexdigest()[:8]
-    if len(s) > _MAX_STEM:
-        s = f"{s[: _MAX_STEM - 9]}-{digest}"
+    if len(s) > _MAX_STEM or len(s.encode()) > _MAX_STEM_BYTES:
+        s = s[: _MAX_STEM - 9]
+        while len(s.encode()) > _MAX_STEM_BYTES - 9:
+            s = s[:-1]
+        s = f"{s}-{digest}"
     if taken is not None:
         if s in taken:
             s = f"{s[: _MAX_STEM - 9]}-{digest}"

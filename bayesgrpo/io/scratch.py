@@ -82,7 +82,7 @@ def read_metrics_csv(path: Path):
             continue
         if len(row) != len(header):
             raise fmt_error(path, f"line {i}", f"{len(row)} fields, expected {len(header)} (one per header column)")
-        rec = dict(zip(header, row))
+        rec: dict[str, object] = dict(zip(header, row, strict=True))
         st = _step_value(rec.pop(sk), sk, path, f"line {i}")
         rec[STEP] = st
         rec[SOURCE_LINE] = i
@@ -146,7 +146,7 @@ def read_minimind_log(path: Path):
             continue
         e, n_epochs, it, n = (int(m.group(k)) for k in range(1, 5))
         max_steps = n_epochs * n
-        rec = {STEP: (e - 1) * n + it, SOURCE_LINE: i}
+        rec: dict[str, object] = {STEP: (e - 1) * n + it, SOURCE_LINE: i}
         for part in m.group(5).split(","):
             if not part.strip():
                 continue

@@ -80,12 +80,12 @@ def read_tensorboard(path: Path | Sequence[Path]):
             "(text-only?); expected scalars such as train/reward"
         )
     parts.sort(key=lambda t: t[0])
-    single = isinstance(path, (list, tuple)) or Path(path).is_file()
-    root = None if single else Path(path)
+    root = Path(path) if isinstance(path, Path | str) else Path(".")  # a list of files has no root
+    single = not isinstance(path, Path | str) or root.is_file()
     groups: dict[Path, list] = {}
     for t in parts:
         groups.setdefault(Path(".") if single else _run_folder(t[1]), []).append(t)
-    if root is not None and len(groups) == 1:
+    if not single and len(groups) == 1:
         groups = {root: next(iter(groups.values()))}
     frames, metas = [], []
     for key, items in groups.items():

@@ -1,4 +1,6 @@
-"""Hugging Face Trainer / TRL GRPOTrainer outputs: ``trainer_state.json``, console logs, notebooks.
+"""Hugging Face Trainer / TRL GRPOTrainer outputs: ``trainer_state.json``, console logs, notebooks, and the
+run metadata of a trainer configuration (:func:`run_config_meta`: a ``TrainingArguments`` / ``GRPOConfig``
+object or a W&B run's config dict).
 
 Metric keys follow TRL (see :data:`bayesgrpo.io._common.ALIASES`): ``reward``, ``reward_std``,
 ``kl``, ``entropy``, ``frac_reward_zero_std``, ``completions/mean_length`` (or the legacy
@@ -8,6 +10,7 @@ Metric keys follow TRL (see :data:`bayesgrpo.io._common.ALIASES`): ``reward``, `
 from __future__ import annotations
 
 import ast
+import contextlib
 import html as _html
 import json
 import re
@@ -20,7 +23,7 @@ from bayesgrpo.errors import DataWarning
 from bayesgrpo.io._common import ALIASES, default_run_id, fmt_error, line_of, num, read_text, records_frame
 from bayesgrpo.schema import REWARD, RUN, SOURCE_LINE, STEP
 
-__all__ = ["read_trainer_state", "read_trl_console", "read_notebook"]
+__all__ = ["read_trainer_state", "read_trl_console", "read_notebook", "run_config_meta", "hf_trainer_state"]
 
 _SUMMARY_KEYS = ("train_runtime", "train_loss", "train_samples_per_second", "train_steps_per_second", "total_flos")
 _STATE_META = (
@@ -70,6 +73,17 @@ def _merge_eval(train: list[dict], evals: list[dict], path) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------- trainer_state.json
+def _read_json(path: Path, what: str, expected: str):
+    """``(text, parsed JSON)`` of a file, or a one-line format error saying where it breaks."""
+    text = read_text(path)
+    try:
+        return text, json.loads(text)
+    except json.JSONDecodeError as e:
+        raise fmt_error(
+            path, f"line {e.lineno}, column {e.colno}", f"invalid {what} ({e.msg}); expected {expected}"
+        ) from None
+
+
 def _record_lines(text: str, n: int) -> list[int] | None:
     """1-based line of each ``log_history`` entry when the file has the usual ``indent=2`` layout."""
     lines = text.split("\n")
@@ -89,6 +103,35 @@ def _record_lines(text: str, n: int) -> list[int] | None:
     return out if len(out) == n else None
 
 
+_CKPT = re.compile(r"checkpoint-(\d+)$")
+
+
+def hf_trainer_state(folder) -> Path | None:
+    """The ``trainer_state.json`` of a Hugging Face / TRL output folder that reaches furthest: the newest
+    ``checkpoint-*/trainer_state.json`` or the folder's own (written at the end of training), by
+    ``global_step`` then modification time; None when the folder holds neither (one rule for
+    ``read_runs`` and ``bayesgrpo watch``)."""
+    p = Path(folder)
+    if not p.is_dir():
+        return None
+    cands = []
+    for c in p.glob("checkpoint-*/trainer_state.json"):
+        m = _CKPT.search(c.parent.name)
+        if m and c.is_file():
+            cands.append((int(m.group(1)), c.stat().st_mtime, c))
+    top = p / "trainer_state.json"
+    if top.is_file():
+        cands.append((_global_step(top), top.stat().st_mtime, top))
+    return max(cands, key=lambda t: (t[0], t[1]))[2] if cands else None
+
+
+def _global_step(p: Path) -> int:
+    try:
+        return int(json.loads(p.read_text(encoding="utf-8")).get("global_step") or 0)
+    except (ValueError, OSError, TypeError, AttributeError):
+        return 0
+
+
 def read_trainer_state(path: Path):
     """Read ``log_history`` of a HF ``trainer_state.json`` (GRPO runs only).
 
@@ -101,20 +144,13 @@ def read_trainer_state(path: Path):
     Bare ``NaN``/``Infinity`` tokens are accepted.
     """
     path = Path(path)
-    text = read_text(path)
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise fmt_error(
-            path,
-            f"line {e.lineno}, column {e.colno}",
-            f"invalid JSON ({e.msg}); expected a complete Hugging Face trainer_state.json (truncated file?)",
-        ) from None
+    text, obj = _read_json(path, "JSON", "a complete Hugging Face trainer_state.json (truncated file?)")
     if not isinstance(obj, dict) or not isinstance(obj.get("log_history"), list):
         raise fmt_error(path, "line 1", 'no "log_history" list; expected a Hugging Face trainer_state.json')
     lh = obj["log_history"]
     lines = _record_lines(text, len(lh))
-    train, evals = [], []
+    train: list[dict] = []
+    evals: list[dict] = []
     for k, rec in enumerate(lh):
         where = f"line {lines[k]} (log_history record {k + 1})" if lines else f"log_history record {k + 1}"
         if not isinstance(rec, dict):
@@ -142,10 +178,10 @@ def read_trainer_state(path: Path):
     rid = default_run_id(path)
     data = records_frame(train, path)
     data[RUN] = rid
-    meta = {RUN: rid}
-    for k in _STATE_META:
-        if k in obj and obj[k] is not None:
-            meta[k] = obj[k]
+    meta: dict[str, object] = {RUN: rid}
+    for key in _STATE_META:
+        if key in obj and obj[key] is not None:
+            meta[key] = obj[key]
     version = _model_card_trl_version(path)
     if version is not None:
         meta["trl_version"] = version
@@ -215,7 +251,7 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
     totals = [(m.start(), int(m.group(1).replace(",", ""))) for m in _TOTAL_RE.finditer(text)]
     counters = [(m.start(), int(m.group(1)), int(m.group(2))) for m in _COUNTER_RE.finditer(text)]
     segments: list[dict] = []
-    cur = {"train": [], "eval": [], "summary": None}
+    cur: dict = {"train": [], "eval": [], "summary": None}
     for m in _DICT_RE.finditer(text):
         line = line_of(text, m.start())
         d = _parse_dict(m.group(0), path, line)
@@ -231,11 +267,8 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
         segments.append(cur)
     segments = [s for s in segments if s["train"]]
     if not segments:
-        raise fmt_error(
-            path,
-            None,
-            "no training metrics dict found; expected printed dicts like {'loss': ..., 'reward': ...} from the Hugging Face Trainer",
-        )
+        raise fmt_error(path, None, "no training metrics dict found; expected printed dicts like "
+                        "{'loss': ..., 'reward': ...} from the Hugging Face Trainer")  # fmt: skip
     base = default_run_id(path)
     frames, metas = [], []
     for si, seg in enumerate(segments):
@@ -245,16 +278,17 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
         n_total = next((n for pos, n in reversed(totals) if pos < first_pos), None)
         before = [c for c in counters if c[0] < first_pos]
         bar_total = n_total or (before[-1][2] if before else None)
-        k, how = None, None
+        k: int
         if logging_steps is not None:
             k, how = int(logging_steps), "logging_steps option"
         else:
-            cs = []
+            cs: list[int | None] = []
             for d in tr:
                 prev = [c for c in counters if c[0] < d["_pos"] and (bar_total is None or c[2] == bar_total)]
                 cs.append(prev[-1][1] if prev else None)
-            if all(c is not None for c in cs) and cs[0] > 0 and all(c == cs[0] * (i + 1) for i, c in enumerate(cs)):
-                k, how = cs[0], "progress-bar counter"
+            c0 = cs[0]
+            if c0 is not None and c0 > 0 and all(c == c0 * (i + 1) for i, c in enumerate(cs)):
+                k, how = c0, "progress-bar counter"
             elif (
                 seg["summary"] is not None
                 and bar_total
@@ -272,10 +306,10 @@ def read_trl_console(path: Path, *, logging_steps: int | None = None):
                 )
         for i, d in enumerate(tr):
             d[STEP] = (i + 1) * k
-        evs = []
+        evs: list[dict] = []
         for e in seg["eval"]:
-            prev = [d for d in tr if d["_pos"] < e["_pos"]]
-            e[STEP] = prev[-1][STEP] if prev else 0
+            earlier = [d for d in tr if d["_pos"] < e["_pos"]]
+            e[STEP] = earlier[-1][STEP] if earlier else 0
             evs.append(e)
         rows = _merge_eval(tr, evs, path)
         df = records_frame([{kk: v for kk, v in r.items() if kk != "_pos"} for r in rows], path)
@@ -311,13 +345,7 @@ def read_notebook(path: Path):
     (``progress_value``/``progress_max``; the table lags the bar in interrupted runs) go to the metadata.
     """
     path = Path(path)
-    text = read_text(path)
-    try:
-        nb = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise fmt_error(
-            path, f"line {e.lineno}, column {e.colno}", f"invalid notebook JSON ({e.msg}); expected an .ipynb file"
-        ) from None
+    _, nb = _read_json(path, "notebook JSON", "an .ipynb file")
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         raise fmt_error(path, None, 'no "cells" list; expected a Jupyter notebook (nbformat 4)')
     tables = []
@@ -337,11 +365,8 @@ def read_notebook(path: Path):
                     continue
                 tables.append((ci, header, rows[1:], prog))
     if not tables:
-        raise fmt_error(
-            path,
-            None,
-            "no training progress table (header 'Step | Training Loss | ...') in any cell output; expected an executed Trainer notebook",
-        )
+        raise fmt_error(path, None, "no training progress table (header 'Step | Training Loss | ...') in any cell "
+                        "output; expected an executed Trainer notebook")  # fmt: skip
     base = default_run_id(path)
     frames, metas = [], []
     for ci, header, rows, prog in tables:
@@ -356,7 +381,7 @@ def read_notebook(path: Path):
                     f"cell {ci}, table row {ri}",
                     f"{len(cells)} values, expected {len(cols)} (one per header column)",
                 )
-            rec = dict(zip(cols, cells))
+            rec: dict[str, object] = dict(zip(cols, cells, strict=True))
             st = num(rec.pop("Step"))
             if not isinstance(st, float) or st != st:
                 raise fmt_error(path, f"cell {ci}, table row {ri}", f"Step {cells[0]!r} is not a number")
@@ -377,3 +402,80 @@ def read_notebook(path: Path):
             meta["max_steps"] = int(prog.group(2))
         metas.append(meta)
     return pd.concat(frames, ignore_index=True), pd.DataFrame(metas)
+
+
+# ----------------------------------------------------------------------------- run configuration
+def _get(cfg, name, default=None):
+    v = cfg.get(name, default) if isinstance(cfg, dict) else getattr(cfg, name, default)
+    return default if v is None else v
+
+
+def run_config_meta(config, *, world_size: int = 1, max_steps: int | None = None) -> dict:
+    """Run metadata (schema :data:`~bayesgrpo.schema.META_FIELDS`) from a trainer configuration.
+
+    Works on a ``transformers.TrainingArguments`` / ``trl.GRPOConfig`` object and on the dict of a
+    W&B run's ``config``. The refresh interval (optimizer steps between two generations, the lag
+    of physics.md) is ``steps_per_generation * num_iterations / gradient_accumulation_steps``
+    (TRL >= 0.18; older TRL generates every optimizer step and reuses it ``num_iterations`` times,
+    which is the same formula with ``steps_per_generation = gradient_accumulation_steps``).
+
+    Parameters
+    ----------
+    config : TrainingArguments, GRPOConfig or dict
+    world_size : int
+        Number of data-parallel processes (the global batch is per-device batch x GAS x world).
+    max_steps : int, optional
+        Overrides ``config.max_steps`` (the trainer's ``state.max_steps`` is the resolved one).
+
+    Returns
+    -------
+    dict
+        Any of ``max_steps, learning_rate, beta1, group_size, batch_size, refresh_interval,
+        logging_steps, prompts_per_step, scale_rewards`` that the configuration holds, and
+        ``trl_version`` for a TRL configuration (with ``scale_rewards`` it says what TRL's ``reward_std``
+        measures: :func:`bayesgrpo.io._common.trl_reward_std_definition`).
+
+    Examples
+    --------
+    >>> m = run_config_meta({"max_steps": 500, "learning_rate": 1e-6, "adam_beta1": 0.9,
+    ...                      "num_generations": 8, "per_device_train_batch_size": 8,
+    ...                      "gradient_accumulation_steps": 4, "steps_per_generation": 8})
+    >>> m["group_size"], m["batch_size"], m["refresh_interval"]
+    (8, 32, 2)
+    """
+    out: dict = {}
+    ms = max_steps if max_steps is not None else _get(config, "max_steps")
+    if ms is not None and float(ms) > 0:
+        out["max_steps"] = int(ms)
+    for src, dst in (("learning_rate", "learning_rate"), ("adam_beta1", "beta1")):
+        v = _get(config, src)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[dst] = float(v)
+    g = _get(config, "num_generations")
+    if isinstance(g, (int, float)) and g > 0:
+        out["group_size"] = int(g)
+    bs = _get(config, "per_device_train_batch_size")
+    gas = _get(config, "gradient_accumulation_steps", 1) or 1
+    if isinstance(bs, (int, float)) and bs > 0:
+        out["batch_size"] = int(bs) * int(gas) * int(world_size or 1)
+        if "group_size" in out and out["batch_size"] % out["group_size"] == 0:
+            out["prompts_per_step"] = out["batch_size"] // out["group_size"]
+    spg = _get(config, "steps_per_generation") or gas
+    nit = _get(config, "num_iterations", 1) or 1
+    try:
+        k = float(spg) * float(nit) / float(gas)
+    except (TypeError, ValueError, ZeroDivisionError):
+        k = 1.0
+    out["refresh_interval"] = max(1, int(round(k)))
+    ls = _get(config, "logging_steps")
+    if isinstance(ls, (int, float)) and ls >= 1:
+        out["logging_steps"] = int(ls)
+    sr = _get(config, "scale_rewards")  # with the TRL version: what TRL's reward_std measures
+    if sr is not None:
+        out["scale_rewards"] = {True: "group", False: "none"}.get(sr, str(sr)) if isinstance(sr, bool) else str(sr)
+    if type(config).__module__.startswith("trl."):
+        from importlib.metadata import PackageNotFoundError, version
+
+        with contextlib.suppress(PackageNotFoundError):
+            out["trl_version"] = version("trl")
+    return out

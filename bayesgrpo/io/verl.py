@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
-from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
+from bayesgrpo.io._common import fmt_error, last_line_index, num, read_text, single_run_frame, unparsable_line
 from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_verl_console", "read_verl_jsonl"]
@@ -39,7 +37,7 @@ def read_verl_console(path: Path):
     text = read_text(path)
     lines = text.split("\n")
     recs = []
-    last_idx = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    last_idx = last_line_index(lines)
     for i, raw in enumerate(lines):
         if "step:" not in raw:
             continue
@@ -59,18 +57,9 @@ def read_verl_console(path: Path):
             if isinstance(v, float) or key in ("critic/score/mean", "critic/rewards/mean"):
                 rec[key] = v
         if bad is not None:
-            if i == last_idx:
-                warnings.warn(
-                    f"{path}, line {i + 1}: last metric line is incomplete (run cut off?); dropped it",
-                    DataWarning,
-                    stacklevel=3,
-                )
-                continue
-            raise fmt_error(
-                path,
-                f"line {i + 1}",
-                f"malformed verl metric field {bad[:60]!r}; expected 'key:value' fields separated by ' - '",
-            )
+            unparsable_line(path, i, last_idx, f"malformed verl metric field {bad[:60]!r}; expected 'key:value' "
+                            "fields separated by ' - '")  # fmt: skip
+            continue
         recs.append(rec)
     return single_run_frame(
         recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output"

@@ -37,7 +37,7 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
                 path, "line 1", f"column {j + 1} {h!r} is not '<run name> - <metric>'; expected a W&B panel CSV export"
             )
         run, _, metric = h.rpartition(" - ")
-        if metric.endswith("__MIN") or metric.endswith("__MAX"):
+        if metric.endswith(("__MIN", "__MAX")):
             continue
         runs.setdefault(run, {})[metric] = j
     if not runs:
@@ -70,7 +70,7 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
                     f"line {i}",
                     f"x axis value {sx!r} (column {x or header[0]!r}) is not an integer step; export with a step x axis or pass x='_step'",
                 )
-            rec = {strip_train_prefix(m): v for m, v in vals.items()}
+            rec: dict[str, object] = {strip_train_prefix(m): v for m, v in vals.items()}
             rec[RUN] = run
             rec[STEP] = int(st)
             rec[SOURCE_LINE] = i

@@ -113,8 +113,8 @@ def read_wandb_run(path: str, *, api=None, x: str | None = None, min_step: int |
     >>> from bayesgrpo.io.wandb_api import read_wandb_run
     >>> rs = read_wandb_run("my-team/grpo/abc123")          # doctest: +SKIP
     """
-    from bayesgrpo.integrations._worker import run_config_meta
     from bayesgrpo.io import _map_and_finish
+    from bayesgrpo.io.trl import run_config_meta
 
     p = path[len("wandb:") :] if path.startswith("wandb:") else path
     p = p.strip("/")

@@ -7,6 +7,7 @@
 * :mod:`~bayesgrpo.models.kalman` / :mod:`~bayesgrpo.models.kalman_op` -- numpy reference filter, compiled Ops
 """
 
-from bayesgrpo.models.kinds import MODEL_KINDS, ModelArrays, build_model
+from bayesgrpo.models.arrays import ModelArrays
+from bayesgrpo.models.kinds import MODEL_KINDS, build_model
 
 __all__ = ["MODEL_KINDS", "ModelArrays", "build_model"]

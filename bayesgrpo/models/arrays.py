@@ -4,11 +4,11 @@ Conventions (one place for all of them):
 
 * **Grid.** Each run lives on the unit-step grid from its first logged step ``s0`` to its last logged
   step; runs are padded to a common length with ``mask = 0`` (padding never enters the likelihood).
-* **Reward bounds.** ``[L, U]`` from metadata ``reward_min`` / ``reward_max`` (``--reward-range``);
-  when they are not given and every observed reward lies in [0, 1], the reward is taken to be a
-  0-1 rate (accuracy, pass rate) with bounds [0, 1] ("inferred"; every development run whose prefix
-  lay in [0, 1] stayed there); otherwise the bounds are unknown.
-* **Normalisation.** Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
+* **Reward bounds, horizon, logging interval, planned length**: the run's plan
+  (:mod:`bayesgrpo.plan`; a 0-1 reward is inferred when every observed reward lies in [0, 1]: every
+  development run whose prefix lay in [0, 1] stayed there -- silently only when the rewards reach
+  :data:`bayesgrpo.plan.INFER_MIN_SHARE` of it, not at all below :data:`bayesgrpo.plan.RATE_RESOLUTION`).
+* **Normalisation** (:func:`normalisation`). Per run, ``z = (reward - loc) / scale`` with ``loc`` = mean of the first
   ``max(3, 10%)`` observed points (the start level) and ``scale`` = the full range (max - min) of the
   observed rewards -- the rare batches that already reach a high reward show how far the run can
   rise before it rises (measured: the misses of a robust 5-95% range were the late rises of
@@ -16,10 +16,9 @@ Conventions (one place for all of them):
   ``U - L`` when the bounds are known: a flat prefix must not shrink the future to the prefix (a
   run flat at 0.01 of a 0-1 reward may still rise to 0.5). Everything is reported back in
   the run's own units through the exact inverse. A constant observed curve with unknown bounds gets
-  the scale :data:`CONSTANT_SCALE` x max(|level|, 1) and a :class:`DataWarning` saying so.
+  the scale :data:`CONSTANT_SCALE` x |level| (x 1 at level 0) and a :class:`DataWarning` saying so.
 * **Noise estimate.** :func:`bayesgrpo.series.noise_sd` of the normalised rewards, floored at
   :data:`NOISE_FLOOR` (2% of the scale).
-* **Horizon.** ``horizon`` argument, else metadata ``max_steps``, else :class:`ForecastError`.
 * **Timescale.** The prior of ``tau`` is in optimizer steps: measured on the development runs
   (per-run fits of complete runs, ``bench/fit_population_prior.py``), ``log tau`` in steps spreads
   1.23 across runs, ``log(tau / run length)`` 1.34 -- the planned length carries no information about
@@ -29,50 +28,156 @@ Conventions (one place for all of them):
   already observed, ``f = (last - s0) / (planned - s0)`` (in prefix units the gain still to come
   shrinks as more of the rise is seen: fitted ``gain_mu`` 0.91 at f = 0.1, 0.55 at f = 0.5).
   ``planned`` is metadata ``max_steps`` when it lies after the last logged step, else the horizon:
-  with ``max_steps`` known, asking for a longer horizon changes nothing about the posterior.
+  with ``max_steps`` known, asking for another horizon changes nothing about the posterior, and a
+  forecast to an earlier step is the forecast of the planned run read at that step (the calibration
+  layer, fitted at the planned end, widens pro rata: :meth:`RunInfo.time_to_go`). An explicit
+  horizon that differs from ``max_steps`` is warned about (:func:`bayesgrpo.forecast.batch.forecast_batch`).
 * **Model size.** ``log_size = log(params_b / REFERENCE_SIZE_B)``; ``size_known = 0`` where
   ``params_b`` is missing (the scaling kind then gives the run no size effect, with the population's
   size spread added to its timescale prior -- never the reference size).
+* **Spread channels** (``channels=``: ``reward_std``, ``frac_reward_zero_std``; :mod:`bayesgrpo.models.spread`).
+  The chosen channels' logged values per run, binned on the grid (:func:`bayesgrpo.models.channels.channel_array`),
+  with G (metadata ``group_size``, else 8), the groups behind a logged point and the reward's width ``U - L``.
+  A channel a run does not log is missing data: every run has the array, empty where nothing is logged.
 * **Lag.** Metadata ``refresh_interval`` K > 1 gives the refresh pattern d_n = n mod K (n = grid index
   from ``s0``; :func:`lag_sequence`); else d = 0. The model arrays carry K per run (``refresh``).
-* **Spread channels** (``channels=("reward_std", "frac_reward_zero_std")``, :mod:`bayesgrpo.models.spread`):
-  the logged within-group spread (normalised by the run's ``scale``) and zero-std share, binned to at most
-  :data:`~bayesgrpo.models.spread.CHANNEL_POINTS` points per run. ``G`` is metadata ``group_size`` (TRL's
-  default 8 when missing; a run with G < 2 has no channel); the groups behind one logged point are
-  metadata ``prompts_per_step``, else ``batch_size / G`` (``batch_size``: completions per optimizer step),
-  else 1 (the fewest: the widest noise), times the logging interval (TRL averages what it logs over the
-  steps since the last log).
-  The reward's range ``U - L`` (normalised) is the channel's width where both bounds are known.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError
-from bayesgrpo.models.kinds import ModelArrays
-from bayesgrpo.models.prior import PopulationPrior
+from bayesgrpo.plan import Plans, RunPlan, final_window_steps, future_steps, meta_number, plan_runs
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 from bayesgrpo.series import noise_sd, start_level
 
-__all__ = ["RunInfo", "prepare_arrays", "reward_bounds", "MIN_POINTS", "REFERENCE_SIZE_B", "SCALE_FLOOR",
-           "SPREAD_CHANNELS"]  # fmt: skip
+__all__ = ["ModelArrays", "DATA_VARS", "SPREAD_DATA", "SPREAD_PARAMS", "SPREAD_CHANNELS", "RunInfo", "prepare_arrays",
+           "normalisation", "REFERENCE_SIZE_B", "SCALE_FLOOR", "ADAM_BETA1"]  # fmt: skip
 
-MIN_POINTS = 5
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
 LOG_SIZE_SD = 0.8  # spread of log model size across the development runs (for runs of unknown size)
 SCALE_FLOOR = 0.25  # the normalising scale is at least this share of a known reward range
-CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of max(|level|, 1)
+CONSTANT_SCALE = 0.1  # scale of a constant curve of unknown bounds, per unit of its |level| (1 at level 0)
+ADAM_BETA1 = 0.9  # the momentum prior's centre when beta1 is not logged (Adam's default)
+
+
+#: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
+DATA_VARS = (
+    "y",
+    "mask",
+    "refresh",
+    "span",
+    "noise",
+    "r0_obs",
+    "family_idx",
+    "log_size",
+    "size_known",
+    "mu_mean",
+    "mu_known",
+    "floor",
+    "floor_known",
+    "ceil",
+    "ceil_known",
+    "fraction",
+    "channels",
+    "group_size",
+    "width",
+    "width_known",
+)
+#: the data variables of the spread channel only (absent from the reward-only graphs)
+SPREAD_DATA = ("channels", "group_size", "width", "width_known")
+#: the per-run parameters a forecast with the spread channel needs besides the kind's
+SPREAD_PARAMS = ("nu", "W")
+
+
+@dataclass(frozen=True)
+class ModelArrays:
+    """Arrays the PyMC graph is built from (all in normalised units).
+
+    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
+    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first
+    step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
+    (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
+    (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
+    observed points), ``floor`` / ``ceil`` (the reward's lower / upper bound, normalised) and
+    ``floor_known`` / ``ceil_known``. The spread channel (:mod:`bayesgrpo.models.spread`): ``channels``
+    (C, T, R), ``group_size`` (G), ``width`` (the reward's range U - L, normalised) and ``width_known``.
+    """
+
+    y: np.ndarray
+    mask: np.ndarray
+    refresh: np.ndarray
+    span: np.ndarray
+    noise: np.ndarray
+    mu_mean: np.ndarray
+    mu_known: np.ndarray
+    family_idx: np.ndarray
+    log_size: np.ndarray
+    r0_obs: np.ndarray
+    run_ids: tuple[str, ...]
+    families: tuple[str, ...]
+    # None only until __post_init__ fills the default (arrays saved before these fields existed)
+    size_known: np.ndarray = None  # type: ignore[assignment]
+    floor: np.ndarray = None  # type: ignore[assignment]
+    floor_known: np.ndarray = None  # type: ignore[assignment]
+    ceil: np.ndarray = None  # type: ignore[assignment]
+    ceil_known: np.ndarray = None  # type: ignore[assignment]
+    fraction: np.ndarray = None  # type: ignore[assignment] # observed share of the planned span, (last - s0) / (planned - s0)
+    channels: np.ndarray = None  # type: ignore[assignment]
+    group_size: np.ndarray = None  # type: ignore[assignment]
+    width: np.ndarray = None  # type: ignore[assignment]
+    width_known: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self):
+        from bayesgrpo.models.channels import DEFAULT_GROUP_SIZE, N_CH
+
+        R = len(self.r0_obs)
+        for name, default in (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("ceil", 0.0),
+                              ("ceil_known", 0.0), ("fraction", 0.3), ("group_size", float(DEFAULT_GROUP_SIZE)),
+                              ("width", 1.0), ("width_known", 0.0)):  # fmt: skip
+            if getattr(self, name) is None:  # arrays saved before these fields existed
+                object.__setattr__(self, name, np.full(R, default))
+        if self.channels is None:
+            object.__setattr__(self, "channels", np.zeros((N_CH,) + np.shape(self.y)))
+
+    @property
+    def has_channels(self) -> bool:
+        """Some run of these arrays logs a spread channel (the spread graph is needed)."""
+        from bayesgrpo.models.channels import CH_MS, CH_MZ
+
+        return bool(self.channels[CH_MS].any() or self.channels[CH_MZ].any())
+
+    def data(self, prior=None) -> dict:
+        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
+        hyperparameters ``prior_<name>`` of ``prior`` at each run's observed fraction when given."""
+        out = {n: getattr(self, n) for n in DATA_VARS}
+        if prior is not None:
+            out.update({f"prior_{k}": v for k, v in prior.values_at(self.fraction).items()})
+        return out
+
+    def subset(self, idx) -> ModelArrays:
+        """The arrays of runs ``idx`` (grid cut to their longest run)."""
+        idx = np.asarray(idx)
+        T = int(max(np.nonzero(self.mask[:, j])[0].max() for j in idx)) + 1
+        fields = {n: getattr(self, n) for n in DATA_VARS}
+        out = {}
+        for n, v in fields.items():
+            out[n] = v[:, :T][:, :, idx] if v.ndim == 3 else v[:T, idx] if v.ndim == 2 else v[idx]
+        return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
 
 
 @dataclass(frozen=True)
 class RunInfo:
-    """Per-run bookkeeping needed to go back to the run's own steps and units."""
+    """Per-run bookkeeping needed to go back to the run's own steps and units: the run's plan
+    (:class:`~bayesgrpo.plan.RunPlan`: steps, horizon, interval, planned length, bounds) and its
+    normalisation (``loc``, ``scale``)."""
 
     run_id: str
     s0: int
@@ -89,17 +194,20 @@ class RunInfo:
     reward_max: float = float("nan")
     bounds: str = ""  # "metadata", "inferred" or "" (unknown)
 
+    def time_to_go(self, steps) -> np.ndarray:
+        """Share of the planned run's time to go at ``steps``: 0 at the last observation, 1 at the planned
+        end (and after it): how much of the calibration layer's widening a forecast at ``steps`` gets."""
+        end = self.planned if self.planned > self.last_step else self.horizon
+        go = (np.asarray(steps, dtype=float) - self.last_step) / max(1, end - self.last_step)
+        return np.clip(go, 0.0, 1.0)
+
     def future_steps(self) -> np.ndarray:
         """Logged steps after the last observation, up to the horizon, at the run's interval."""
-        return np.arange(self.last_step + self.interval, self.horizon + 1, self.interval, dtype=np.int64)
+        return future_steps(last_step=self.last_step, horizon=self.horizon, interval=self.interval)
 
     def final_steps(self, final_window: float) -> np.ndarray:
-        """Logged steps of the final window (s0 + (1 - w)(H - s0), H] at the run's interval."""
-        lo = self.s0 + (1.0 - final_window) * (self.horizon - self.s0)
-        grid = np.arange(self.s0, self.horizon + 1, self.interval, dtype=np.int64)
-        if grid[-1] != self.horizon:
-            grid = np.append(grid, self.horizon)
-        return grid[grid > lo]
+        """Logged steps of the final window (:func:`bayesgrpo.plan.final_window_steps`)."""
+        return final_window_steps(s0=self.s0, horizon=self.horizon, interval=self.interval, final_window=final_window)
 
 
 NOISE_FLOOR = 0.02  # normalised units: a prior centre below 2% of the reward scale is not credible
@@ -121,35 +229,56 @@ def _family(meta_row) -> str:
     return "unknown"
 
 
-def _num(meta_row, key) -> float:
-    v = meta_row.get(key)
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return float("nan")
-    return v
+def normalisation(rewards, *, reward_min: float, reward_max: float, where: str = "the run") -> tuple[float, float]:
+    """``(loc, scale)`` of a run's normalisation (module docstring): the start level, and the full range
+    of the rewards floored at :data:`SCALE_FLOOR` of a known reward range. A constant curve of unknown
+    range gets :data:`CONSTANT_SCALE` x |level| (x 1 at level 0) and a :class:`~bayesgrpo.errors.DataWarning`."""
+    rn = np.asarray(rewards, dtype=float)
+    loc = start_level(rn)
+    # the full range of the prefix, not a robust one: the rare batches that already reach a high
+    # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are
+    # what shows how far the run can rise before the rise
+    scale = float(np.ptp(rn)) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
+    width = reward_max - reward_min if math.isfinite(reward_max) and math.isfinite(reward_min) else float("nan")
+    if math.isfinite(width):
+        scale = max(scale, SCALE_FLOOR * width)
+    elif scale <= 0.0:
+        scale = CONSTANT_SCALE * (abs(loc) if abs(loc) > 0 else 1.0)  # 10% of its level: a 1e-12 reward keeps its scale
+        warnings.warn(
+            f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
+            f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
+            "for an honest one)",
+            DataWarning,
+            stacklevel=3,
+        )
+    return loc, scale
 
 
-def reward_bounds(meta_row, rewards) -> tuple[float, float, str]:
-    """``(L, U, source)`` of a run's reward: metadata, inferred [0, 1], or unknown (NaN, NaN, "")."""
-    lo, hi = _num(meta_row, "reward_min"), _num(meta_row, "reward_max")
-    if math.isfinite(lo) and math.isfinite(hi):
-        return lo, hi, "metadata"
-    r = np.asarray(rewards, dtype=float)
-    r = r[np.isfinite(r)]
-    if r.size and r.min() >= 0.0 and r.max() <= 1.0 and not (math.isfinite(lo) or math.isfinite(hi)):
-        return 0.0, 1.0, "inferred"
-    if math.isfinite(lo) or math.isfinite(hi):  # one bound only: use it as given, the other unknown
-        return lo, hi, "metadata"
-    return float("nan"), float("nan"), ""
+def _run_arrays(plan: RunPlan, s, r, rn, meta, *, where: str):
+    """One run's normalised rewards, grid offsets, noise and start level, and its :class:`RunInfo`."""
+    loc, scale = normalisation(rn, reward_min=plan.reward_min, reward_max=plan.reward_max, where=where)
+    z = (r - loc) / scale
+    zn = (np.asarray(rn, dtype=float) - loc) / scale  # the rows the normalisation comes from
+    K = meta_number(meta, "refresh_interval")
+    _, _, horizon = plan.span()
+    info = RunInfo(
+        run_id=plan.run_id, s0=int(s[0]), last_step=int(s[-1]), horizon=horizon, interval=plan.interval,
+        loc=loc, scale=scale, n_obs=len(s), refresh_interval=int(K) if math.isfinite(K) and K >= 1 else 1,
+        model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "",
+        planned=plan.planned if plan.planned is not None else horizon,
+        reward_min=plan.reward_min, reward_max=plan.reward_max, bounds=plan.bounds,
+    )  # fmt: skip
+    floor = (plan.reward_min - loc) / scale if math.isfinite(plan.reward_min) else np.nan
+    ceil = (plan.reward_max - loc) / scale if math.isfinite(plan.reward_max) else np.nan
+    return z, s - s[0], _noise_estimate(zn), float(start_level(zn)), (floor, ceil), info
 
 
 def prepare_arrays(
     runs: RunSet,
     *,
-    horizon: int | dict | None = None,
-    prior: PopulationPrior | None = None,
-    min_points: int = MIN_POINTS,
+    plans: Plans | Mapping[str, RunPlan] | None = None,
+    horizon=None,
+    prior=None,
     normalize_with: RunSet | None = None,
     channels=(),
 ) -> tuple[ModelArrays, list[RunInfo]]:
@@ -159,15 +288,18 @@ def prepare_arrays(
     ----------
     runs : RunSet
         The observed runs (their logged prefix).
-    horizon : int or dict, optional
-        Forecast horizon (a step), one for all runs or per run id; defaults to metadata ``max_steps``.
+    plans : Plans, optional
+        Their plans (:func:`bayesgrpo.plan.plan_runs` of exactly these rows); default: planned here
+        with ``horizon``.
+    horizon : int, dict or "next", optional
+        The horizon of :func:`~bayesgrpo.plan.plan_runs` when no plans are given.
     prior : PopulationPrior, optional
-    min_points : int
-        Fewer observed points raise :class:`ForecastError` naming the run.
+        Where the momentum prior's centre for runs without a logged ``beta1`` comes from
+        (``prior.mu_default``; default :data:`ADAM_BETA1`).
     normalize_with : RunSet, optional
-        Compute each run's normalisation (loc, scale, noise estimate) from these rows instead (used to
-        fit complete runs in the units a forecast from their prefix would use; see
-        ``bench/fit_population_prior.py``).
+        Compute each run's normalisation (loc, scale, noise estimate, inferred bounds) from these rows
+        instead (used to fit complete runs in the units a forecast from their prefix would use; see
+        :func:`bayesgrpo.forecast.population.fit_run_effects`).
     channels : sequence of str
         Spread channels to read (``reward_std``, ``frac_reward_zero_std``; module docstring); the others
         stay empty.
@@ -175,168 +307,91 @@ def prepare_arrays(
     Raises
     ------
     ForecastError
-        Too few points, no horizon, or a horizon not after the last observed step.
+        A run that cannot be forecast (its plan's reason: too few points, no horizon, ...).
     """
-    prior = prior or PopulationPrior.default()
     unknown = sorted(set(channels) - set(SPREAD_CHANNELS))
     if unknown:
         raise ValueError(f"unknown spread channel(s) {unknown}; choose from {', '.join(SPREAD_CHANNELS)}")
+    if plans is None:
+        plans = plan_runs(runs, horizon=horizon, bounds_from=normalize_with).require()
+    mu_default = ADAM_BETA1 if prior is None else float(prior.mu_default)
     infos: list[RunInfo] = []
-    zs, masks_steps, noises, r0s, floors, chans = [], [], [], [], [], []
-    fam_names = []
+    zs: list = []
+    offsets: list = []
+    noises: list = []
+    r0s: list = []
+    floors: list = []
+    fam_names: list[str] = []
+    chans: list[dict] = []
+    groups = dict(tuple(runs.data.groupby(RUN, sort=False)))
     for rid in runs.run_ids:
-        g = runs.data.loc[runs.data[RUN] == rid]
-        meta = runs.meta.loc[rid]
-        s = g[STEP].to_numpy(dtype=np.int64)
-        r = g[REWARD].to_numpy(dtype=float)
-        where = f"run {rid!r}" + (f" ({runs.source})" if runs.source else "")
-        if len(s) < min_points:
-            raise ForecastError(
-                f"{where} has {len(s)} logged reward point(s); a forecast needs at least {min_points}. "
-                "Wait for more steps or drop the run (--run)."
-            )
-        if isinstance(horizon, dict):
-            H = horizon.get(rid)
-        else:
-            H = horizon
-        if H is None or (isinstance(H, float) and math.isnan(H)):
-            H = _num(meta, "max_steps")
-            if math.isnan(H):
-                raise ForecastError(
-                    f"{where}: no horizon. Pass --horizon STEPS (or horizon=...) or log max_steps in the metadata."
-                )
-        H = int(H)
-        if H <= s[-1]:
-            raise ForecastError(
-                f"{where}: the horizon {H} is not after the last logged step {s[-1]}; nothing to forecast. "
-                "Pass a larger --horizon."
-            )
+        plan = plans[rid]
+        if not plan.ok:
+            raise ForecastError(plan.error)
+        s = groups[rid][STEP].to_numpy(dtype=np.int64)
+        r = groups[rid][REWARD].to_numpy(dtype=float)
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
-        lo_b, hi_b, bsrc = reward_bounds(meta, rn)
-        if bsrc == "metadata":  # declared bounds the log contradicts would clip every forecast silently
-            tol = 1e-9 * max(1.0, abs(lo_b) if math.isfinite(lo_b) else 0.0, abs(hi_b) if math.isfinite(hi_b) else 0.0)
-            for bad, name, bound in (
-                (r > hi_b + tol, "above reward_max", hi_b),
-                (r < lo_b - tol, "below reward_min", lo_b),
-            ):
-                if bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    raise ForecastError(
-                        f"{where}: the logged reward {r[k]:g} at step {int(s[k])} is {name} {bound:g} (metadata or "
-                        f"--reward-range; {int(bad.sum())} point(s) outside); give the reward's true range"
-                    )
-        loc = start_level(rn)
-        # the full range of the prefix, not a robust one: the rare batches that already reach a high
-        # reward (0/1-like rewards of few completions, a format reward that starts to switch on) are
-        # what shows how far the run can rise before the rise
-        scale = float(np.ptp(rn)) if np.ptp(rn) > 1e-12 * max(1.0, abs(loc)) else 0.0
-        width = hi_b - lo_b if math.isfinite(hi_b) and math.isfinite(lo_b) else float("nan")
-        if math.isfinite(width):
-            scale = max(scale, SCALE_FLOOR * width)
-        elif scale <= 0.0:
-            scale = CONSTANT_SCALE * max(abs(loc), 1.0)
-            warnings.warn(
-                f"{where}: the observed reward is constant ({loc:g}) and its range is unknown; the forecast's "
-                f"width rests on an assumed scale of {scale:g} (give reward_min/reward_max or --reward-range "
-                "for an honest one)",
-                DataWarning,
-                stacklevel=2,
-            )
-        z = (r - loc) / scale
-        zn = z if normalize_with is None else (rn - loc) / scale  # the rows the normalisation comes from
-        noises.append(_noise_estimate(zn))
-        r0s.append(float(start_level(zn)))  # the start level, in normalised units
-        floors.append((lo_b - loc) / scale if math.isfinite(lo_b) else np.nan)
-        interval = int(np.median(np.diff(s))) if len(s) > 1 else 1
-        ms_ = _num(meta, "max_steps")
-        planned = int(ms_) if math.isfinite(ms_) and ms_ > s[-1] else H
-        K = _num(meta, "refresh_interval")
-        K = int(K) if not math.isnan(K) and K >= 1 else 1
-        infos.append(
-            RunInfo(
-                run_id=rid,
-                s0=int(s[0]),
-                last_step=int(s[-1]),
-                horizon=H,
-                interval=max(interval, 1),
-                loc=loc,
-                scale=scale,
-                n_obs=len(s),
-                refresh_interval=K,
-                model_name=str(meta.get("model")) if isinstance(meta.get("model"), str) else "",
-                planned=planned,
-                reward_min=lo_b,
-                reward_max=hi_b,
-                bounds=bsrc,
-            )
-        )
-        zs.append(z)
-        masks_steps.append(s - s[0])
-        fam_names.append(_family(meta))
-        chans.append(_channel_inputs(g, meta, channels, where, lo_b, hi_b, interval=max(interval, 1), scale=scale))
-    T = max(int(ms[-1]) + 1 for ms in masks_steps)
-    R = len(infos)
-    y = np.zeros((T, R))
-    mask = np.zeros((T, R))
-    for j, (z, ms) in enumerate(zip(zs, masks_steps)):
-        y[ms, j] = z
-        mask[ms, j] = 1.0
-    fam_order = list(dict.fromkeys(fam_names))
-    fam_idx = np.array([fam_order.index(f) if f in fam_order else 0 for f in fam_names], dtype=np.int64)
-    beta1 = np.array([_num(runs.meta.loc[i.run_id], "beta1") for i in infos])
-    mu_known = (~np.isnan(beta1)).astype(float)
-    mu_mean = np.where(np.isnan(beta1), prior.mu_default, np.clip(beta1, 0.01, 0.99))
-    size = np.array([_num(runs.meta.loc[i.run_id], "params_b") for i in infos])
-    size_known = (np.isfinite(size) & (size > 0)).astype(float)
-    log_size = np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0)
-    floor = np.array(floors, dtype=float)
+        where = f"run {rid!r}" + (f" ({runs.source})" if runs.source else "")
+        z, off, noise, r0, floor, info = _run_arrays(plan, s, r, rn, runs.meta.loc[rid], where=where)
+        for lst, v in ((zs, z), (offsets, off), (noises, noise), (r0s, r0), (floors, floor), (infos, info)):
+            lst.append(v)
+        fam_names.append(_family(runs.meta.loc[rid]))
+        chans.append(_channel_inputs(groups[rid], runs.meta.loc[rid], channels, where, plan.reward_min,
+                                     plan.reward_max, interval=plan.interval))  # fmt: skip
+    return _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_default, chans), infos
+
+
+def _assemble(runs, infos, zs, offsets, noises, r0s, floors, fam_names, mu_default, chans) -> ModelArrays:
     from bayesgrpo.models.channels import channel_array
 
+    T = max(int(o[-1]) + 1 for o in offsets)
+    y = np.zeros((T, len(infos)))
+    mask = np.zeros((T, len(infos)))
+    for j, (z, o) in enumerate(zip(zs, offsets, strict=True)):
+        y[o, j] = z
+        mask[o, j] = 1.0
+    fam_order = list(dict.fromkeys(fam_names))
+    beta1 = np.array([meta_number(runs.meta.loc[i.run_id], "beta1") for i in infos])
+    size = np.array([meta_number(runs.meta.loc[i.run_id], "params_b") for i in infos])
+    size_known = (np.isfinite(size) & (size > 0)).astype(float)
+    floor = np.array([f for f, _ in floors], dtype=float)
+    ceil = np.array([c for _, c in floors], dtype=float)
     ch = np.stack([channel_array(c["steps"], c["reward"], c["spread"], c["zero_std"], s0=i.s0, T=T,
                                  groups=c["groups"], loc=i.loc, scale=i.scale)
                    for c, i in zip(chans, infos, strict=True)], axis=-1)  # fmt: skip
     width = np.array([c["width"] / i.scale for c, i in zip(chans, infos, strict=True)])
-    arrays = ModelArrays(
-        y=y,
-        mask=mask,
+    return ModelArrays(
+        y=y, mask=mask,
         refresh=np.array([i.refresh_interval for i in infos], dtype=np.int64),  # lag pattern: lag_sequence
-        span=np.array([float(i.horizon - i.s0) for i in infos]),
-        noise=np.array(noises),
-        mu_mean=mu_mean,
-        mu_known=mu_known,
-        family_idx=fam_idx,
-        log_size=log_size,
-        size_known=size_known,
-        r0_obs=np.array(r0s),
-        floor=np.where(np.isfinite(floor), floor, 0.0),
-        floor_known=np.isfinite(floor).astype(float),
+        span=np.array([float(i.horizon - i.s0) for i in infos]), noise=np.array(noises),
+        mu_mean=np.where(np.isnan(beta1), mu_default, np.clip(beta1, 0.01, 0.99)),
+        mu_known=(~np.isnan(beta1)).astype(float),
+        family_idx=np.array([fam_order.index(f) for f in fam_names], dtype=np.int64),
+        log_size=np.where(size_known > 0, np.log(np.where(size_known > 0, size, 1.0) / REFERENCE_SIZE_B), 0.0),
+        size_known=size_known, r0_obs=np.array(r0s),
+        floor=np.where(np.isfinite(floor), floor, 0.0), floor_known=np.isfinite(floor).astype(float),
+        ceil=np.where(np.isfinite(ceil), ceil, 0.0), ceil_known=np.isfinite(ceil).astype(float),
         fraction=np.array([(i.last_step - i.s0) / max(1, i.planned - i.s0) for i in infos]),
-        channels=ch,
-        group_size=np.array([c["G"] for c in chans], dtype=float),
-        width=np.array(
-            [c["width"] / i.scale if np.isfinite(c["width"]) else 1.0 for c, i in zip(chans, infos, strict=True)]
-        ),
-        width_known=np.array([float(np.isfinite(c["width"])) for c in chans]),
-        run_ids=tuple(i.run_id for i in infos),
-        families=tuple(fam_order),
-    )
-    return arrays, infos
+        channels=ch, group_size=np.array([c["G"] for c in chans], dtype=float),
+        width=np.where(np.isfinite(width), width, 1.0), width_known=np.isfinite(width).astype(float),
+        run_ids=tuple(i.run_id for i in infos), families=tuple(fam_order),
+    )  # fmt: skip
 
 
 #: the logged columns the spread channel reads (schema names, :mod:`bayesgrpo.schema`)
 SPREAD_CHANNELS = ("reward_std", "frac_reward_zero_std")
 
 
-def _channel_inputs(g, meta, channels, where: str, lo_b: float, hi_b: float, *, interval: int, scale: float) -> dict:
+def _channel_inputs(g, meta, channels, where: str, lo_b: float, hi_b: float, *, interval: int) -> dict:
     """One run's spread-channel inputs (module docstring): the logged values of the chosen channels (NaN where
     not logged or not valid: a negative spread, a share outside [0, 1] -- a :class:`DataWarning` names the
     run), G, the groups behind a logged point and the width ``U - L`` (NaN when a bound is unknown)."""
     from bayesgrpo.models.channels import DEFAULT_GROUP_SIZE
 
     n = len(g)
-    G = _num(meta, "group_size")
+    G = meta_number(meta, "group_size")
     G = int(G) if math.isfinite(G) else DEFAULT_GROUP_SIZE
-    B, ppp = _num(meta, "batch_size"), _num(meta, "prompts_per_step")
+    B, ppp = meta_number(meta, "batch_size"), meta_number(meta, "prompts_per_step")
     per_step = ppp if math.isfinite(ppp) and ppp >= 1 else max(1.0, B / G) if math.isfinite(B) and G >= 1 else 1.0
     out = {"steps": g[STEP].to_numpy(dtype=np.int64), "reward": g[REWARD].to_numpy(dtype=float), "G": max(G, 2),
            "groups": per_step * interval, "width": hi_b - lo_b, "spread": np.full(n, np.nan),

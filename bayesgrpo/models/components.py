@@ -8,6 +8,7 @@ per-run variables have ``dims="run"``; every per-run effect is non-centred (``me
 * :func:`momentum` -- ``mu``: Beta around the logged ``beta1`` (tight) or Adam's default (broad), or 0;
 * :func:`measurement_noise` -- ``sigma_m`` around the robust noise estimate;
 * :func:`process_noise` -- ``sigma_p`` from the latent's stationary sd (physics.md section 5);
+* :func:`plateau` -- ``r_star``, kept inside the reward's known bounds;
 * :func:`reward_likelihood` -- the exact Kalman likelihood of recursion (1) as the ``reward`` term;
 * :func:`spread_parameters` -- ``nu`` and the width ``W`` of the spread channel (:mod:`bayesgrpo.models.spread`);
 * :func:`degenerate_likelihood` -- the EKF likelihood of the degeneracy kinds (with the spread channels).
@@ -16,8 +17,12 @@ per-run variables have ``dims="run"``; every per-run effect is non-centred (``me
 from __future__ import annotations
 
 __all__ = ["run_effect", "start_level", "momentum", "measurement_noise", "process_noise", "stiffness",
-           "reward_likelihood", "reward_floor", "heterogeneity", "degenerate_likelihood",
-           "spread_parameters"]  # fmt: skip
+           "reward_likelihood", "reward_floor", "heterogeneity", "degenerate_likelihood", "plateau",
+           "BOUND_SOFTNESS", "spread_parameters"]  # fmt: skip
+
+#: width (normalised units) over which a known reward bound bends the plateau: a plateau well inside the
+#: bounds is unchanged (by less than 1e-6 at 0.3 units), one at the bound sits 0.014 inside it
+BOUND_SOFTNESS = 0.02
 
 
 def run_effect(name: str, mean, sd, *, dims: str = "run"):
@@ -101,6 +106,25 @@ def reward_likelihood(y, mask, *, refresh, r0, r_star, a, mu, sigma_p, sigma_m):
     ll = kalman_refresh_loglik(y, mask, refresh, r0=r0, r_star=r_star, a=a, mu=mu, sigma_p=sigma_p, sigma_m=sigma_m)
     pm.Potential("reward", ll.sum())
     return ll
+
+
+def plateau(raw, *, floor, floor_known, ceil, ceil_known, dims: str = "run"):
+    """The plateau ``r_star`` (Deterministic): ``raw`` (start level + gain) bent smoothly inside the
+    reward's known bounds ``[floor, ceil]`` (normalised; ``*_known`` = 1 where declared or inferred).
+
+    A 0/1 pass rate cannot plateau above 1: ``ceil - s softplus((ceil - raw) / s)`` (and the mirror
+    image at the floor), ``s`` = :data:`BOUND_SOFTNESS`. The prior on the gain is unchanged; only its
+    push-forward is kept inside the bounds, so the latent paths (which move around the plateau) and the
+    stop step (the settling to it) are too. Unknown bounds leave ``raw`` as it is.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    s = BOUND_SOFTNESS
+    below = ceil - s * pt.softplus((ceil - raw) / s)
+    r = pt.switch(pt.gt(ceil_known, 0), below, raw)
+    above = floor + s * pt.softplus((r - floor) / s)
+    return pm.Deterministic("r_star", pt.switch(pt.gt(floor_known, 0), above, r), dims=dims)
 
 
 def reward_floor(floor, floor_known, r0, log_delta_mu, log_delta_sd, *, dims: str = "run"):

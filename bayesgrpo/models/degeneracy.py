@@ -213,12 +213,11 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj, chan):  # p
             ll, m0, m1, p00, p01, p11 = reward2(y[n, j] - r_star, r, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01, dp11,
                                                 dv, dH, dR, gj)  # fmt: skip
             llj += ll
-        if chan is not None:
-            if obs_c:
-                ll, m0, m1, p00, p01, p11 = spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts,
-                                                          work, mom, sc, cv, cH, cR, m0, m1, p00, p01, p11, dm0, dm1,
-                                                          dp00, dp01, dp11, gj)  # fmt: skip
-                llj += ll
+        if chan is not None and obs_c:
+            ll, m0, m1, p00, p01, p11 = spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts,
+                                                      work, mom, sc, cv, cH, cR, m0, m1, p00, p01, p11, dm0, dm1,
+                                                      dp00, dp01, dp11, gj)  # fmt: skip
+            llj += ll
     return llj
 
 

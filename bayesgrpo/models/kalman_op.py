@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import zlib
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
@@ -393,10 +394,10 @@ class KalmanOpBase(Op):
     """
 
     __props__ = ()
-    kernel = None
+    kernel: Any = None
     n_par = N_PAR
-    data_inputs = ("the data", "the mask")
-    disconnected = ()
+    data_inputs: tuple[str, ...] = ("the data", "the mask")
+    disconnected: tuple[str, ...] = ()
 
     def perform(self, node, inputs, output_storage):
         ll, g = self.kernel(*(np.ascontiguousarray(v) for v in inputs))

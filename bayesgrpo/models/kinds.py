@@ -32,111 +32,27 @@ Adding a kind is one edit: a :class:`ModelKind` entry in :data:`MODEL_KINDS` (wi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["MODEL_KINDS", "ModelKind", "ModelArrays", "build_model", "get_kind", "DATA_VARS", "SPREAD_DATA",
-           "SPREAD_PARAMS"]  # fmt: skip
+from bayesgrpo.conventions import AUTO_KIND
+from bayesgrpo.models.arrays import LOG_SIZE_SD, ModelArrays
+from bayesgrpo.models.prior import PopulationPrior, prior_resource
 
-#: names of the ``pm.Data`` variables of every graph (swapped per batch of runs)
-DATA_VARS = (
-    "y",
-    "mask",
-    "refresh",
-    "span",
-    "noise",
-    "r0_obs",
-    "family_idx",
-    "log_size",
-    "size_known",
-    "mu_mean",
-    "mu_known",
-    "floor",
-    "floor_known",
-    "fraction",
-    "channels",
-    "group_size",
-    "width",
-    "width_known",
-)
-#: the data variables of the spread channel only (absent from the reward-only graphs)
-SPREAD_DATA = ("channels", "group_size", "width", "width_known")
-#: the per-run parameters a forecast with the spread channel needs besides the kind's
-SPREAD_PARAMS = ("nu", "W")
-
-
-@dataclass(frozen=True)
-class ModelArrays:
-    """Arrays the PyMC graph is built from (all in normalised units).
-
-    ``y``, ``mask`` are (T, R) on the unit-step grid; per-run vectors are (R,): ``refresh`` (refresh
-    interval K >= 1, int: lag d_n = n mod K in the transition out of grid step n), ``span`` (horizon - first
-    step, in steps; informational), ``noise`` (robust measurement-noise estimate), ``mu_mean``
-    (momentum prior mean) and ``mu_known`` (1 where beta1 was logged), ``family_idx``, ``log_size``
-    (log params_b relative to the reference size) and ``size_known``, ``r0_obs`` (mean of the first
-    observed points), ``floor`` (the reward's lower bound, normalised) and ``floor_known``. The spread
-    channel (:mod:`bayesgrpo.models.spread`): ``channels`` (C, T, R), ``group_size`` (G), ``width`` (the
-    reward's range U - L, normalised) and ``width_known``.
-    """
-
-    y: np.ndarray
-    mask: np.ndarray
-    refresh: np.ndarray
-    span: np.ndarray
-    noise: np.ndarray
-    mu_mean: np.ndarray
-    mu_known: np.ndarray
-    family_idx: np.ndarray
-    log_size: np.ndarray
-    r0_obs: np.ndarray
-    run_ids: tuple[str, ...]
-    families: tuple[str, ...]
-    size_known: np.ndarray = None
-    floor: np.ndarray = None
-    floor_known: np.ndarray = None
-    fraction: np.ndarray = None  # observed share of the planned span, (last - s0) / (planned - s0)
-    channels: np.ndarray = None
-    group_size: np.ndarray = None
-    width: np.ndarray = None
-    width_known: np.ndarray = None
-
-    def __post_init__(self):
-        from bayesgrpo.models.channels import DEFAULT_GROUP_SIZE, N_CH
-
-        R = len(self.r0_obs)
-        defaults = (("size_known", 0.0), ("floor", 0.0), ("floor_known", 0.0), ("fraction", 0.3),
-                    ("group_size", float(DEFAULT_GROUP_SIZE)), ("width", 1.0), ("width_known", 0.0))  # fmt: skip
-        for name, default in defaults:
-            if getattr(self, name) is None:  # arrays saved before these fields existed
-                object.__setattr__(self, name, np.full(R, default))
-        if self.channels is None:
-            object.__setattr__(self, "channels", np.zeros((N_CH,) + np.shape(self.y)))
-
-    @property
-    def has_channels(self) -> bool:
-        """Some run of these arrays logs a spread channel (the spread graph is needed)."""
-        from bayesgrpo.models.channels import CH_MS, CH_MZ
-
-        return bool(self.channels[CH_MS].any() or self.channels[CH_MZ].any())
-
-    def data(self, prior=None) -> dict:
-        """Values of the ``pm.Data`` variables (:data:`DATA_VARS`), with the per-run prior
-        hyperparameters ``prior_<name>`` of ``prior`` at each run's observed fraction when given."""
-        out = {n: getattr(self, n) for n in DATA_VARS}
-        if prior is not None:
-            out.update({f"prior_{k}": v for k, v in prior.values_at(self.fraction).items()})
-        return out
-
-    def subset(self, idx) -> ModelArrays:
-        """The arrays of runs ``idx`` (grid cut to their longest run)."""
-        idx = np.asarray(idx)
-        T = int(max(np.nonzero(self.mask[:, j])[0].max() for j in idx)) + 1
-        fields = {n: getattr(self, n) for n in DATA_VARS}
-        out = {}
-        for n, v in fields.items():
-            out[n] = v[:, :T][:, :, idx] if v.ndim == 3 else v[:T, idx] if v.ndim == 2 else v[idx]
-        return ModelArrays(**out, run_ids=tuple(self.run_ids[j] for j in idx), families=self.families)
+__all__ = [
+    "MODEL_KINDS",
+    "ModelKind",
+    "build_model",
+    "get_kind",
+    "prior_kind",
+    "default_prior",
+    "default_prior_path",
+    "kind_option",
+    "MODEL_ALIAS_WARNING",
+]
 
 
 @dataclass(frozen=True)
@@ -183,7 +99,7 @@ class ModelKind:
         with the spread channels (degeneracy kinds; the reward-only graph's key is unchanged)."""
         if spread and not self.degeneracy:
             raise ValueError(f"the {self.name} kind has no degeneracy state: the spread channels need one")
-        key = (self.name, hierarchical) + (("spread",) if spread else ())
+        key: tuple = (self.name, hierarchical) + (("spread",) if spread else ())
         if self.size_scaling:
             key += (prior.alpha_mu, prior.alpha_sd)
         if hierarchical:
@@ -196,9 +112,8 @@ class ModelKind:
         import pytensor.tensor as pt
 
         from bayesgrpo.models import components as C
-        from bayesgrpo.models.arrays import LOG_SIZE_SD
 
-        T, R = arr.y.shape
+        T, _R = arr.y.shape
         coords = {"run": list(arr.run_ids), "family": list(arr.families), "step_grid": np.arange(T)}
         if spread:
             from bayesgrpo.models.channels import CH_ROWS
@@ -209,7 +124,8 @@ class ModelKind:
             mask = pm.Data("mask", arr.mask, dims=("step_grid", "run"), shape=(None, None))
             refresh = pm.Data("refresh", np.asarray(arr.refresh, dtype="int64"), dims="run", shape=(None,))
             vec = {n: pm.Data(n, getattr(arr, n), dims="run", shape=(None,))
-                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor", "floor_known")}  # fmt: skip
+                   for n in ("span", "noise", "r0_obs", "log_size", "size_known", "mu_mean", "mu_known", "floor",
+                             "floor_known", "ceil", "ceil_known")}  # fmt: skip
             fam = pm.Data("family_idx", arr.family_idx.astype("int64"), dims="run", shape=(None,))
             span = vec["span"]
             # the population prior enters as per-run data: one compile serves every prior and fraction
@@ -235,7 +151,8 @@ class ModelKind:
                 t_sd = pt.sqrt(t_sd**2 + (1.0 - vec["size_known"]) * (alpha * LOG_SIZE_SD) ** 2)
 
             r0 = C.start_level(vec["r0_obs"], hp["r0_sd"])
-            r_star = pm.Deterministic("r_star", r0 + C.run_effect("gain", g_mu, g_sd), dims="run")
+            r_star = C.plateau(r0 + C.run_effect("gain", g_mu, g_sd), floor=vec["floor"], floor_known=vec["floor_known"],
+                               ceil=vec["ceil"], ceil_known=vec["ceil_known"])  # fmt: skip
             tau = pm.Deterministic("tau", 1.0 + pt.exp(C.run_effect("tau", t_mu, t_sd)), dims="run")  # steps, >= 1
             mu = C.momentum(vec["mu_mean"], vec["mu_known"], free=self.free_momentum, like=span,
                             conc_unknown=hp["mu_conc"], conc_known=hp["mu_conc_known"])  # fmt: skip
@@ -302,17 +219,21 @@ class ModelKind:
         return propagate_numpy(m, P, n_steps, **kw)
 
     def stop(self, p: dict, *, n_steps: int, fraction: float, K: int):
-        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag."""
+        """Stop step per draw (steps from the start, censored at ``n_steps``) and the settled flag.
+
+        The gain is in normalised units (one unit = the run's reward scale): a gain below ``1 -
+        fraction`` of the scale has settled at the start (:mod:`bayesgrpo.physics.stopping`)."""
         from bayesgrpo.physics.stopping import settling_index, stop_steps
 
+        gain = p["r_star"] - p["r0"]
         if self.degeneracy:
             from bayesgrpo.models.degeneracy import degenerate_deviation_paths
 
             x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"],
                                            lam=p.get("lam", 0.0))  # fmt: skip
-            idx, reached = settling_index(x, fraction=fraction)
+            idx, reached = settling_index(x, fraction=fraction, gain=gain)
             return np.minimum(idx, n_steps), reached
-        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K)
+        return stop_steps(p["a"], p["mu"], n_steps=n_steps, fraction=fraction, refresh_interval=K, gain=gain)
 
 
 #: the registry: kind name -> :class:`ModelKind`
@@ -324,14 +245,14 @@ MODEL_KINDS: dict[str, ModelKind] = {
             "degeneracy",
             "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): slow starts, S-curves",
             degeneracy=True,
-        ),  # fmt: skip
+        ),
         ModelKind(
             "logistic",
             "degeneracy kind with heterogeneous prompt difficulty (generalised logistic): slow "
             "starts, fast rises that turn into slow climbs",
             degeneracy=True,
             heterogeneity=True,
-        ),  # fmt: skip
+        ),
         ModelKind(
             "saturation", "overdamped limit (mu = 0): paper B's single-exponential saturation law", free_momentum=False
         ),
@@ -359,7 +280,7 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     kind : str
         A key of :data:`MODEL_KINDS`.
     prior : bayesgrpo.models.prior.PopulationPrior, optional
-        Fixed population hyperparameters (default: the packaged population prior).
+        Fixed population hyperparameters (default: the kind's packaged prior, :func:`default_prior`).
     hierarchical : bool
         Learn the population means/sds across the runs given (partial pooling by family), with the
         prior as hyperprior.
@@ -370,7 +291,57 @@ def build_model(arr: ModelArrays, *, kind: str = "oscillator", prior=None, hiera
     -------
     pymc.Model
     """
-    from bayesgrpo.models.prior import PopulationPrior
+    return get_kind(kind).build(arr, prior=prior or default_prior(kind), hierarchical=hierarchical, spread=spread)
 
-    return get_kind(kind).build(arr, prior=prior or PopulationPrior.default(kind), hierarchical=hierarchical,
-                                spread=spread)  # fmt: skip
+
+def prior_kind(kind: str, has) -> str:
+    """The kind whose population prior ``kind`` uses: its own if ``has(kind)``, else (a degeneracy kind
+    without its own fit, e.g. ``logistic``) the degeneracy kind's if ``has("degeneracy")``, else the
+    oscillator's (the linear kinds share it). ``has`` says whether a kind's fit exists (a packaged
+    file, or per-run fits in a benchmark's table)."""
+    if has(kind):
+        return kind
+    spec = MODEL_KINDS.get(kind)
+    if spec is not None and spec.degeneracy and has("degeneracy"):
+        return "degeneracy"
+    return "oscillator"
+
+
+def default_prior_path(kind: str = "oscillator"):
+    """``$BAYESGRPO_PRIOR`` if set, else the packaged prior :func:`prior_kind` picks for ``kind``
+    (a :class:`pathlib.Path` or an :mod:`importlib.resources` traversable)."""
+    env = os.environ.get("BAYESGRPO_PRIOR")
+    if env:
+        return Path(env)
+    return prior_resource(prior_kind(kind, lambda k: prior_resource(k).is_file()))
+
+
+def default_prior(kind: str = "oscillator") -> PopulationPrior:
+    """The packaged population prior of a model kind (or ``$BAYESGRPO_PRIOR``).
+
+    Kinds with their own fitted prior ship ``population_prior_<kind>.json``; a degeneracy kind without
+    one (``logistic``) uses the degeneracy kind's (its ``lam`` keeps the default prior); the linear
+    kinds share ``population_prior.json``. There is no silent fallback: a missing or invalid file
+    raises :class:`~bayesgrpo.errors.PriorError` naming it.
+    """
+    return PopulationPrior.load(default_prior_path(kind))
+
+
+#: what every front end says when the old option ``--model`` names the kind
+MODEL_ALIAS_WARNING = "--model is deprecated: the model kind is --kind (the word 'model' is the LLM of the metadata)"
+
+
+def kind_option(kind: str, model: str | None = None) -> tuple[str, str | None]:
+    """``(kind, warning or None)`` of the ``--kind`` option (``--model``, its old name, wins with
+    :data:`MODEL_ALIAS_WARNING`); a name not in :data:`MODEL_KINDS` is an
+    :class:`~bayesgrpo.errors.OptionError` naming the option used."""
+    from bayesgrpo.errors import OptionError
+
+    option, warning = "--kind", None
+    if model is not None:
+        kind, option, warning = model, "--model", MODEL_ALIAS_WARNING
+    if kind not in MODEL_KINDS and kind != AUTO_KIND:
+        raise OptionError(
+            f"{option} {kind!r} is not a model kind; choose {AUTO_KIND} or one of {', '.join(MODEL_KINDS)}"
+        )
+    return kind, warning

@@ -6,8 +6,8 @@ small JSON file inside the package (``bayesgrpo/resources/population_prior.json`
 :mod:`importlib.resources`, so an installed wheel uses exactly the numbers of the source tree) with
 its provenance and the command that refits it (``python bench/fit_population_prior.py``).
 
-There is no silent fallback: :meth:`PopulationPrior.default` raises :class:`~bayesgrpo.errors.PriorError`
-when the packaged file is missing or invalid. Every fitted artefact records the prior's
+There is no silent fallback: :func:`bayesgrpo.models.kinds.default_prior` (the kind's packaged prior)
+raises :class:`~bayesgrpo.errors.PriorError` when the packaged file is missing or invalid. Every fitted artefact records the prior's
 :attr:`~PopulationPrior.identity` (name and SHA-256 of its canonical JSON).
 
 All quantities are in the normalised units of :mod:`bayesgrpo.models.arrays` (see there).
@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bayesgrpo.errors import PriorError
+from bayesgrpo.models.arrays import ADAM_BETA1
 
-__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "default_prior_path", "SPREAD_FIELDS",
-           "with_spread_population"]  # fmt: skip
+__all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "prior_resource", "fit_population", "context_prior",
+           "SPREAD_FIELDS", "with_spread_population"]  # fmt: skip
 
 #: hyperparameters that enter the compiled graph as per-run data (so one compile serves every prior,
 #: e.g. the leave-one-source-out priors of a benchmark, and every observed fraction)
@@ -55,34 +55,14 @@ VECTOR_FIELDS = (
 PRIOR_RESOURCE = "population_prior.json"
 
 
-def default_prior_path(kind: str = "oscillator"):
-    """``$BAYESGRPO_PRIOR`` if set, else the packaged prior of ``kind`` in ``bayesgrpo/resources``.
-
-    Returns a :class:`pathlib.Path` or an :mod:`importlib.resources` traversable.
-    """
-    env = os.environ.get("BAYESGRPO_PRIOR")
-    if env:
-        return Path(env)
+def prior_resource(kind: str = "oscillator"):
+    """The packaged prior file of ``kind`` in ``bayesgrpo/resources`` (an :mod:`importlib.resources`
+    traversable; it may not exist: :func:`bayesgrpo.models.kinds.default_prior` picks the one a kind uses)."""
     from importlib.resources import files
 
-    res = files("bayesgrpo.resources")
-    path = lambda k: res.joinpath(PRIOR_RESOURCE if k == "oscillator" else f"population_prior_{k}.json")  # noqa: E731
-    return path(prior_kind(kind, lambda k: path(k).is_file()))
-
-
-def prior_kind(kind: str, has) -> str:
-    """The kind whose population prior ``kind`` uses: its own if ``has(kind)``, else (a degeneracy kind
-    without its own fit, e.g. ``logistic``) the degeneracy kind's if ``has("degeneracy")``, else the
-    oscillator's (the linear kinds share it). ``has`` says whether a kind's fit exists (a packaged
-    file, or per-run fits in a benchmark's table)."""
-    from bayesgrpo.models.kinds import MODEL_KINDS
-
-    if has(kind):
-        return kind
-    spec = MODEL_KINDS.get(kind)
-    if spec is not None and spec.degeneracy and has("degeneracy"):
-        return "degeneracy"
-    return "oscillator"
+    return files("bayesgrpo.resources").joinpath(
+        PRIOR_RESOURCE if kind == "oscillator" else f"population_prior_{kind}.json"
+    )
 
 
 class PopulationPrior(BaseModel):
@@ -103,7 +83,7 @@ class PopulationPrior(BaseModel):
     r0_sd: float = Field(gt=0, description="sd of r0 around the mean of the first observed points")
     log_noise_sd: float = Field(gt=0, description="sd of log measurement noise around its robust estimate")
     mu_default: float = Field(
-        0.9, gt=0, lt=1, description="momentum prior mean when beta1 is not logged (Adam's default)"
+        ADAM_BETA1, gt=0, lt=1, description="momentum prior mean when beta1 is not logged (Adam's default)"
     )
     mu_conc: float = Field(10.0, gt=0, description="Beta concentration of the momentum prior when beta1 is unknown")
     mu_conc_known: float = Field(200.0, gt=0, description="Beta concentration when beta1 is logged")
@@ -172,16 +152,6 @@ class PopulationPrior(BaseModel):
 
     # ------------------------------------------------------------------ io
     @classmethod
-    def default(cls, kind: str = "oscillator") -> PopulationPrior:
-        """The packaged prior of a model kind (or ``$BAYESGRPO_PRIOR``); :class:`PriorError` if unreadable.
-
-        Kinds with their own fitted prior ship ``population_prior_<kind>.json``; a degeneracy kind
-        without one (``logistic``) uses the degeneracy kind's (its ``lam`` keeps the default prior);
-        the linear kinds share ``population_prior.json``.
-        """
-        return cls.load(default_prior_path(kind))
-
-    @classmethod
     def load(cls, path) -> PopulationPrior:
         """Read a prior JSON file; a missing or invalid file raises :class:`PriorError` naming it."""
         p = path if hasattr(path, "read_text") else Path(path)
@@ -199,7 +169,9 @@ class PopulationPrior(BaseModel):
             raise PriorError(f"population prior {p}: not a valid prior file ({first})") from None
 
     def save(self, path) -> None:
-        Path(path).write_text(self.model_dump_json(indent=2) + "\n")
+        from bayesgrpo.io.output import write_text
+
+        write_text(path, self.model_dump_json(indent=2) + "\n")
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -291,84 +263,6 @@ def fit_population(
     prov.update(runs=int(df["run_id"].nunique()), sources=int(df["source"].nunique()), fits=int(len(df)),
                 excluded_source=exclude_source, weighting="each source weighs the same at each observed fraction")  # fmt: skip
     return PopulationPrior(**kw, **fixed, fraction_grid=grid, by_fraction=tables, name=name, provenance=prov)
-
-
-#: broad hyperparameters for fitting single complete runs (the per-run fits a population prior is made of)
-BROAD_PRIOR = PopulationPrior(gain_mu=0.3, gain_sd=2.0, log_tau_mu=4.0, log_tau_sd=2.5, log_wander_mu=-1.0,
-                              log_wander_sd=2.0, r0_sd=0.5, log_noise_sd=1.0, log_delta_mu=-1.0, log_delta_sd=2.0,
-                              lam_logit_mu=0.0, lam_logit_sd=2.0, log_nu_mu=0.0, log_nu_sd=2.0, log_headroom_mu=0.0,
-                              log_headroom_sd=2.0, name="broad")  # fmt: skip
-
-
-def _logit(p):
-    p = np.clip(p, 1e-6, 1 - 1e-6)
-    return np.log(p / (1 - p))
-
-
-def fit_run_effects(runs, *, fraction: float, kind: str = "oscillator", sampler=None, source=None, seed: int = 0,
-                    channels=(), prior: PopulationPrior | None = None):  # fmt: skip
-    """Fit each complete run of ``runs`` (broad priors) in the units a forecast at ``fraction`` uses.
-
-    The normalisation of each run comes from its prefix at ``fraction`` (``normalize_with``), the fit
-    from the whole run. Returns one row per run with the per-run posterior medians
-    :func:`fit_population` aggregates (``gain, log_tau, log_wander, log_delta, r0_dev, log_noise_dev``;
-    with ``channels`` (spread channels, :mod:`bayesgrpo.models.spread`; only runs that log one are fitted)
-    also ``log_nu`` and, bounds unknown, ``log_headroom``) and the sampler health. Runs with fewer than 5
-    points before ``fraction`` are skipped. ``prior``: the hyperparameters of the fits (default
-    :data:`BROAD_PRIOR`; the spread fits use the fitted population for the reward's parameters).
-    """
-    import functools
-    import warnings
-
-    from bayesgrpo.inference import sampling
-    from bayesgrpo.inference.sampling import SamplerConfig
-    from bayesgrpo.models.arrays import prepare_arrays
-    from bayesgrpo.models.degeneracy import LAM_MAX
-    from bayesgrpo.models.kinds import get_kind
-
-    sampler = sampler or SamplerConfig(draws=300, tune=300, seed=seed)
-    prior = prior or BROAD_PRIOR
-    spec = get_kind(kind)
-    prefix = runs.truncate(fraction=fraction)
-    ok = [r for r in runs.run_ids if len(prefix.run(r)) >= 5]
-    rows = []
-    if not ok:
-        return rows
-    horizon = {r: int(runs.run(r)["step"].iloc[-1]) + 1 for r in ok}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # constant or repaired curves: the fit of one complete run only
-        arr, infos = prepare_arrays(runs.select(ok), horizon=horizon, prior=prior,
-                                    normalize_with=prefix.select(ok), channels=channels)  # fmt: skip
-    for j, info in enumerate(infos):
-        sub = arr.subset([j])
-        spread = bool(channels) and sub.has_channels
-        if channels and not spread:
-            continue
-        build = functools.partial(spec.build, sub, prior=prior, spread=spread)
-        compiled = sampling.compile_model(spec.graph_key(sub, prior, False, spread=spread), build,
-                                          backend=sampler.backend)  # fmt: skip
-        need = spec.required_data + (("channels",) if spread else ())
-        idata = sampling.nuts(compiled, data=sub.data(prior), sampler=sampler, required=need,
-                              seed=sampling.batch_seed(sampler.seed, sub.run_ids))  # fmt: skip
-        post = sampling.posterior_dataset(idata).assign_coords(run=[info.run_id])
-        h = sampling.health(post, sampling.posterior_dataset(idata, "sample_stats"), var_names=("r_star", "tau", "r0"))
-        p = post.isel(run=0)
-        rows.append(dict(
-            run_id=info.run_id, source=(source or {}).get(info.run_id, "") if isinstance(source, dict) else
-            (source[info.run_id] if source is not None else ""), cutoff=float(fraction), kind=kind,
-            gain=float((p["r_star"] - p["r0"]).median()),
-            log_tau=float(np.log(p["tau"] - 1.0).median()),
-            log_wander=float(np.log(p["wander"] / p["sigma_m"]).median()),
-            r0_dev=float((p["r0"] - sub.r0_obs[0]).median()),
-            log_noise_dev=float(np.log(p["sigma_m"] / sub.noise[0]).median()),
-            log_delta=float(np.log(np.maximum(p["r0"] - p["L"], 1e-9)).median())
-            if spec.degeneracy and sub.floor_known[0] == 0 else np.nan,
-            lam_logit=float(_logit(p["lam"] / LAM_MAX).median()) if spec.heterogeneity else np.nan,
-            log_nu=float(np.log(p["nu"]).median()) if spread else np.nan,
-            log_headroom=float(np.log(p["headroom"]).median()) if spread and sub.width_known[0] == 0 else np.nan,
-            r_hat=h[info.run_id]["r_hat_max"], divergences=h[info.run_id]["divergences"],
-        ))  # fmt: skip
-    return rows
 
 
 #: the population prior's fields of the spread channel (:mod:`bayesgrpo.models.spread`)

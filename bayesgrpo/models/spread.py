@@ -90,7 +90,7 @@ import math
 import numba
 import numpy as np
 
-from bayesgrpo.models.channels import (  # the layout, re-exported here  # noqa: F401
+from bayesgrpo.models.channels import (  # the layout, re-exported here
     CH_BR,
     CH_CRS,
     CH_CRZ,

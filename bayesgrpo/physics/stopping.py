@@ -18,6 +18,12 @@ settled for good after 57). The settling time is the
 control-theory notion of "has arrived", it is right in every regime, and for the overdamped limit
 ``R* - (R* - R0) e^{-n/tau}`` it is ``ceil(tau ln(1 / (1 - fraction)))`` (3 tau for 95%).
 
+A gain too small to matter has nothing to wait for: with the run's reward scale ``S`` (the unit the
+forecast's normalised rewards are measured in) the band is ``(1 - fraction) max(|R_0 - R*|, S)``, in
+``x`` units ``|x| <= (1 - fraction) max(1, S / |R_0 - R*|)`` (pass ``gain = (R* - R_0) / S``). For a
+gain of at least one scale unit -- every run that rises -- this is the band above; a run whose whole
+gain is below ``(1 - fraction) S`` (a constant curve: 0.5 for 200 steps) has settled at its start.
+
 Trajectories that have not settled by the end of the given path are **censored**: the returned
 index is the path length and ``reached`` is False.
 """
@@ -26,14 +32,25 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["settling_index", "deviation_paths", "stop_steps", "DEFAULT_STOP_FRACTION"]
+__all__ = ["settling_index", "deviation_paths", "stop_steps", "band", "DEFAULT_STOP_FRACTION"]
 
 #: share of the gain the stop step has realised (physics.md section 8 item 10: 95%)
 DEFAULT_STOP_FRACTION = 0.95
 
 
-def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION) -> tuple[np.ndarray, np.ndarray]:
-    """First index after which ``|x|`` stays within ``1 - fraction``, along the last axis.
+def band(fraction: float, gain=None):
+    """Half-width of the settling band in ``x`` units: ``1 - fraction``, widened to
+    ``(1 - fraction) / |gain|`` for a gain below one scale unit (module docstring)."""
+    thr = 1.0 - float(fraction)
+    if gain is None:
+        return thr
+    g = np.abs(np.asarray(gain, dtype=float))
+    with np.errstate(divide="ignore"):
+        return thr * np.maximum(1.0, np.where(g > 0, 1.0 / g, np.inf))
+
+
+def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION, gain=None) -> tuple[np.ndarray, np.ndarray]:
+    """First index after which ``|x|`` stays within the band (:func:`band`), along the last axis.
 
     Parameters
     ----------
@@ -41,6 +58,9 @@ def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION) -> tuple[np.nd
         Normalised deviations from the plateau, ``x[..., 0] = 1`` (see module docstring). NaN counts
         as outside the band.
     fraction : float in (0, 1]
+    gain : array_like, shape (...), optional
+        ``(R* - R_0) / S``, the gain in units of the run's reward scale (default: the band is
+        ``1 - fraction`` whatever the gain).
 
     Returns
     -------
@@ -53,12 +73,37 @@ def settling_index(x, *, fraction: float = DEFAULT_STOP_FRACTION) -> tuple[np.nd
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     x = np.asarray(x, dtype=float)
     n = x.shape[-1]
-    outside = ~(np.abs(x) <= 1.0 - float(fraction))
+    thr = band(fraction, gain)
+    outside = ~(np.abs(x) <= np.asarray(thr)[..., None])
     any_out = outside.any(axis=-1)
     last_out = n - 1 - np.argmax(outside[..., ::-1], axis=-1)
     index = np.where(any_out, last_out + 1, 0).astype(np.int64)
     reached = index < n
     return index, reached
+
+
+def _recursion(a, mu, n_steps: int, refresh_interval: int | None):
+    """``(batch shape, iterator of (n, x_{n+1}))`` of recursion (1) from ``x_0 = x_{-1} = 1``, streamed
+    (memory O(batch)); the lag ``d_n = n mod K`` of a refresh interval ``K > 1``."""
+    a = np.asarray(a, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    shape = np.broadcast_shapes(a.shape, mu.shape)
+    a = np.broadcast_to(a, shape)
+    mu = np.broadcast_to(mu, shape)
+    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
+
+    def steps():
+        x_prev = np.ones(shape)
+        x = np.ones(shape)
+        anchor = x
+        for n in range(n_steps):
+            if K > 1 and n % K == 0:
+                anchor = x
+            x_new = (1.0 + mu) * x - mu * x_prev - a * (anchor if K > 1 else x)
+            x_prev, x = x, x_new
+            yield n, x
+
+    return shape, steps()
 
 
 def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None) -> np.ndarray:
@@ -67,56 +112,35 @@ def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None)
     ``x_{n+1} = (1 + mu) x_n - mu x_{n-1} - a x_{n - d_n}``, ``d_n = n mod K`` for a refresh interval
     ``K`` (else 0). Returns ``x`` of shape ``(*batch, n_steps + 1)`` (index 0 is the start).
     """
-    a = np.asarray(a, dtype=float)
-    mu = np.asarray(mu, dtype=float)
-    shape = np.broadcast_shapes(a.shape, mu.shape)
-    a = np.broadcast_to(a, shape)
-    mu = np.broadcast_to(mu, shape)
+    shape, steps = _recursion(a, mu, n_steps, refresh_interval)
     out = np.empty(shape + (n_steps + 1,))
     out[..., 0] = 1.0
-    x_prev = np.ones(shape)
-    x = np.ones(shape)
-    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
-    anchor = x
     with np.errstate(over="ignore", invalid="ignore"):
-        for n in range(n_steps):
-            if K > 1 and n % K == 0:
-                anchor = x
-            x_lag = anchor if K > 1 else x
-            x_new = (1.0 + mu) * x - mu * x_prev - a * x_lag
-            x_prev, x = x, x_new
+        for n, x in steps:
             out[..., n + 1] = x
     return out
 
 
 def stop_steps(
-    a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION, refresh_interval: int | None = None
+    a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION, refresh_interval: int | None = None, gain=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stop step (in steps from the start) of recursion (1) per draw, censored at ``n_steps``.
 
     Streams the recursion (memory O(draws), whatever ``n_steps``) and applies the same rule as
-    :func:`settling_index` on :func:`deviation_paths`. Returns ``(steps, reached)``; ``steps`` equals
-    ``n_steps`` where the mean trajectory has not settled within ``n_steps`` steps.
+    :func:`settling_index` on :func:`deviation_paths` (``gain``: see there). Returns ``(steps,
+    reached)``; ``steps`` equals ``n_steps`` where the mean trajectory has not settled within
+    ``n_steps`` steps.
     """
     if not 0.0 < float(fraction) <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    thr = 1.0 - float(fraction)
-    a = np.asarray(a, dtype=float)
-    mu = np.asarray(mu, dtype=float)
-    shape = np.broadcast_shapes(a.shape, mu.shape)
-    a = np.broadcast_to(a, shape)
-    mu = np.broadcast_to(mu, shape)
-    x_prev = np.ones(shape)
-    x = np.ones(shape)
-    last_out = np.zeros(shape, dtype=np.int64) if thr < 1.0 else np.full(shape, -1, dtype=np.int64)
-    K = int(refresh_interval) if refresh_interval and refresh_interval > 1 else 1
-    anchor = x
+    if gain is not None:  # the band may differ per draw: the recursion runs on the common shape
+        shape = np.broadcast_shapes(np.shape(a), np.shape(mu), np.shape(gain))
+        a, mu = np.broadcast_to(a, shape), np.broadcast_to(mu, shape)
+    shape, steps = _recursion(a, mu, n_steps, refresh_interval)
+    thr = np.broadcast_to(band(fraction, gain), shape)
+    last_out = np.where(thr < 1.0, 0, -1).astype(np.int64)  # x_0 = 1 lies outside a band narrower than 1
     with np.errstate(over="ignore", invalid="ignore"):
-        for n in range(n_steps):
-            if K > 1 and n % K == 0:
-                anchor = x
-            x_new = (1.0 + mu) * x - mu * x_prev - a * (anchor if K > 1 else x)
-            x_prev, x = x, x_new
+        for n, x in steps:
             last_out[~(np.abs(x) <= thr)] = n + 1
     index = last_out + 1
     reached = index <= n_steps

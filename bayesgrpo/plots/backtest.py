@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, DEFAULT_FINAL_WINDOW, HEADLINE, QUANTILES, interval_bounds, interval_label
 from bayesgrpo.conventions import INTERVALS as LEVELS
 from bayesgrpo.evaluation.backtest import example_path, load_example
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX
 from bayesgrpo.evaluation.metrics import final_reward
+from bayesgrpo.io.output import save_figure
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 __all__ = ["plot_all", "plot_examples"]
@@ -43,7 +45,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     """Calibration (PIT + coverage), error vs cutoff, CRPS vs cutoff, example fan charts."""
     from matplotlib.figure import Figure
 
-    figs = []
+    figs: list = []
     ok = cases[cases["ok"].astype(bool)]
     if ok.empty:
         return figs
@@ -61,7 +63,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     for i, m in enumerate(methods):
         ax = fig.add_subplot(gs[i // ncol, i % ncol])
         p = ok.loc[ok["method"] == m, "pit"].dropna()
-        ax.hist(p, bins=bins, color=col[m], alpha=0.85, density=True)
+        ax.hist(p, bins=bins.tolist(), color=col[m], alpha=0.85, density=True)
         ax.axhline(1, color="k", lw=0.8, ls="--")
         ax.set_title(f"{m} (n={len(p)})", fontsize=9)
         ax.set_xlim(0, 1)
@@ -72,7 +74,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     ax.plot([0.4, 1], [0.4, 1], color="k", lw=0.8, ls="--", label="ideal")
     for m in methods:
         g = ok[ok["method"] == m]
-        cov = [g[f"cover{round(l * 100)}"].mean() for l in LEVELS]
+        cov = [g[f"cover{round(lv * 100)}"].mean() for lv in LEVELS]
         ax.plot(nom, cov, "o-", color=col[m], label=m, lw=2 if m.startswith(BAYES) else 1.2)
     ax.axhspan(0.75, 0.85, xmin=(0.8 - 0.4) / 0.6 - 0.02, xmax=(0.8 - 0.4) / 0.6 + 0.02, color="0.8")
     ax.set_xlim(0.4, 1)
@@ -84,8 +86,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
     ax.grid(alpha=0.3)
     fig.suptitle("Calibration: PIT histograms (flat = calibrated; U = too narrow; hump = too wide)", fontsize=10)
     p = out / f"{prefix}calibration.png"
-    fig.savefig(p, dpi=110)
-    figs.append(p)
+    figs.append(save_figure(fig, p))
 
     # error and CRPS vs cutoff
     for metric, fname, ylab, agg in (
@@ -104,8 +105,7 @@ def plot_all(cases: pd.DataFrame, out: Path, *, runs=None, example_runs=None, pr
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
         p = out / f"{prefix}{fname}"
-        fig.savefig(p, dpi=110)
-        figs.append(p)
+        figs.append(save_figure(fig, p))
 
     # examples
     if runs is not None and example_runs:
@@ -131,7 +131,7 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
     axes = fig.subplots(nrow, ncol, squeeze=False)
     for ax in axes.ravel()[len(items) :]:
         ax.set_visible(False)
-    for ax, (r, d) in zip(axes.ravel(), items):
+    for ax, (r, d) in zip(axes.ravel(), items, strict=False):  # spare axes stay empty
         df = runs.run(r)
         key = BAYES if "steps" in d.get(BAYES, {}) else (BAYES_CTX if "steps" in d.get(BAYES_CTX, {}) else None)
         last = d[key]["last_step"] if key else None
@@ -146,28 +146,34 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         if key:
             b = d[key]
             st, q = np.array(b["steps"]), np.array(b["q"])
+            lv = list(b.get("levels", QUANTILES))
             if st.size:
-                ax.fill_between(st, q[0], q[6], color="#1f6fb4", alpha=0.18, lw=0, label="bayesgrpo 90%")
-                ax.fill_between(st, q[1], q[5], color="#1f6fb4", alpha=0.25, lw=0, label="bayesgrpo 80%")
+                for mass, alpha in ((CI_PROB, 0.18), (HEADLINE, 0.25)):
+                    lo, hi = (lv.index(x) for x in interval_bounds(mass))
+                    ax.fill_between(st, q[lo], q[hi], color="#1f6fb4", alpha=alpha, lw=0,
+                                    label=f"bayesgrpo {interval_label(mass)}")  # fmt: skip
                 ax.plot(st, b["latent_median"], color="#1f6fb4", lw=1.6, label="bayesgrpo median (latent)")
-        truth = final_reward(df[STEP], df[REWARD], final_window=0.1)
+        truth = final_reward(df[STEP], df[REWARD], final_window=DEFAULT_FINAL_WINDOW)
         # final-reward intervals at the horizon, offset per method
         meths = [m for m in d if m in (BAYES, BAYES_CTX)] + sorted(m for m in d if m not in (BAYES, BAYES_CTX))
         span = H - df[STEP].iloc[0]
         for k, m in enumerate(meths):
-            fq = d[m]["final_q"]
+            fq = d[m]["final_q"]  # at its "levels" (files written before they were stored: 5, 10, 50, 90, 95%)
+            lv = list(d[m].get("levels", (0.05, 0.1, 0.5, 0.9, 0.95)))
+            f_lo, f_hi = (fq[lv.index(x)] for x in interval_bounds(HEADLINE))
+            f_med = fq[lv.index(0.5)]
             x = H + span * (0.03 + 0.025 * k)
-            cc = (colors or {}).get(m, "C%d" % k)
+            cc = (colors or {}).get(m, f"C{k}")
             ax.errorbar(
                 [x],
-                [fq[2]],
-                yerr=[[fq[2] - fq[1]], [fq[3] - fq[2]]],
+                [f_med],
+                yerr=[[f_med - f_lo], [f_hi - f_med]],
                 fmt="o",
                 ms=3.5,
                 color=cc,
                 capsize=2,
                 lw=1.4,
-                label=f"{m} final 80%",
+                label=f"{m} final {interval_label(HEADLINE)}",
             )
         ax.axhline(truth, color="#c0392b", lw=1, ls="--", label="true final reward")
         ax.axvline(last, color="0.3", ls=":", lw=1)
@@ -175,15 +181,14 @@ def plot_examples(out: Path, runs: RunSet, example_runs, cutoffs, *, path: Path,
         ax.set_title(f"{r[:48]} @ {c:g}", fontsize=8.5, loc="left")
         ax.tick_params(labelsize=7.5)
         ax.grid(alpha=0.25)
-    h, lab = axes.ravel()[0].get_legend_handles_labels()
-    allh = {}
+    _h, _lab = axes.ravel()[0].get_legend_handles_labels()
+    allh: dict = {}
     for ax in axes.ravel()[: len(items)]:
-        for hh, ll in zip(*ax.get_legend_handles_labels()):
+        for hh, ll in zip(*ax.get_legend_handles_labels(), strict=True):
             allh.setdefault(ll, hh)
     fig.legend(list(allh.values()), list(allh.keys()), loc="outside lower center", ncol=min(6, len(allh)), fontsize=7.5)
     fig.suptitle(
         f"Example backtests at cutoff {c:g}: bands = bayesgrpo predictive logged reward; bars right of the horizon = each method's 80% interval of the final reward",
         fontsize=9,
     )
-    fig.savefig(path, dpi=105)
-    return path
+    return save_figure(fig, path, dpi=105)

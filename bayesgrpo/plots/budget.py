@@ -7,6 +7,7 @@ import textwrap
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.conventions import CI_PROB, interval_bounds
 from bayesgrpo.decisions.budget import StopRecommendation, budget_table
 from bayesgrpo.forecast.paths import PathDraws
 
@@ -55,7 +56,7 @@ def plot_budget(
     if truth is not None and len(truth):
         later = truth.loc[truth["step"] > draws.last_step]
         ax.plot(later["step"], later["reward"], ".", ms=2.5, color="0.72", label="logged later (truth)")
-    oq = np.quantile(draws.observed, [0.05, 0.95], axis=0)
+    oq = np.quantile(draws.observed, interval_bounds(CI_PROB), axis=0)
     ax.fill_between(draws.steps, oq[0], oq[1], color="C0", alpha=0.12, lw=0, label="90% predictive (logged)")
     ax.fill_between(
         table["step"], table["reward_q05"], table["reward_q95"], color="C0", alpha=0.3, lw=0, label="90% latent reward"
@@ -74,18 +75,7 @@ def plot_budget(
         color="0.3",
     )
     if rec is not None:
-        ax.axvline(rec.step, color="C2", lw=2, ls="--", label=f"recommended stop: {rec.step}")
-        ax.plot([rec.step], [rec.expected_reward], "o", color="C2", ms=7)
-        if rec.rule80_step is not None and rec.rule80_status != "already passed":
-            ax.axvline(rec.rule80_step, color="C1", lw=1.5, ls="-.", label=f"0.8 epoch (paper B): {rec.rule80_step}")
-        if rec.max_steps is not None:
-            ax.axvline(
-                min(rec.max_steps, int(draws.steps[-1])),
-                color="C4",
-                lw=1.2,
-                ls=":",
-                label=f"max_steps {rec.max_steps}" + ("" if rec.max_steps_in_forecast else " (beyond)"),
-            )
+        _recommendation_marks(ax, rec, draws)
     ax.set_ylabel(f"reward{units}")
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
@@ -102,6 +92,33 @@ def plot_budget(
     ax.set_title("\n".join(textwrap.fill(line, 95) for line in title.split("\n")), fontsize=10)
 
     ax2 = axes[1]
+    _probability_panel(ax2, table, has_p)
+    if rec is not None:
+        ax2.axvline(rec.step, color="C2", lw=2, ls="--")
+    ax2.set_xlabel("optimizer step")
+    ax2.grid(alpha=0.3)
+    ax2.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    return fig
+
+
+def _recommendation_marks(ax, rec: StopRecommendation, draws: PathDraws) -> None:
+    """The recommended stop, paper B's 0.8-epoch step and max_steps on the reward panel."""
+    ax.axvline(rec.step, color="C2", lw=2, ls="--", label=f"recommended stop: {rec.step}")
+    ax.plot([rec.step], [rec.expected_reward], "o", color="C2", ms=7)
+    if rec.rule80_step is not None and rec.rule80_status != "already passed":
+        ax.axvline(rec.rule80_step, color="C1", lw=1.5, ls="-.", label=f"0.8 epoch (paper B): {rec.rule80_step}")
+    if rec.max_steps is not None:
+        ax.axvline(
+            min(rec.max_steps, int(draws.steps[-1])),
+            color="C4",
+            lw=1.2,
+            ls=":",
+            label=f"max_steps {rec.max_steps}" + ("" if rec.max_steps_in_forecast else " (beyond)"),
+        )
+
+
+def _probability_panel(ax2, table: pd.DataFrame, has_p: bool) -> None:
+    """P(target by step), P(optimal stop <= step) with a cost, else P(settled by step)."""
     if has_p:
         ax2.plot(table["step"], table["p_target"], color="C3", lw=2, label="P(reached target by step)")
         ax2.set_ylim(-0.03, 1.03)
@@ -126,9 +143,3 @@ def plot_budget(
         ax2.plot(table["step"], table["p_settled"], color="C0", lw=2, label="P(mean trajectory settled by step)")
         ax2.set_ylim(-0.03, 1.03)
         ax2.set_ylabel("probability")
-    if rec is not None:
-        ax2.axvline(rec.step, color="C2", lw=2, ls="--")
-    ax2.set_xlabel("optimizer step")
-    ax2.grid(alpha=0.3)
-    ax2.legend(loc="lower right", fontsize=8, framealpha=0.9)
-    return fig

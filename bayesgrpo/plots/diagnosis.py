@@ -5,16 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.diagnose.failure_modes import (
-    MODES,
-    _ceiling_for,
-    _is_unit,
-    _present,
-    _rolling_median,
-    _window,
-    degenerate_share,
-    diagnose_run,
-)
+from bayesgrpo.diagnose.common import MODES, _is_unit, _present, _rolling_median, _window, degenerate_share
+from bayesgrpo.diagnose.failure_modes import _ceiling_for, diagnose_run
 
 __all__ = ["plot_diagnosis"]
 
@@ -56,7 +48,7 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
     ax = axes[0]
     ax.plot(step, y, ".", ms=3, color="0.55", label="reward")
     ax.plot(step, _rolling_median(y, _window(y.size)), color="C0", lw=1.8, label="rolling median")
-    for k, (_, r) in enumerate(diag.iterrows()):
+    for _, r in diag.iterrows():
         sev = str(r["severity"])
         if sev == "none" or pd.isna(r["onset_step"]):
             continue
@@ -67,13 +59,16 @@ def plot_diagnosis(runs, run_id: str, diagnosis: pd.DataFrame | None = None, *, 
             lw=1.6,
             label=f"{r['mode']} ({sev}) @ {int(r['onset_step'])}",
         )
+    top = _ceiling_for(ceiling, getattr(runs, "meta", None), run_id)
+    if top is not None and np.isfinite(top):
+        ax.axhline(float(top), color="0.25", ls="--", lw=1.1, label=f"verifiable ceiling {float(top):g}")
     ax.set_ylabel("reward")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="best", framealpha=0.9)
-    lines = [f"{m}: {s}" for m, s in zip(diag["mode"], diag["severity"].astype(str))]
+    lines = [f"{m}: {s}" for m, s in zip(diag["mode"], diag["severity"].astype(str), strict=True)]
     ax.set_title(f"{run_id}\n" + " | ".join(lines), fontsize=8.5)
     g = runs.meta.loc[run_id, "group_size"] if hasattr(runs, "meta") and "group_size" in runs.meta.columns else None
-    for ax, col in zip(axes[1:], panels):
+    for ax, col in zip(axes[1:], panels, strict=True):
         sub = df[["step", col]].dropna()
         ax.plot(sub["step"], sub[col], ".-" if col.startswith("eval/") else "-", lw=1, ms=3, color="C1")
         if col == "frac_reward_zero_std" and g is not None and pd.notna(g) and _is_unit(y, ceiling):

@@ -52,7 +52,7 @@ def forest_plot(result, *, quantities=None, ax=None):
     else:
         fig = Figure(figsize=(9.5, 0.34 * sum(heights) + 0.9 * len(qs) + 0.8), layout="constrained")
         axes = np.atleast_1d(fig.subplots(len(qs), 1, gridspec_kw={"height_ratios": heights} if qs else None))
-    for axq, q in zip(axes, qs):
+    for axq, q in zip(axes, qs, strict=True):
         sub = df.loc[df["quantity"] == q].reset_index(drop=True)
         yy = np.arange(len(sub))[::-1]
         c = _COLORS.get(q, "k")

@@ -29,14 +29,15 @@ import pandas as pd
 
 from bayesgrpo.conventions import CI_PROB, HEADLINE, INTERVALS, interval_bounds
 from bayesgrpo.diagnose import MODES, SEVERITIES, diagnose_runs, resolve_ceilings
+from bayesgrpo.plan import final_window_threshold
 from bayesgrpo.report.svg import thin_indices
 from bayesgrpo.schema import CHANNELS, REWARD, STEP, RunSet, is_channel
 
 __all__ = ["ReportData", "RunReport", "assemble", "KIND_COLUMN", "ADVICE_COLUMN", "ADVICE_ERROR_COLUMN",
            "ADVICE_SOURCE_BUDGET", "ADVICE_SOURCE_POLICY", "file_digests"]  # fmt: skip
 
-#: the forecast table's model-kind column (branch `house` renames it `kind`: this is the one edit)
-KIND_COLUMN = "model"
+#: the forecast table's model-kind column (``model`` is the LLM of the metadata)
+KIND_COLUMN = "kind"
 #: the stop policy's advice and its measured error rate, when ``bayesgrpo.decisions`` adds them to the table
 ADVICE_COLUMN = "advice"
 ADVICE_ERROR_COLUMN = "advice_error_rate"
@@ -140,7 +141,7 @@ def _curves(fit, rid: str, truth: pd.DataFrame | None) -> dict:
         "fan_step": steps.astype(float), "bands": bands, "median": median,
         "final": tuple(float(v) for v in np.quantile(fin, [lo_h, 0.5, hi_h])),
         "last_step": int(info.last_step), "horizon": int(info.horizon),
-        "window_start": float(info.s0 + (1 - fit.config.final_window) * (info.horizon - info.s0)),
+        "window_start": final_window_threshold(s0=info.s0, horizon=info.horizon, final_window=fit.config.final_window),
     }  # fmt: skip
     settled = pd_.stop_reached.mean() >= 0.5  # the fan chart's rule: a stop step only when most draws settle
     out["stop"] = float(np.quantile(pd_.stop_step, 0.5, method="inverted_cdf")) if settled else None
@@ -267,8 +268,9 @@ def assemble(
     runs = []
     for i, row in enumerate(table.to_dict("records")):
         rid = str(row["run_id"])
-        rr = RunReport(index=i, run_id=rid, status=str(row.get("status") or "ok"), error=str(row.get("error") or ""),
-                       row=row, groups={c: _level(meta, rid, c) for c in by})  # fmt: skip
+        status, error = _report_status(row)
+        rr = RunReport(index=i, run_id=rid, status=status, error=error, row=row,
+                       groups={c: _level(meta, rid, c) for c in by})  # fmt: skip
         post = None
         if fit is not None and rid in fit.infos:
             truth = full.run(rid) if full is not None and rid in full.run_ids else None
@@ -293,6 +295,21 @@ def assemble(
                       value_per_reward=value_per_reward, by=by, comparison=cmp, compare_result=comparison,
                       provenance=prov, advice_source=ADVICE_SOURCE_POLICY if policy else ADVICE_SOURCE_BUDGET,
                       health_rule=health_rule())  # fmt: skip
+
+
+def _report_status(row: dict) -> tuple[str, str]:
+    """The page's two states of a run from a batch status (``bayesgrpo.forecast.batch.STATUSES``):
+    forecast (``ok``; a ``warning`` -- poor sampler health -- is forecast too, its health notes say
+    why) or not (``error``: an error, an interrupted run, or a complete one whose observed final
+    reward the text gives)."""
+    status, error = str(row.get("status") or "ok"), str(row.get("error") or "")
+    if status in ("ok", "warning"):
+        return "ok", ""
+    if status == "complete":
+        return "error", f"complete: logged up to its horizon; final reward {float(row['final_q50']):.4g} observed"
+    if status == "interrupted":
+        return "error", "interrupted (Ctrl-C) before its forecast finished"
+    return status, error
 
 
 def _level(meta: pd.DataFrame, rid: str, col: str) -> str:
@@ -410,7 +427,7 @@ def file_digests(paths) -> list:
 def _versions() -> dict:
     from importlib import metadata
 
-    from bayesgrpo import __version__
+    from bayesgrpo._version import __version__
 
     out = {"bayesgrpo": __version__, "python": platform.python_version()}
     for pkg in ("pymc", "nutpie", "numpy", "pandas"):
@@ -436,7 +453,7 @@ def provenance(fit, *, observed: RunSet | None, command, data_files, errors, tar
     }
     if fit is not None:
         cfg = fit.config
-        out["model"] = {"kind": cfg.model, "prior": cfg.prior.identity, "calibration": cfg.calibration.identity,
+        out["model"] = {"kind": cfg.kind, "prior": cfg.prior.identity, "calibration": cfg.calibration.identity,
                         "final_window": cfg.final_window, "stop_fraction": cfg.stop_fraction,
                         "sampler": fit.sampler.model_dump()}  # fmt: skip
     return out

@@ -1,14 +1,16 @@
 """Package data, read with :mod:`importlib.resources` so that an installed wheel and the source tree
-use the same files: the population prior (``population_prior.json``) and the shipped example run
+use the same files: the population prior (``population_prior.json``) and the shipped example runs
 (``examples/example-grpo-run/trainer_state.json`` + ``examples/meta.csv``, a testbed GRPO run written
-as a TRL ``trainer_state.json``; regenerate with ``python scripts/make_example.py``)."""
+as a TRL ``trainer_state.json``; ``examples/verl-slow-start/grpo.jsonl``, a testbed run whose 0/1
+reward stays at its floor for ~80 steps, written as verl's file logger writes it; regenerate both with
+``python scripts/make_example.py``)."""
 
 from __future__ import annotations
 
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["resource_path", "example_run", "example_meta"]
+__all__ = ["resource_path", "example_run", "example_meta", "example_verl_run"]
 
 
 def resource_path(*parts: str) -> Path:
@@ -24,3 +26,8 @@ def example_run() -> Path:
 def example_meta() -> Path:
     """Metadata of the shipped example run."""
     return resource_path("examples", "meta.csv")
+
+
+def example_verl_run() -> Path:
+    """The shipped verl example (``grpo.jsonl`` of a 400-step testbed run whose 0/1 reward starts flat at 0)."""
+    return resource_path("examples", "verl-slow-start", "grpo.jsonl")

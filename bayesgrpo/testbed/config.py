@@ -147,7 +147,7 @@ class SweepConfig(BaseModel):
     base: dict[str, Any] = Field(default_factory=dict)
     groups: list[SweepGroup]
 
-    def expand(self) -> list[tuple[str, TrainerConfig, dict[str, Any]]]:
+    def expand(self) -> list[tuple[str, Any, dict[str, Any]]]:
         """All runs as ``(run_id, config, labels)``; configs validated here."""
         return expand_groups(self.base, self.groups, TrainerConfig)
 

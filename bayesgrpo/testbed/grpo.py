@@ -55,7 +55,7 @@ def group_advantages(rewards: np.ndarray, *, scale: bool = True, eps: float = 1e
 
 def _gather(p: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """``p [B, L, V]``, ``actions [B, G, L]`` -> probabilities of the taken tokens ``[B, G, L]``."""
-    B, G, L = actions.shape
+    B, _G, L = actions.shape
     bi = np.arange(B)[:, None, None]
     li = np.arange(L)[None, None, :]
     return p[bi, li, actions]
@@ -174,7 +174,7 @@ class MLPPolicy:
 
     def unpack(self, params: np.ndarray):
         out, k = [], 0
-        for s, n in zip(self.shapes, self.sizes):
+        for s, n in zip(self.shapes, self.sizes, strict=True):
             out.append(params[k : k + n].reshape(s))
             k += n
         return out
@@ -197,7 +197,7 @@ class MLPPolicy:
         return softmax(self._forward(params, prompts)[2])
 
     def grad(self, params: np.ndarray, prompts: np.ndarray, dlogits: np.ndarray) -> np.ndarray:
-        W1, b1, W2, b2 = self.unpack(params)
+        _W1, _b1, W2, _b2 = self.unpack(params)
         x, h, _ = self._forward(params, prompts)
         d2 = dlogits.reshape(-1, self.L * self.V)
         dW2 = d2.T @ h
@@ -228,7 +228,7 @@ class Task:
     hack_token: int | None = None
 
     def rewards(self, prompts: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        B, G, L = actions.shape
+        _B, _G, _L = actions.shape
         tgt = np.broadcast_to(self.targets[prompts][:, None, :], actions.shape)
         noisy = self.unlearnable[prompts]
         if noisy.any():
@@ -276,7 +276,7 @@ def build(cfg: TrainerConfig):
         n_unl = int(round(cfg.unlearnable_fraction * P))
         unl[rng.permutation(P)[:n_unl]] = True
         task = Task(targets, unl, np.arange(P), np.arange(P), V, 1, cfg.hack_token)
-        pol = TabularPolicy(P, V)
+        pol: TabularPolicy | MLPPolicy = TabularPolicy(P, V)
         # logit b on the correct answer, 0 elsewhere: accuracy e^b / (e^b + V - 1); chosen so the
         # expected reward over the learnable prompts (with the unlearnable ones at 1/V) hits the target
         learn_target = (cfg.init_accuracy - cfg.unlearnable_fraction / V) / max(1 - cfg.unlearnable_fraction, 1e-12)
@@ -297,8 +297,8 @@ def build(cfg: TrainerConfig):
     unl = rng.random(n) < cfg.unlearnable_fraction
     unl[P + E :] = False  # pretraining prompts are clean
     task = Task(targets, unl, np.arange(P), np.arange(P, P + E), V, L, cfg.hack_token)
-    pol = MLPPolicy(X, cfg.hidden, L, V)
-    params = pol.init(rng)
+    mlp = MLPPolicy(X, cfg.hidden, L, V)
+    pol, params = mlp, mlp.init(rng)
     # supervised "pretraining" (cross-entropy on clean pretraining prompts, full batch, Adam) until
     # the expected (true) accuracy on the training prompts reaches init_accuracy
     pre = np.arange(P + E, n)
@@ -329,30 +329,11 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
     task, pol, params, info = build(cfg)
     ref = params.copy()
     rng = np.random.default_rng([cfg.seed, 11])
-    if cfg.optimizer == "adam":
-        opt = Adam(pol.n_params, cfg.learning_rate, cfg.momentum, cfg.beta2, cfg.adam_eps)
-    else:
-        opt = HeavyBall(pol.n_params, cfg.learning_rate, cfg.momentum)
+    opt = _optimizer(cfg, pol.n_params)
     B, G, L, V = cfg.batch_size, cfg.group_size, cfg.length, cfg.vocab_size
     P = len(task.train)
     T = cfg.max_steps
-    cols = {
-        k: np.full(T, np.nan)
-        for k in (
-            "reward",
-            "reward_std",
-            "frac_reward_zero_std",
-            "entropy",
-            "kl",
-            "eval/accuracy",
-            "reward_expected",
-            "reward_current",
-            "clip_frac",
-            "grad_norm",
-        )
-    }
-    if cfg.hack_token is not None:
-        cols["eval/true_accuracy_train"] = np.full(T, np.nan)
+    cols = _columns(cfg, T)
     old = params.copy()
     # exact expected reward is tracked on all training prompts (bandit) or a fixed subset (contextual)
     all_train = task.train if cfg.task == "bandit" else task.train[: min(cfg.n_monitor_prompts, P)]
@@ -411,7 +392,42 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
             raise FloatingPointError(f"parameters became non-finite at step {n}")
     df = pd.DataFrame({"step": np.arange(T), **cols})
     init_acc = float(cols["reward_expected"][0])
-    meta = {
+    return df, _metadata(cfg, task, info, init_acc)
+
+
+def _optimizer(cfg: TrainerConfig, n_params: int) -> Adam | HeavyBall:
+    """The optimizer the config names."""
+    if cfg.optimizer == "adam":
+        return Adam(n_params, cfg.learning_rate, cfg.momentum, cfg.beta2, cfg.adam_eps)
+    return HeavyBall(n_params, cfg.learning_rate, cfg.momentum)
+
+
+def _columns(cfg: TrainerConfig, T: int) -> dict[str, np.ndarray]:
+    """The logged channels of a run of ``T`` steps, all NaN until written."""
+    cols = {
+        k: np.full(T, np.nan)
+        for k in (
+            "reward",
+            "reward_std",
+            "frac_reward_zero_std",
+            "entropy",
+            "kl",
+            "eval/accuracy",
+            "reward_expected",
+            "reward_current",
+            "clip_frac",
+            "grad_norm",
+        )
+    }
+    if cfg.hack_token is not None:
+        cols["eval/true_accuracy_train"] = np.full(T, np.nan)
+    return cols
+
+
+def _metadata(cfg: TrainerConfig, task: Task, info: dict, init_acc: float) -> dict:
+    """The run's metadata row."""
+    B, G, T = cfg.batch_size, cfg.group_size, cfg.max_steps
+    return {
         "model": cfg.model_name,
         "family": cfg.family,
         "params_b": cfg.n_params / 1e9,
@@ -440,7 +456,6 @@ def run(cfg: TrainerConfig, *, callback=None) -> tuple[pd.DataFrame, dict]:
         "pretrain_steps": info["pretrain_steps"],
         "reward_ceiling": _ceiling(cfg, task),
     }
-    return df, meta
 
 
 def _ceiling(cfg: TrainerConfig, task: Task) -> float:

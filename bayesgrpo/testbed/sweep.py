@@ -50,7 +50,8 @@ def sweep(
     if not isinstance(config, SweepConfig):
         config = load_sweep_config(config)
     items = config.expand()
-    frames, metas = [None] * len(items), [None] * len(items)
+    frames: list[pd.DataFrame | None] = [None] * len(items)
+    metas: list[dict | None] = [None] * len(items)
     if jobs <= 1:
         for k, item in enumerate(items):
             df, meta, dt = run_one(item)
@@ -60,12 +61,10 @@ def sweep(
     else:
         with ProcessPoolExecutor(max_workers=jobs) as ex:
             futs = {ex.submit(run_one, item): k for k, item in enumerate(items)}
-            done = 0
-            for fut in _as_completed(futs):
+            for done, fut in enumerate(_as_completed(futs), start=1):
                 k = futs[fut]
                 df, meta, dt = fut.result()
                 frames[k], metas[k] = df, meta
-                done += 1
                 if progress:
                     progress(done, len(items), items[k][0], dt)
     data = pd.concat(frames, ignore_index=True)

@@ -195,7 +195,6 @@ class Builder:
         p = self.source("trl_console", "rho1.00")
         L = self.lines(p)
         tot = self.index_of(L, r"Total optimization steps")
-        first = self.index_of(L, r"^\{'loss'")
         summ = self.index_of(L, r"^\{'train_runtime'")
         kept = self.pick(L, [(0, 2), (7, 16), (tot - 8, summ + 3)])
         kept = [self.tqdm_short(ln, 4, 4) if ln.startswith("\r") else ln for ln in kept]

@@ -107,7 +107,7 @@ SPECIAL_TOKENS = ("<pad>", "<eos>", "<unk>", "<bos>")
 class TRLSweepConfig(SweepConfig):
     """A sweep of TRL runs: shared ``base`` settings plus groups (see ``models/trl_sweep.json``)."""
 
-    def expand(self) -> list[tuple[str, TRLRunConfig, dict[str, Any]]]:
+    def expand(self) -> list[tuple[str, Any, dict[str, Any]]]:
         """All runs as ``(run_id, config, labels)``; configs validated here."""
         return expand_groups(self.base, self.groups, TRLRunConfig)
 

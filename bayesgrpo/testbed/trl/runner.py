@@ -208,7 +208,7 @@ def metadata(run_id: str, cfg: TRLRunConfig, task: AnswerSetTask, *, n_params: i
                 "n_answers",
                 "prompt_copies",
             )
-        },  # fmt: skip
+        },
         "allowed_sizes": " ".join(map(str, cfg.allowed_sizes)),
         "reward_ceiling": 1.0,
         "seconds": round(seconds, 2),

@@ -1390,8 +1390,9 @@ def main():
         "Theory: `../shared/design/physics.md`; predictions from `bayesgrpo.physics.dynamics`; the numpy testbed's "
         "numbers from "
         "`bench/results/physics_validation.json`. Verdicts: confirmed / refuted / bounded (the test cannot reach the "
-        "claim's range), "
-        "by the rule stated in each section.",
+        "claim's range, or cannot decide it: the number only bounds the effect), by the rule stated in the row or its "
+        "section. Every number is from this trainer's 93 runs; 'the numpy testbed' column quotes "
+        "`physics_validation.json`.",
         "",
         "## Verdicts",
         "",

@@ -53,10 +53,10 @@ RES = ROOT / "bench" / "results"
 WORK = RES / "forecast_runs" / "trl"
 CMD = ".venv/bin/python bench/forecast_trl.py"
 CONFIGS = {
-    "oscillator": dict(model="oscillator", meta=True, doc="the oscillator, shipped prior + calibration, with metadata"),
-    "oscillator_nometa": dict(model="oscillator", meta=False, doc="the same without the physics metadata"),
-    "degeneracy": dict(model="degeneracy", meta=True, doc="the degeneracy-aware oscillator, with metadata"),
-    "degeneracy_nometa": dict(model="degeneracy", meta=False, doc="the same without the physics metadata"),
+    "oscillator": dict(kind="oscillator", meta=True, doc="the oscillator, shipped prior + calibration, with metadata"),
+    "oscillator_nometa": dict(kind="oscillator", meta=False, doc="the same without the physics metadata"),
+    "degeneracy": dict(kind="degeneracy", meta=True, doc="the degeneracy-aware oscillator, with metadata"),
+    "degeneracy_nometa": dict(kind="degeneracy", meta=False, doc="the same without the physics metadata"),
 }
 SETTING = {  # sweep group -> the setting it varies (for the per-setting table)
     "base": "base",
@@ -115,7 +115,7 @@ def run_config(name: str, sampler: SamplerConfig) -> None:
     backtest(
         rs,
         cutoffs=CUTOFFS,
-        model=cfg["model"],
+        kind=cfg["kind"],
         peers=(),
         sampler=sampler,
         out_dir=WORK / name,

@@ -1305,7 +1305,7 @@ def verdicts(R: dict, NP: dict) -> list[dict]:
         f"{lo_:.2f}-{hi_:.2f} over mu in {{0, 0.5, 0.9}} x a in {{0.005, 0.02, 0.05}} (mathematics); on the trainer "
         f"the local a gives {pred['local']['K_exact']} / {pred['local']['K_first_order']:.0f} = "
         f"{pred['local']['K_exact'] / pred['local']['K_first_order']:.2f}, but no threshold was observed to compare",
-        "confirmed" if 1.3 - 1e-9 <= lo_ and hi_ <= 3 + 1e-9 else "refuted",
+        "confirmed" if lo_ >= 1.3 - 1e-9 and hi_ <= 3 + 1e-9 else "refuted",
     )
     ac9 = st["critical_a"]["0.9"] if "0.9" in st["critical_a"] else st["critical_a"][0.9]
     add(

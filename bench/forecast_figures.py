@@ -54,6 +54,7 @@ def main():
     B, D = QS.load_ledgers()
     B = QS.attach_evidence(QS.describe_cases(B, runs))
     weights = QS.shape_weights(B, QS.SHAPES[shape])
+    B = QS.with_weights(B, weights)  # the layer rule `shape` reads w_oscillator
     mix = [QS.mixture(D, i, w) for i, w in enumerate(weights)]
     q = pd.read_csv(FB.RES / "quality_cases.csv.gz")
     q = q[q["method"] == chosen]

@@ -645,6 +645,13 @@ def _pivot(T: pd.DataFrame, methods, col: str, fmt: str) -> list[str]:
 PEERS = ("last_value", "exponential", "scalerl", "pow3", "domhan_fast")
 
 
+def shipped_default() -> str:
+    """The model the CLI and ``Forecaster()`` use by default."""
+    from bayesgrpo.cli.options import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
 def peer_cases(B: pd.DataFrame) -> pd.DataFrame:
     """The peers' scored cases (``bench/run_peers.py``) on the study's cases, with the class and reward-only flag."""
     p = pd.read_csv(FB.WORK / "peers" / "cases.csv")
@@ -742,7 +749,8 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info, *, default: b
     else:
         verdict = (f"The rule chooses `{pick}` ({cells(pick)}; today's shipped forecaster: {cells('today')}; "
                    f"`--model auto` without package data, `{UNPACKAGED}`: {cells(UNPACKAGED)}). "
-                   + ("It beats today's forecaster: it is the default. " if default else
+                   + ("It beats today's forecaster by the rule: it qualifies as the default (the default shipped: "
+                      f"`{shipped_default()}`; see the decision below). " if default else
                       "It does not beat today's forecaster: today's default stays, auto stays opt-in. ")
                    + (f"It beats `{UNPACKAGED}`: its package data ships for `--model auto`." if helps else
                       f"It does not beat `{UNPACKAGED}`: no package data ships."))  # fmt: skip
@@ -849,9 +857,13 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info, *, default: b
         md += [f"Shipped layer (rule `{lay['rule']}`, groups {lay['provenance'].get('groups')}): shifts of the levels "
                f"{lay['levels']} in units of the run's scale, per fraction {lay['grid']}:", "", "```",
                json.dumps(lay["shifts"], indent=1), "```", ""]  # fmt: skip
+    notes = RES / "quality_study_notes.md"  # the decision and the fan charts, judged by hand
+    if notes.exists():
+        md += ["## 6. Decision and fan charts", "", notes.read_text(), ""]
     (RES / "quality_study.md").write_text("\n".join(md) + "\n")
-    js = {"chosen": pick, "default": default, "package_data": bool(shipped), "table": table.to_dict("records"),
-          "summary": S.to_dict("records"), "summary_weighted": W.to_dict("records"), "targets": js_targets,
+    js = {"chosen": pick, "rule_says_default": default, "default_shipped": shipped_default(),
+          "package_data": bool(shipped), "table": table.to_dict("records"), "summary": S.to_dict("records"),
+          "summary_weighted": W.to_dict("records"), "targets": js_targets,
           "headline": {"source_weighted": headline(W, head)[1], "per_case": headline(S, head)[1]},
           "shipped": shipped, "cases": int(len(B)), "sources": int(B["source"].nunique()),
           "hazard_check": {k: {kk: vv for kk, vv in v.items() if kk != "p"} for k, v in hz_info.items()}}  # fmt: skip

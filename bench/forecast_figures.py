@@ -55,6 +55,7 @@ def main():
     B, D = QS.load_ledgers()
     B = QS.attach_evidence(QS.describe_cases(B, runs))
     weights = QS.shape_weights(B, QS.SHAPES[shape])
+    B = QS.with_weights(B, weights)  # the layer rule `shape` reads w_oscillator
     mix = [QS.mixture(D, i, w) for i, w in enumerate(weights)]
     q = pd.read_csv(FB.RES / "quality_cases.csv.gz")
     q = q[q["method"] == chosen]
@@ -83,7 +84,8 @@ def main():
         p = OUT / f"forecast_auto_{name}.png"
         fig.savefig(p, dpi=100)
         row = fit.table().iloc[0]
-        rows.append(dict(cls=cl, run_id=r["run_id"], source=s, cutoff=r["cutoff"], truth=r["truth"], ncrps=r["ncrps"],
+        rows.append(dict(cls=cl, run_id=r["run_id"], source=s, cutoff=r["cutoff"], truth=float(B["truth"].iloc[i]),
+                         ncrps=r["ncrps"],
                          kinds=row["model"], study_q10=r["q10"], study_q50=r["q50"], study_q90=r["q90"],
                          forecaster_q10=row["final_q10"], forecaster_q50=row["final_q50"],
                          forecaster_q90=row["final_q90"], figure=str(p.relative_to(ROOT))))  # fmt: skip

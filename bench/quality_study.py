@@ -262,6 +262,12 @@ def shape_weights(B: pd.DataFrame, cfg: ShapeConfig) -> list[dict]:
     return out
 
 
+def with_weights(B: pd.DataFrame, weights: list[dict]) -> pd.DataFrame:
+    """The cases with a shape variant's weights as features ``w_<kind>`` (as the forecaster's features carry
+    them: the interval rule ``shape`` reads ``w_oscillator``)."""
+    return B.assign(**{f"w_{k}": [w.get(k, 0.0) for w in weights] for k in KINDS})
+
+
 def mixture(D: dict, i: int, w: dict) -> np.ndarray:
     """The mixture of case ``i``: ``round(w_k N)`` evenly spaced draws of each kind (N = the ledger's 400)."""
     parts = []
@@ -271,6 +277,7 @@ def mixture(D: dict, i: int, w: dict) -> np.ndarray:
     return np.sort(np.concatenate(parts))
 
 
+UNPACKAGED = "auto-unpackaged"  # ShapeConfig() raw: `--model auto` without package data
 EVIDENCE_SECONDS: dict = {}  # kind -> median seconds of its block evidence (evidence_timing), set by main
 
 
@@ -438,12 +445,11 @@ def variants(B: pd.DataFrame, D: dict) -> tuple[pd.DataFrame, dict]:
         cfg = SHAPES[name]
         cost = shape_cost(B, weights[name], evidence=cfg.evidence and len(cfg.kinds) > 1, kinds=cfg.kinds)
         hl = health(B, weights[name])
+        Bw = with_weights(B, weights[name])
         for hname, hz in (("none", None), ("reward", HAZARD_REWARD), ("all", HAZARD_ALL)):
             for rule in RULES if name in ("oscillator", "osc+deg", "all") else ("none", "recent", "recent+noise"):
-                if hname == "none" and rule is None:
-                    continue
-                x = compose(B, mixes[name], hazard=hz, rule=rule)
-                scored.append(score(B, x, f"{name}|{hname}|{rule}", cost, hl))
+                x = compose(Bw, mixes[name], hazard=hz, rule=rule)
+                scored.append(score(Bw, x, f"{name}|{hname}|{rule}", cost, hl))
             print(f"{name} hazard {hname} done", flush=True)
     return pd.concat(scored, ignore_index=True), {"weights": weights, "mixes": mixes}
 
@@ -466,7 +472,9 @@ def choose(cases: pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def parse(method: str) -> tuple[str, tuple | None, str | None]:
-    shape, hz, rule = (method.split("|") + [None, None])[:3]
+    # a shape's own name may hold "|" (osc+deg|prior): the longest shape the method starts with
+    shape = max((k for k in SHAPES if method == k or method.startswith(k + "|")), key=len, default=method)
+    hz, rule = (method[len(shape) + 1 :].split("|") + [None, None])[:2] if method != shape else (None, None)
     hz_names = {"none": None, "reward": HAZARD_REWARD, "all": HAZARD_ALL, "raw": None, None: None}[hz]
     return shape, hz_names, (None if rule in (None, "raw") else rule)
 
@@ -518,10 +526,21 @@ def hazard_check(B: pd.DataFrame, names) -> dict:
                 p_other=float(p[~ev].mean()), p=p)  # fmt: skip
 
 
+def beats_today(table: pd.DataFrame, pick: str, base: str = "today") -> bool:
+    """The pre-registered rule against today's shipped forecaster (or ``base``): more coverage targets met, or
+    as many and a lower mean CRPS (the reward-only condition is part of :func:`choose`)."""
+    t = table.set_index("method")
+    if pick == base or pick not in t.index:
+        return False
+    a, b = t.loc[pick], t.loc[base]
+    return bool(a["targets"] > b["targets"] or (a["targets"] == b["targets"] and a["crps"] < b["crps"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--stage", choices=("evidence", "study"), default="study")
     ap.add_argument("--partial", action="store_true", help="study the cases with evidence only (a dry run: no report)")
+    ap.add_argument("--cache", type=Path, help="pickle of the scored variants: read if it exists, else written")
     args = ap.parse_args()
     runs = load_all()
     B, D = load_ledgers()
@@ -542,27 +561,73 @@ def main():
         sys.exit(f"{missing} case(s) have no evidence yet: run `{CMD} --stage evidence` first")
     timing = evidence_timing(B, runs)
     EVIDENCE_SECONDS.update(timing.groupby("kind")["seconds"].median().to_dict())
+    study(B, D, cache=args.cache)
+
+
+def study(B: pd.DataFrame, D: dict, *, cache: Path | None = None) -> None:
+    """The variants scored LOSO, the choice, the ablations and the transfer gap, the package data, the report.
+    ``cache``: a pickle of the scored variants (read if it exists, else written), so that the report can be
+    rebuilt without scoring every variant again."""
+    import pickle
+
     t0 = time.time()
-    cases, extra = variants(B, D)
+    if cache is not None and cache.exists():
+        cases, extra = pickle.loads(cache.read_bytes())
+    else:
+        cases, extra = variants(B, D)
+        if cache is not None:
+            cache.write_bytes(pickle.dumps((cases, extra)))
     pick, table = choose(cases)
-    shape, hz_names, rule = parse(pick)
-    mix = extra["mixes"][shape]
-    print(f"[{time.time() - t0:.0f}s] chosen: {pick}", flush=True)
-    secs = cases[cases["method"] == pick]["seconds"].to_numpy()
-    hl = health(B, extra["weights"][shape])
-
-    def run(b, label):
-        return score(B, compose(b, mix, hazard=hz_names, rule=rule), label, secs, hl)
-
-    abl = [run(ablate(B, [f]), f"{pick} without {f[4:]}") for f in CHANNEL_FLAGS]
-    abl.append(run(ablate(B, CHANNEL_FLAGS), f"{pick} without channels"))
-    gap = score(B, compose(B, mix, hazard=hz_names, rule=rule, loso=False), f"{pick} in-sample", secs, hl)
+    default = beats_today(table, pick)
+    # what `--model auto` forecasts without package data (ShapeConfig(): no hazard, no layer), not a candidate:
+    # the package data ships only if the chosen variant beats it by the same rule
+    w0 = shape_weights(B, ShapeConfig())
+    m0 = [mixture(D, i, w) for i, w in enumerate(w0)]
+    un = score(B, m0, UNPACKAGED, shape_cost(B, w0, evidence=True), health(B, w0))
+    cases = pd.concat([cases, un], ignore_index=True)
+    _, t0_ = choose(cases[cases["method"].isin(["today", pick, UNPACKAGED])])
+    helps = beats_today(t0_, pick, base=UNPACKAGED)
+    print(f"[{time.time() - t0:.0f}s] chosen: {pick} (beats today: {default}; beats auto unpackaged: {helps})",
+          flush=True)  # fmt: skip
     stamp = time.strftime("%Y-%m-%d")
-    shipped = ship(B, mix, shape, hz_names, rule, stamp)
+    abl, gap, shipped, weights = [], None, {}, None
+    if pick != "today":
+        shape, hz_names, rule = parse(pick)
+        mix = extra["mixes"][shape]
+        weights = extra["weights"][shape]
+        B = with_weights(B, weights)
+        secs = cases[cases["method"] == pick]["seconds"].to_numpy()
+        hl = health(B, weights)
+
+        def run(b, label):
+            return score(B, compose(b, mix, hazard=hz_names, rule=rule), label, secs, hl)
+
+        if hz_names is not None or rule is not None:  # the channels enter through the hazard's and layer's inputs
+            abl = [run(ablate(B, [f]), f"{pick} without {f[4:]}") for f in CHANNEL_FLAGS]
+            abl.append(run(ablate(B, CHANNEL_FLAGS), f"{pick} without channels"))
+            gap = score(B, compose(B, mix, hazard=hz_names, rule=rule, loso=False), f"{pick} in-sample", secs, hl)
+        if default or helps:
+            shipped = ship(B, mix, shape, hz_names, rule, stamp)
+    if not shipped:  # the study decides the package data of `--model auto`: none
+        for f in ("shape.json", "hazard.json", "intervals_auto.json"):
+            (ROOT / "bayesgrpo" / "resources" / f).unlink(missing_ok=True)
     hz_info = {n: hazard_check(B, v) for n, v in (("reward", HAZARD_REWARD), ("all", HAZARD_ALL))}
-    allcases = pd.concat([cases, *abl, gap], ignore_index=True)
-    write_report(B, allcases, table, pick, extra["weights"][shape], shipped, hz_info)
-    allcases.to_csv(RES / "quality_cases.csv.gz", index=False)
+    allcases = pd.concat([cases, *abl, *([gap] if gap is not None else [])], ignore_index=True)
+    write_report(
+        B,
+        allcases,
+        pd.concat([table, t0_[t0_["method"] == UNPACKAGED]]),
+        pick,
+        weights,
+        shipped,
+        hz_info,
+        default=default,
+        helps=helps,
+    )
+    # the scored cases of the methods the reports read (every variant's aggregates are in the .json)
+    keep = {"today", UNPACKAGED, *(f"kind:{k}" for k in KINDS), *(f"{k}|raw" for k in SHAPES)}
+    m = allcases["method"]
+    allcases[m.isin(keep) | m.str.startswith(pick)].to_csv(RES / "quality_cases.csv.gz", index=False)
     B.drop(columns=[c for c in B.columns if c.startswith("q")], errors="ignore").to_csv(
         RES / "quality_features.csv.gz", index=False
     )
@@ -577,26 +642,145 @@ def _pivot(T: pd.DataFrame, methods, col: str, fmt: str) -> list[str]:
     return lines
 
 
-def write_report(B, cases, table, pick, weights, shipped, hz_info) -> None:
-    S, W = summarize(cases), summarize_weighted(cases)
+PEERS = ("last_value", "exponential", "scalerl", "pow3", "domhan_fast")
+
+
+def shipped_default() -> str:
+    """The model the CLI and ``Forecaster()`` use by default."""
+    from bayesgrpo.cli.options import DEFAULT_MODEL
+
+    return DEFAULT_MODEL
+
+
+def peer_cases(B: pd.DataFrame) -> pd.DataFrame:
+    """The peers' scored cases (``bench/run_peers.py``) on the study's cases, with the class and reward-only flag."""
+    p = pd.read_csv(FB.WORK / "peers" / "cases.csv")
+    p["cutoff"] = p["cutoff"].round(4)
+    key = pd.MultiIndex.from_arrays([B["run_id"], B["cutoff"].round(4)])
+    p = p[pd.MultiIndex.from_arrays([p["run_id"], p["cutoff"]]).isin(key) & p["method"].isin(PEERS)].copy()
+    flags = [f for f in CHANNEL_FLAGS if f != "has_spread"]
+    ro = dict(zip(zip(B["run_id"], B["cutoff"].round(4), strict=True), ~B[flags].astype(bool).any(axis=1), strict=True))
+    p["cls"] = p["run_id"].map(B.drop_duplicates("run_id").set_index("run_id")["cls"])
+    p["reward_only"] = [bool(ro[k]) for k in zip(p["run_id"], p["cutoff"], strict=True)]
+    return p
+
+
+def headline(T: pd.DataFrame, methods) -> tuple[list[str], dict]:
+    """Per cutoff: cov80, cov50 and mean nCRPS of ``methods``, the best peer's nCRPS and each method's ratio to it."""
+    lines = ["| cutoff | method | cov80 | cov50 | mean nCRPS | best peer (nCRPS) | ratio to best peer | "
+             "every peer beaten |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    res = {}
+    for c, g in T.groupby("cutoff"):
+        g = g.set_index("method")
+        pr = g.loc[[m for m in PEERS if m in g.index], "mean_ncrps"]
+        best, best_m = float(pr.min()), str(pr.idxmin())
+        for m in methods:
+            if m not in g.index:
+                continue
+            r = g.loc[m]
+            ratio = float(r["mean_ncrps"] / best)
+            res.setdefault(m, {})[f"{c:g}"] = dict(cov80=float(r["cover80"]), cov50=float(r["cover50"]),
+                                                   crps=float(r["mean_ncrps"]), best_peer=best_m,
+                                                   best_peer_crps=best, ratio=ratio)  # fmt: skip
+            lines.append(f"| {c:g} | {m} | {r['cover80']:.0%} | {r['cover50']:.0%} | {r['mean_ncrps']:.3f} | "
+                         f"{best_m} ({best:.3f}) | {ratio:.2f}x | {'yes' if ratio < 1 else 'no'} |")  # fmt: skip
+    return lines, res
+
+
+def target_lines(S: pd.DataFrame, W: pd.DataFrame, cases: pd.DataFrame, m: str) -> tuple[list[str], dict]:
+    """The issue's targets for method ``m``, met or not."""
+    mark = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    out, res = [], {}
+    for title, T in (("source-weighted", W), ("per case", S)):
+        g = T[T["method"] == m].set_index("cutoff")
+        c80 = {f"{c:g}": bool(COV80[0] <= v <= COV80[1]) for c, v in g["cover80"].items()}
+        c50 = {f"{c:g}": bool(COV50[0] <= v <= COV50[1]) for c, v in g["cover50"].items()}
+        res[title] = dict(cov80=c80, cov50=c50)
+        out.append(f"- {title}: cov80 in 0.75-0.85 at " + ", ".join(f"{k} {mark(v)}" for k, v in c80.items())
+                   + "; cov50 in 0.42-0.58 at " + ", ".join(f"{k} {mark(v)}" for k, v in c50.items()))  # fmt: skip
+    _, wmean = FB.worst_sources(cases, m)
+    b = cases[cases["method"] == m]
+    cl = {c: float(b.loc[b["cls"] == c, "cover80"].mean()) for c in ("S-curve", "decline/collapse")}
+    res.update(worst5_cov80=wmean, classes_cov80=cl)
+    out.append(f"- the five worst sources' mean cov80 {wmean:.2f} (>= 0.5: {mark(wmean >= 0.5)})")
+    out.append("- classes cov80 >= 0.65: " + ", ".join(f"{c} {v:.0%} ({mark(v >= 0.65)})" for c, v in cl.items()))
+    return out, res
+
+
+def spread_ledger() -> list[str]:
+    """The spread channel in the degeneracy kind's fit (``--channels``): its ledger against the reward-only
+    degeneracy ledger on the cases both have (raw draws, no layer)."""
+    a, d = FB.load_cases("degeneracy_spread"), FB.load_cases("degeneracy")
+    if a.empty:
+        return ["No ledger of the degeneracy kind with the spread channel (`degeneracy_spread`)."]
+    key = ["run_id", "cutoff"]
+    a, d = a[a["ok"].astype(bool)], d[d["ok"].astype(bool)]
+    j = a.merge(d, on=key, suffixes=("_spread", "_reward"))
+    lines = [f"`bench/results/forecast_runs/dev/degeneracy_spread` covers {j['run_id'].nunique()} runs of "
+             f"{j['source_spread'].nunique()} sources ({len(j)} cases; the other sources were never run with the "
+             "channel): the degeneracy kind's raw draws with the spread channel against without it on these cases.",
+             "", "| cutoff | cases | cov80 with | cov80 without | cov50 with | cov50 without | nCRPS with | "
+             "nCRPS without |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c, g in j.groupby("cutoff"):
+        lines.append(f"| {c:g} | {len(g)} | {g['cover80_spread'].mean():.0%} | {g['cover80_reward'].mean():.0%} | "
+                     f"{g['cover50_spread'].mean():.0%} | {g['cover50_reward'].mean():.0%} | "
+                     f"{g['ncrps_spread'].mean():.3f} | {g['ncrps_reward'].mean():.3f} |")  # fmt: skip
+    return lines
+
+
+def write_report(B, cases, table, pick, weights, shipped, hz_info, *, default: bool, helps: bool) -> None:
+    peers = peer_cases(B)
+    cases = cases.assign(cutoff=cases["cutoff"].round(4))
+    both = pd.concat([cases, peers], ignore_index=True)
+    S, W = summarize(both), summarize_weighted(both)
     ev = B[[f"ev_{k}" for k in KINDS]].to_numpy(float)
     d_deg, d_log = ev[:, 1] - ev[:, 0], ev[:, 2] - ev[:, 0]
-    n_kinds = np.array([len(w) for w in weights])
-    shape, _, _rule = parse(pick)
-    head = [m for m in ("today", "oscillator|raw", f"{shape}|raw", pick) if m in set(cases["method"])]
+    shape, _, _rule = parse(pick) if pick != "today" else ("oscillator", None, None)
+    n_kinds = np.array([len(w) for w in weights]) if weights is not None else np.ones(len(B))
+    head = [m for m in ("today", "kind:oscillator", UNPACKAGED, f"{shape}|raw", pick) if m in set(cases["method"])]
     head = list(dict.fromkeys(head))
+    t = table.set_index("method")
+
+    def cells(m):
+        return f"{t.loc[m, 'targets']} coverage cells, mean nCRPS {t.loc[m, 'crps']:.3f}"
+
+    if pick == "today":
+        verdict = "No variant forecasts the reward-only runs no worse than today's: nothing ships, the default stays."
+    else:
+        verdict = (f"The rule chooses `{pick}` ({cells(pick)}; today's shipped forecaster: {cells('today')}; "
+                   f"`--model auto` without package data, `{UNPACKAGED}`: {cells(UNPACKAGED)}). "
+                   + ("It beats today's forecaster by the rule: it qualifies as the default (the default shipped: "
+                      f"`{shipped_default()}`; see the decision below). " if default else
+                      "It does not beat today's forecaster: today's default stays, auto stays opt-in. ")
+                   + (f"It beats `{UNPACKAGED}`: its package data ships for `--model auto`." if helps else
+                      f"It does not beat `{UNPACKAGED}`: no package data ships."))  # fmt: skip
     md = ["# The shape per run, the hazard of leaving, the conditioned interval layer (leave-one-source-out)", "",
           f"Regenerate: `{CMD} --stage evidence && {CMD}` (after the forecast benchmark's ledgers). "
           f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
           __doc__.split("Protocol\n--------\n")[1].strip(), "",
           f"**Cases.** {len(B)} run x cutoff cases of {B['run_id'].nunique()} runs from {B['source'].nunique()} "
-          f"sources (cutoffs {', '.join(f'{c:g}' for c in sorted(B['cutoff'].unique()))}); "
-          f"{int(B['event'].sum())} of them left their regime after the cutoff (final more than {FALL:g} of the "
-          f"range below the level at the cutoff; {B.loc[B['event'], 'source'].nunique()} sources).", "",
-          "## 1. Evidence per run", "",
-          "Block evidence (log p(later half of the prefix | first half), Laplace on each kind's compiled model, "
-          "LOSO priors) relative to the oscillator's, over the cases:", "",
-          "| kind | median | 10% | 90% | share > +1 nat | share < -1 nat |", "|---|---|---|---|---|---|"]  # fmt: skip
+          f"sources (cutoffs {', '.join(f'{c:g}' for c in sorted(B['cutoff'].unique()))}): every case that all "
+          f"three kinds' ledgers scored; {int(B['event'].sum())} of them left their regime after the cutoff (final "
+          f"more than {FALL:g} of the range below the level at the cutoff; {B.loc[B['event'], 'source'].nunique()} "
+          f"sources). Peers: {', '.join(PEERS)} on the same cases (`bench/run_peers.py`).", "",
+          f"**Verdict.** {verdict}", "",
+          "## 0. Headline: the shipped variant against today's and the peers", "",
+          "Source-weighted (each source counts the same; the headline):", "", *headline(W, head)[0], "",
+          "Per case:", "", *headline(S, head)[0], ""]  # fmt: skip
+    js_targets = {}
+    for m in dict.fromkeys(("today", pick)):
+        tl, tr = target_lines(S, W, both, m)
+        js_targets[m] = tr
+        ws, _ = FB.worst_sources(both, m)
+        md += [f"Targets, `{m}`:", "", *tl, "", f"The five worst sources (`{m}`, mean coverage over their cases):",
+               "", *ws, "", FB._sampler_line(both, m, "today")[0], ""]  # fmt: skip
+    md += ["Per class of run (" + CLASS_RULE + "):", "",
+           *FB.class_table(both, list(dict.fromkeys((pick, "today", "kind:oscillator", "kind:degeneracy",
+                                                              "kind:logistic", "last_value", "exponential")))),
+           "", "## 1. Evidence per run", "",
+           "Block evidence (log p(later half of the prefix | first half), Laplace on each kind's compiled model, "
+           "LOSO priors) relative to the oscillator's, over the cases:", "",
+           "| kind | median | 10% | 90% | share > +1 nat | share < -1 nat |", "|---|---|---|---|---|---|"]  # fmt: skip
     for name, d in (("degeneracy", d_deg), ("logistic", d_log)):
         d = d[np.isfinite(d)]
         md.append(f"| {name} | {np.median(d):+.2f} | {np.quantile(d, 0.1):+.2f} | {np.quantile(d, 0.9):+.2f} | "
@@ -606,7 +790,7 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info) -> None:
     md += ["", f"The evidence of a kind costs (median over {TIMING_CASES} cases, the best of 5 timings each: "
            f"`{TIMING.relative_to(ROOT)}`) {timed} -- against ~1 s for a posterior fit; the CPU seconds of the "
            f"evidence stage itself, {cpu.median():.2f} s per case for the three kinds (median), were inflated by "
-           "the other jobs sharing the 2 cores. Under the shipped shape "
+           "the other jobs sharing the 2 cores. Under the chosen shape "
            f"({shape}: {json.dumps(SHAPES[shape].prior.model_dump())}, min weight {SHAPES[shape].min_weight:g}) "
            f"{(n_kinds > 1).mean():.0%} of the forecasts keep more than one kind "
            f"({(B['at_floor'] > 0).mean():.0%} of the cases sit at their floor).", "",
@@ -616,7 +800,7 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info) -> None:
            "`reward_only`: mean nCRPS of the runs that log no precursor channel (must not exceed today's); "
            "`seconds`: per forecast (the kinds' fits from the ledgers + the evidence). Interval rules: "
            + "; ".join(f"`{k}` {v[0]}" for k, v in RULES.items()) + ".", "", "```",
-           table.round(4).to_string(index=False), "```", "", f"**Shipped: `{pick}`.**", ""]  # fmt: skip
+           table.round(4).to_string(index=False), "```", "", f"**Chosen: `{pick}`.**", ""]  # fmt: skip
     for title, T in (("Per case", S), ("Source-weighted", W)):
         for col, fmt in (("cover80", "{:.0%}"), ("cover50", "{:.0%}"), ("mean_ncrps", "{:.3f}")):
             md += [f"{title}, {col}:", "", *_pivot(T, head, col, fmt), ""]
@@ -640,28 +824,48 @@ def write_report(B, cases, table, pick, weights, shipped, hz_info) -> None:
             json.dumps({k: hz[k] for k in ("features", "coef", "intercept", "outcome")}, indent=1),
             "```",
         ]
-    md += ["", "## 4. Channels ablated (the shipped variant, each channel as if not logged)", ""]
+    md += ["", "## 4. Channels: with and without, each ablated", "",
+           "The precursor channels (KL, entropy, length, zero-spread share, spread) enter the chosen variant "
+           "through the hazard's and the interval layer's inputs; below, each as if not logged (its presence "
+           "flag and its precursor set to 0, hazard and layer refitted leave-one-source-out), and none. The "
+           "kinds' posterior fits in the three ledgers read the reward only.", ""]  # fmt: skip
     abl = [m for m in cases["method"].unique() if " without " in m]
-    for title, T in (("Per case", S), ("Source-weighted", W)):
-        for col, fmt in (("cover80", "{:.0%}"), ("mean_ncrps", "{:.3f}")):
-            md += [f"{title}, {col}:", "", *_pivot(T, [pick, *abl], col, fmt), ""]
+    if abl:
+        for title, T in (("Per case", S), ("Source-weighted", W)):
+            for col, fmt in (("cover80", "{:.0%}"), ("mean_ncrps", "{:.3f}")):
+                md += [f"{title}, {col}:", "", *_pivot(T, [pick, *abl], col, fmt), ""]
+    else:
+        md += ["The chosen variant has neither a hazard nor an interval layer: no channel enters it.", ""]
+    md += [
+        "The spread as an observation channel of the degeneracy kind (`--channels`, `models/spread.py`):",
+        "",
+        *spread_ledger(),
+        "",
+    ]
     md += [
         "## 5. Transfer gap of the interval layer",
         "",
         "Coverage with the hazard and layer fitted on every case (in-sample) against leave-one-source-out:",
         "",
     ]
-    for title, T in (("Per case", S), ("Source-weighted", W)):
-        for col in ("cover80", "cover50"):
-            md += [f"{title}, {col}:", "", *_pivot(T, [f"{pick} in-sample", pick], col, "{:.0%}"), ""]
+    if f"{pick} in-sample" in set(cases["method"]):
+        for title, T in (("Per case", S), ("Source-weighted", W)):
+            for col in ("cover80", "cover50"):
+                md += [f"{title}, {col}:", "", *_pivot(T, [f"{pick} in-sample", pick], col, "{:.0%}"), ""]
     if "intervals" in shipped:
         lay = shipped["intervals"]
         md += [f"Shipped layer (rule `{lay['rule']}`, groups {lay['provenance'].get('groups')}): shifts of the levels "
                f"{lay['levels']} in units of the run's scale, per fraction {lay['grid']}:", "", "```",
                json.dumps(lay["shifts"], indent=1), "```", ""]  # fmt: skip
+    notes = RES / "quality_study_notes.md"  # the decision and the fan charts, judged by hand
+    if notes.exists():
+        md += ["## 6. Decision and fan charts", "", notes.read_text(), ""]
     (RES / "quality_study.md").write_text("\n".join(md) + "\n")
-    js = {"chosen": pick, "table": table.to_dict("records"), "summary": S.to_dict("records"),
-          "summary_weighted": W.to_dict("records"), "shipped": shipped,
+    js = {"chosen": pick, "rule_says_default": default, "default_shipped": shipped_default(),
+          "package_data": bool(shipped), "table": table.to_dict("records"), "summary": S.to_dict("records"),
+          "summary_weighted": W.to_dict("records"), "targets": js_targets,
+          "headline": {"source_weighted": headline(W, head)[1], "per_case": headline(S, head)[1]},
+          "shipped": shipped, "cases": int(len(B)), "sources": int(B["source"].nunique()),
           "hazard_check": {k: {kk: vv for kk, vv in v.items() if kk != "p"} for k, v in hz_info.items()}}  # fmt: skip
     (RES / "quality_study.json").write_text(json.dumps(js, indent=1, default=str) + "\n")
 

@@ -163,3 +163,32 @@ def test_prefix_features_of_known_shapes():
     peak = pd.DataFrame({"step": steps, "reward": np.r_[np.linspace(0, 1, 60), np.linspace(1, 0.4, 40)]})
     h = prefix_features(peak, fraction=0.5)
     assert h["past_peak"] > 0.4 and h["recent"] < 0 and h["has_kl"] == 0.0 and h["kl_growth"] == 0.0
+
+
+def test_the_shipped_auto_package_data_loads_with_its_provenance():
+    """`--model auto`'s package data (bench/quality_study.py's chosen variant): the shape configuration and the
+    interval layer load, name the study that chose them, and are what Forecaster("auto") uses; the hazard ships
+    only if the study chose one."""
+    from importlib.resources import files
+
+    from bayesgrpo.forecast.forecaster import Forecaster
+    from bayesgrpo.forecast.intervals import RULES
+    from bayesgrpo.forecast.shape import ShapeConfig
+
+    res = files("bayesgrpo.resources")
+    assert res.joinpath("shape.json").is_file() and res.joinpath("intervals_auto.json").is_file()
+    shape, lay = ShapeConfig.default(), IntervalLayer.default("auto")
+    for prov in (shape.provenance, lay.provenance):
+        assert prov["command"].startswith(".venv/bin/python bench/quality_study.py")
+        assert prov["study"] == "bench/results/quality_study.md" and prov["date"]
+    assert shape.kinds[0] == "oscillator" and len(shape.prior.at_floor) == len(shape.kinds)
+    assert lay.rule in RULES and lay.shifts and lay.name.startswith("intervals-auto-")
+    assert lay.provenance["sources"] >= 20 and lay.provenance["cases"] >= 300
+    lo = np.asarray(lay.levels) < 0.5
+    for rows in [lay.pooled, *lay.shifts.values()]:  # widen-only: lower levels never up, upper never down
+        a = np.asarray(rows)
+        assert (a[:, lo] <= 0).all() and (a[:, ~lo] >= 0).all()
+    assert Hazard.default().active == res.joinpath("hazard.json").is_file()
+    fc = Forecaster("auto")
+    assert fc.config.shape == shape and fc.config.intervals == lay
+    assert Forecaster("oscillator").config.intervals == IntervalLayer()  # a single kind gets no auto data

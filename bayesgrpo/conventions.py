@@ -8,9 +8,12 @@ default (89% ETI) is never used: wherever ArviZ summarises, :data:`CI_PROB` is p
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 __all__ = [
     "AUTO_KIND", "INTERVALS", "QUANTILES", "SUMMARY_QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
-    "quantile_column", "interval_bounds", "interval_label",
+    "quantile_column", "interval_bounds", "interval_label", "content_identity",
 ]  # fmt: skip
 
 #: the model "kind" whose shape is chosen per run among the kinds (:mod:`bayesgrpo.forecast.shape`)
@@ -46,3 +49,9 @@ def quantile_column(prefix: str, q: float) -> str:
 def interval_label(mass: float) -> str:
     """``0.8 -> "80%"``."""
     return f"{round(mass * 100):d}%"
+
+
+def content_identity(name: str, content: dict) -> str:
+    """``name@sha256:<12 hex>`` of a shipped object's content (its provenance left out): the identity a
+    calibration layer, a decision map, a hazard or an interval layer records in a saved forecast."""
+    return f"{name}@sha256:{hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]}"

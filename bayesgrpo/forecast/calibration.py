@@ -25,14 +25,13 @@ is recorded in every saved forecast.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bayesgrpo.conventions import HEADLINE, interval_bounds
+from bayesgrpo.conventions import HEADLINE, content_identity, interval_bounds
 from bayesgrpo.series import current_level
 
 __all__ = [
@@ -92,8 +91,7 @@ class Calibration(BaseModel):
 
     @property
     def identity(self) -> str:
-        d = self.model_dump(exclude={"provenance"})
-        return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+        return content_identity(self.name, self.model_dump(exclude={"provenance"}))
 
     @property
     def is_identity(self) -> bool:

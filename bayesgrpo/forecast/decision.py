@@ -32,7 +32,6 @@ data (``bayesgrpo/resources/decision_<kind>.json``) with its provenance, like th
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from pathlib import Path
 from typing import Literal
@@ -40,6 +39,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bayesgrpo.conventions import content_identity
 from bayesgrpo.forecast.calibration import case_weights
 from bayesgrpo.schema import REWARD
 from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
@@ -186,8 +186,7 @@ class DecisionCalibration(BaseModel):
 
     @property
     def identity(self) -> str:
-        d = self.model_dump(exclude={"provenance"})
-        return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+        return content_identity(self.name, self.model_dump(exclude={"provenance"}))
 
     def apply(self, p, *, fraction, **covariates) -> np.ndarray:
         """Recalibrated probabilities (same shape as ``p``; NaN where ``p`` or a covariate is NaN).

@@ -26,13 +26,14 @@ widens the forecast only where one does.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bayesgrpo.conventions import content_identity
 
 __all__ = ["Hazard", "fit_hazard", "left_regime", "FALL", "HAZARD_SEED", "P_MAX"]
 
@@ -71,8 +72,7 @@ class Hazard(BaseModel):
 
     @property
     def identity(self) -> str:
-        d = self.model_dump(exclude={"provenance"})
-        return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+        return content_identity(self.name, self.model_dump(exclude={"provenance"}))
 
     @property
     def active(self) -> bool:

@@ -24,12 +24,13 @@ then CRPS), with its transfer gap (in-sample against held-out-source coverage).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bayesgrpo.conventions import content_identity
 
 __all__ = ["IntervalLayer", "fit_layer", "RULES", "LEVELS", "GRID", "case_weights"]
 
@@ -107,8 +108,7 @@ class IntervalLayer(BaseModel):
 
     @property
     def identity(self) -> str:
-        d = self.model_dump(exclude={"provenance"})
-        return f"{self.name}@sha256:{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+        return content_identity(self.name, self.model_dump(exclude={"provenance"}))
 
     def group(self, feats: dict) -> str:
         return RULES[self.rule][1](feats)

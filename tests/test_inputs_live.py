@@ -250,3 +250,27 @@ def test_failed_fits_and_a_missing_final_forecast_reach_the_user(tmp_path):
     assert "bayesgrpo" in proc.stderr and "forecast failed" in proc.stderr and "boom" in proc.stderr
     proc = _script_run(tmp_path, "silent")
     assert "final forecast did not arrive" in proc.stderr, proc.stderr[-3000:]
+
+
+# ============================================================================ issue 18: the stop policy, live
+def test_callback_with_the_stop_policy_stops_a_flat_run_and_says_why(tmp_path, mock_sampler, caplog):
+    """BayesGRPOCallback(stop=StopPolicy()) inside a real GRPOTrainer: the worker answers with the policy's
+    advice; a run the forecast says has nothing left to gain (a flat plateau, draws tight around it) is
+    stopped after the policy's patience, the reason (with its measured error rate) reaches the log."""
+    import logging
+
+    from bayesgrpo.decisions.stop import StopPolicy
+    from bayesgrpo.integrations.trl import BayesGRPOCallback
+
+    mock_sampler["params"].update(r_star=0.0, tau=2.0)  # the plateau is the start level: no gain ahead
+    w = InProcessWorker()
+    cb = BayesGRPOCallback(every=4, worker=w, sampler=SMALL, warmup=False, horizon=400, stop=StopPolicy(risk=0.1))
+    with caplog.at_level(logging.WARNING, logger="bayesgrpo"):
+        trainer = _run(tmp_path, cb, max_steps=40)
+    fc = [r for r in w.requests if r.get("kind") == "forecast"]
+    assert fc and all(r["policy"]["risk"] == 0.1 and r["policy"]["delta"] == 0.05 for r in fc)
+    answered = [e for e in trainer.state.log_history if "bayesgrpo/p_gain" in e]
+    assert answered, "no forecast carried the policy's p_gain"
+    assert trainer.state.global_step < 40
+    msgs = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
+    assert len(msgs) == 1 and "stop policy (risk 0.1)" in msgs[0] and "of its stops were bad" in msgs[0], msgs

@@ -142,3 +142,68 @@ def test_backtest_prints_the_policys_operating_characteristic(tmp_path):
     assert stops["steps_saved"].between(0, 1).all()
     assert stops.loc[~stops["stopped"].astype(bool), "steps_saved"].eq(0).all()
     assert (out / "draws.npz").exists()
+
+
+# ----------------------------------------------------------------------------- the live front ends
+def test_policy_stop_reads_the_workers_answer_and_its_patience():
+    """The callback's rule: 'stop' only on the policy's own answer, with the patience the worker reports;
+    a StopPolicy or a dict spec becomes it (the training process never loads the decision layer)."""
+    from bayesgrpo.decisions.stop import StopPolicy
+    from bayesgrpo.integrations.stops import PolicyStop, _stop_rule
+
+    rule = PolicyStop(risk=0.1, delta=0.05)
+    assert rule.request() == {"policy": {"risk": 0.1, "delta": 0.05}}
+    assert rule.check({"advice": "continue", "p_gain": 0.6, "policy_patience": 2, "observed_until": 50}) is None
+    assert rule.patience == 2
+    why = rule.check({"advice": "stop", "p_gain": 0.12, "advice_error_rate": 0.062, "policy_patience": 2,
+                      "observed_until": 60})  # fmt: skip
+    assert why == "stop policy (risk 0.1): P(gain) 0.12 says stop (measured: 6% of its stops were bad)"
+    assert rule.check({"advice": "too early", "observed_until": 5}) is None
+    pol = StopPolicy(risk=0.2)
+    r2 = _stop_rule(pol)
+    assert isinstance(r2, PolicyStop) and (r2.risk, r2.delta, r2.patience) == (0.2, 0.05, pol.patience)
+    assert isinstance(_stop_rule({"rule": "policy", "risk": 0.15}), PolicyStop)
+    with pytest.raises(ValueError, match="risk must be in"):
+        PolicyStop(risk=1.5)
+
+
+def test_worker_answer_equals_the_forecast_tables_advice(tmp_path, mock_sampler):
+    """What the live worker answers for one run is what `forecast` writes in its table for the same run."""
+    from bayesgrpo.decisions.stop import StopPolicy, advise_fit
+    from bayesgrpo.forecast import Forecaster, SamplerConfig
+    from bayesgrpo.forecast.batch import forecast_batch
+    from bayesgrpo.integrations._serve import policy_answer
+    from bayesgrpo.io import read_runs
+
+    mock_sampler["spread"] = 0.05
+    runs = read_runs(write_runs(tmp_path))
+    res = forecast_batch(runs, forecaster=Forecaster(sampler=SamplerConfig(draws=50, tune=20)), horizon=200)
+    table, nums = advise_fit(res.table, res.fit, StopPolicy(risk=0.1))
+    for rid in res.fit.forecast_ids:
+        ans = policy_answer(res.fit, rid, {"risk": 0.1, "delta": 0.05})
+        row = table.set_index("run_id").loc[rid]
+        assert ans["advice"] == row["advice"] and ans["p_gain"] == pytest.approx(nums[rid]["p_gain"])
+        assert ans["policy_patience"] == StopPolicy().patience
+
+
+def test_watch_stop_shows_the_advice_on_every_forecast(tmp_path, monkeypatch, mock_sampler):
+    import sys as _sys
+
+    import bayesgrpo.integrations.watch as W
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from inprocess_worker import InProcessWorker
+
+    InProcessWorker.instances = []
+    monkeypatch.setattr(W, "ForecastWorker", InProcessWorker)
+    s = np.arange(1, 41)
+    p = tmp_path / "metrics.csv"
+    pd.DataFrame({"step": s, "reward": 0.2 + 0.5 * (1 - np.exp(-s / 30.0))}).to_csv(p, index=False)
+    res = runner.invoke(app, ["watch", str(p), "--horizon", "300", "--stop", "--interval", "0.05",
+                              "--idle-timeout", "0.4"])  # fmt: skip
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step ")]
+    assert lines and all(" advice " in ln and "P(gain) " in ln for ln in lines), lines
+    assert "stop policy: stop when P(final >= level + 0.05 x scale)" in res.output
+    bad = runner.invoke(app, ["watch", str(p), "--stop", "--risk", "0.01"])
+    assert bad.exit_code == 2 and "below every measured operating point" in bad.output, bad.output

@@ -12,11 +12,11 @@ Nothing heavy is imported here: ``import bayesgrpo.integrations`` needs neither 
 
 from __future__ import annotations
 
-__all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "watch"]
+__all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "PolicyStop", "watch"]
 
 
 def __getattr__(name):
-    if name in ("BayesGRPOCallback", "ImprovementStop", "UtilityStop"):
+    if name in ("BayesGRPOCallback", "ImprovementStop", "UtilityStop", "PolicyStop"):
         from bayesgrpo.integrations import trl
 
         return getattr(trl, name)

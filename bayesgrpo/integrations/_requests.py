@@ -68,6 +68,7 @@ def forecast_request(
     diagnose: bool = True,
     report: str | None = None,
     report_refresh: int = REPORT_REFRESH,
+    policy: dict | None = None,
 ) -> dict:
     """Build one forecast request for :meth:`ForecastWorker.submit`.
 
@@ -104,6 +105,10 @@ def forecast_request(
     report : str, optional
         Rewrite this HTML report (``bayesgrpo.write_report``) after the fit, atomically; the page
         reloads itself every ``report_refresh`` seconds.
+    policy : dict, optional
+        ``StopPolicy`` fields (``risk``, ``delta``, ``patience``): adds the stop policy's answer (``p_gain``,
+        ``advice``, ``advice_error_rate``, ``policy_patience``, ``policy``), computed in the worker
+        (:mod:`bayesgrpo.decisions.stop`).
     """
     if rows is None and frame is None:
         raise ValueError("forecast_request needs rows or frame")
@@ -111,6 +116,7 @@ def forecast_request(
         kind="forecast", run_id=str(run_id), rows=rows, frame=frame, meta=dict(meta or {}), horizon=horizon,
         model_kind=kind, sampler=dict(sampler or {}), target=target, improve=improve, utility=utility,
         ceiling=ceiling, plot=plot, diagnose=diagnose, report=report, report_refresh=int(report_refresh),
+        policy=dict(policy) if policy else None,
     )  # fmt: skip
 
 

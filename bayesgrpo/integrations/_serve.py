@@ -53,7 +53,8 @@ def _improve_delta(improve: dict, scale: float) -> float:
     return d * float(scale) if improve.get("relative") else d
 
 
-def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True) -> dict:
+def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, ceiling=None, diagnose=True,
+                  policy=None) -> dict:  # fmt: skip
     """The numbers the callback and ``watch`` report, from a fitted forecast of one run.
 
     Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
@@ -61,7 +62,8 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     p_underdamped, r_hat_max, divergences``, ``status`` (``ok`` or ``warning``: poor sampler health,
     the reason in ``status_reason``) plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with
     ``improve``), ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and
-    ``flags`` (mode -> severity name, with ``diagnose``). ``p_plateaued`` is the posterior probability
+    ``flags`` (mode -> severity name, with ``diagnose``) and the stop policy's answer (with ``policy``:
+    :func:`policy_answer`). ``p_plateaued`` is the posterior probability
     that the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the
     plateau. ``stop_step_q50`` is censored at the horizon when ``p_stop_before_horizon < 0.5`` (shown
     as ``>H``; the callback then logs no stop step).
@@ -106,6 +108,8 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         out["stop_now"] = bool(rec.step <= out["observed_until"])
         out["expected_reward_at_stop"] = float(rec.expected_reward)
         out["stop_rule"] = rec.rule
+    if policy:
+        out.update(policy_answer(fit, run_id, policy))
     if diagnose:
         res = lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)
         out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
@@ -113,11 +117,24 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     return out
 
 
+def policy_answer(fit, run_id: str, policy: dict) -> dict:
+    """The stop policy's answer to one forecast (:class:`bayesgrpo.decisions.stop.StopPolicy` of the request's
+    ``policy`` fields, the fit's kind): ``p_gain``, ``advice``, its measured ``advice_error_rate``, the
+    policy's ``patience`` and its description -- what the callback's and ``watch``'s stop rule read."""
+    from bayesgrpo.decisions.stop import StopPolicy
+    from bayesgrpo.forecast.decision import decision_probabilities
+
+    pol = StopPolicy(kind=fit.config.kind, **policy)
+    nums = decision_probabilities(fit, run_id, delta=pol.delta)
+    return {"p_gain": float(nums["p_gain"]), "advice": pol.advise(nums), "advice_error_rate": float(pol.error_rate),
+            "policy_patience": int(pol.patience or 1), "policy": pol.describe()}  # fmt: skip
+
+
 def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, utility=None, ceiling=None,
-                       diagnose=True) -> dict:  # fmt: skip
+                       diagnose=True, policy=None) -> dict:  # fmt: skip
     """The result for a run logged up to its horizon (status ``complete``): the observed final reward
     as a zero-width interval, no stop step; ``p_target`` / ``p_improve`` are 0 or 1 and a stop rule's
-    ``stop_now`` is True (there is nothing left to train)."""
+    ``stop_now`` is True (there is nothing left to train); a stop policy has nothing to advise."""
     import numpy as np
 
     v = float(row["final_q50"])
@@ -155,7 +172,7 @@ def _handle(req: dict) -> dict:
     rid = req["run_id"]
     fid = rid
     kw = dict(target=req.get("target"), improve=req.get("improve"), utility=req.get("utility"),
-              ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True))  # fmt: skip
+              ceiling=req.get("ceiling"), diagnose=req.get("diagnose", True), policy=req.get("policy"))  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runs = request_runs(req)

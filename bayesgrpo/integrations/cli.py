@@ -31,18 +31,19 @@ def _live_table(results, *, title: str):
         "stop step",
         "P(plateaued)",
         "budget stop",
+        "advice",
         "flags",
         "fit s",
     ):
         t.add_column(c)
     for r in results[-12:]:
         if not r.get("ok"):
-            t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", "", "", "", "", "", "")
+            t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", "", "", "", "", "", "", "")
             continue
         flags = ",".join(f"{m}={v}" for m, v in (r.get("flags") or {}).items() if v not in ("none", "watch")) or "-"
         if r.get("status") == "complete":
             t.add_row(f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} (observed: complete)", "", "", "",
-                      "", flags, f"{r.get('seconds', float('nan')):.1f}")  # fmt: skip
+                      "", "", flags, f"{r.get('seconds', float('nan')):.1f}")  # fmt: skip
             continue
         warn = " [yellow](sampler health poor)[/]" if r.get("status") == "warning" else ""
         t.add_row(
@@ -50,6 +51,7 @@ def _live_table(results, *, title: str):
             f"{r['final_q50']:.3g} [{r['final_q10']:.3g}, {r['final_q90']:.3g}]{warn}",
             "" if r.get("p_target") is None else f"{r['p_target']:.2f}", stop_text(r),
             f"{r['p_plateaued']:.2f}", "" if r.get("recommended_stop") is None else f"{r['recommended_stop']:.0f}",
+            f"{r['advice']} (P(gain) {r['p_gain']:.2f})" if r.get("advice") else "",
             flags, f"{r.get('seconds', float('nan')):.1f}",
         )  # fmt: skip
     return t
@@ -125,6 +127,13 @@ def watch_cmd(
         float | None, typer.Option(help="exit when the log has not changed for this many seconds")
     ] = None,
     plain: Annotated[bool, typer.Option(help="plain lines even on a terminal")] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="show the stop policy's advice (stop / continue / too early) at --risk")
+    ] = False,
+    risk: Annotated[
+        float, typer.Option(help="--stop: at most this share of its stops may lose > 0.1 of the range")
+    ] = 0.1,
+    delta: Annotated[float, typer.Option(help="--stop: p_gain = P(final >= current level + delta x scale)")] = 0.05,
 ):
     """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
     from rich.console import Console
@@ -138,6 +147,7 @@ def watch_cmd(
     utility = (
         {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
     )
+    policy = _check_policy(kind, risk=risk, delta=delta) if stop else None
     show = _Display(f"watching {path}", tty=sys.stdout.isatty() and not plain, line=format_line)
     results, live, update, status = show.results, show.live, show.update, show.status
     errs = _light().errors
@@ -147,7 +157,7 @@ def watch_cmd(
             ceiling=ceiling, plot=plot, report=report, history=history,
             sampler={"draws": draws, "tune": tune, "seed": seed}, on_update=update, on_status=status,
             max_updates=max_updates, idle_timeout=idle_timeout, kind=kind, meta=meta_row, reward_range=bounds,
-            reward_key=reward_key,
+            reward_key=reward_key, policy=policy,
         )  # fmt: skip
     except (errs.BayesGRPOError, KeyError) as e:
         if live is not None:
@@ -162,6 +172,22 @@ def watch_cmd(
     if report is not None and results:
         typer.echo(f"# report: {report}", err=True)
     typer.echo(f"# {len(results)} forecast(s)", err=True)
+
+
+def _check_policy(kind: str, *, risk: float, delta: float) -> dict:
+    """``--stop``'s policy, checked before anything is followed: its fields for the worker's requests, and one
+    status line saying what a 'stop' means and how often such stops were bad."""
+    from pydantic import ValidationError
+
+    from bayesgrpo.decisions.stop import StopPolicy
+
+    try:
+        pol = StopPolicy(kind=kind, risk=risk, delta=delta)
+    except (ValidationError, ValueError) as e:
+        errs = getattr(e, "errors", None)
+        _fail(f"--stop: {errs()[0].get('ctx', {}).get('error') or errs()[0]['msg'] if errs else e}")
+    typer.echo(f"# stop policy: {pol.describe()}; measured: {pol.error_rate:.0%} of such stops were bad", err=True)
+    return {"risk": risk, "delta": delta}
 
 
 def _fail(msg: str):

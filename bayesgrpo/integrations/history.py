@@ -16,7 +16,7 @@ log = logging.getLogger("bayesgrpo")
 HISTORY_COLUMNS = (
     "time", "logged_at_step", "ok", "status", "status_reason", "observed_until", "n_obs", "horizon", "final_mean",
     "final_q10", "final_q50", "final_q90", "p_target", "stop_step_q50", "p_stop_before_horizon", "p_plateaued",
-    "plateau_q50", "best", "p_improve",
+    "plateau_q50", "best", "p_improve", "p_gain", "advice",
     "recommended_stop", "flag_reward_hacking", "flag_advantage_degeneracy", "flag_policy_concentration",
     "flag_dynamical_instability", "r_hat_max", "divergences", "seconds", "error",
 )  # fmt: skip

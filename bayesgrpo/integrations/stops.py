@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["ImprovementStop", "UtilityStop"]
+__all__ = ["ImprovementStop", "UtilityStop", "PolicyStop"]
 
 
 class ImprovementStop:
@@ -136,9 +136,61 @@ class UtilityStop:
                 "patience": self.patience, "min_step": self.min_step}  # fmt: skip
 
 
+class PolicyStop:
+    """Stop when the stop policy (:class:`bayesgrpo.decisions.stop.StopPolicy`: the advice of ``forecast``,
+    ``budget`` and ``backtest``) says ``stop`` for its ``patience`` consecutive forecasts.
+
+    The policy runs in the forecasting worker (the training process stays light): each forecast carries
+    its ``p_gain``, ``advice`` and the policy's measured bad-stop share. ``risk`` is the share of its stops
+    allowed to lose more than 0.1 of the run's range (thresholds measured leave-one-source-out,
+    ``bench/results/stop_policy.md``); ``patience`` defaults to the measured one.
+
+    Examples
+    --------
+    >>> rule = PolicyStop(risk=0.1)
+    >>> rule.check({"advice": "stop", "p_gain": 0.12, "advice_error_rate": 0.062, "policy_patience": 1,
+    ...             "observed_until": 400})
+    'stop policy (risk 0.1): P(gain) 0.12 says stop (measured: 6% of its stops were bad)'
+    """
+
+    kind = "policy"
+
+    def __init__(self, *, risk: float = 0.1, delta: float = 0.05, patience: int | None = None, min_step: int = 0):
+        if not 0 < risk < 1:
+            raise ValueError(f"risk must be in (0, 1); got {risk}")
+        if not delta > 0:
+            raise ValueError(f"delta must be > 0; got {delta}")
+        if patience is not None and patience < 1:
+            raise ValueError(f"patience must be >= 1; got {patience}")
+        self.risk, self.delta, self.min_step = float(risk), float(delta), int(min_step)
+        self._patience = patience
+        self.patience = patience or 1  # the shipped one once the first forecast names it
+
+    def request(self) -> dict:
+        pol = {"risk": self.risk, "delta": self.delta}
+        if self._patience is not None:
+            pol["patience"] = self._patience
+        return {"policy": pol}
+
+    def check(self, result: dict) -> str | None:
+        if result.get("policy_patience"):
+            self.patience = int(result["policy_patience"])
+        if result.get("advice") != "stop" or result.get("observed_until", 0) < self.min_step:
+            return None
+        err = result.get("advice_error_rate", math.nan)
+        measured = f"measured: {err:.0%} of its stops were bad" if math.isfinite(err) else "error rate unmeasured"
+        return f"stop policy (risk {self.risk:g}): P(gain) {result.get('p_gain', math.nan):.2f} says stop ({measured})"
+
+    def to_dict(self) -> dict:
+        return {"rule": self.kind, "risk": self.risk, "delta": self.delta, "patience": self._patience,
+                "min_step": self.min_step}  # fmt: skip
+
+
 def _stop_rule(spec):
-    if spec is None or isinstance(spec, (ImprovementStop, UtilityStop)):
+    if spec is None or isinstance(spec, (ImprovementStop, UtilityStop, PolicyStop)):
         return spec
+    if type(spec).__name__ == "StopPolicy":  # bayesgrpo.decisions.stop.StopPolicy (not imported: keep this light)
+        return PolicyStop(risk=spec.risk, delta=spec.delta, patience=spec.patience, min_step=0)
     if isinstance(spec, dict):
         kw = dict(spec)
         kind = kw.pop("rule", "improvement")
@@ -146,7 +198,11 @@ def _stop_rule(spec):
             return ImprovementStop(**kw)
         if kind == "utility":
             return UtilityStop(**kw)
-        raise ValueError(f"unknown stop rule {kind!r}; use 'improvement' or 'utility'")
+        if kind == "policy":
+            return PolicyStop(**kw)
+        raise ValueError(f"unknown stop rule {kind!r}; use 'improvement', 'utility' or 'policy'")
     if hasattr(spec, "check") and hasattr(spec, "request"):
         return spec  # a user rule with the same two methods
-    raise TypeError(f"stop must be ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}")
+    raise TypeError(
+        f"stop must be StopPolicy, PolicyStop, ImprovementStop, UtilityStop, a dict spec or None; got {type(spec).__name__}"
+    )

@@ -35,10 +35,10 @@ from bayesgrpo.integrations._requests import SEVERITY_RANK, forecast_request, re
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
 from bayesgrpo.integrations._worker import ForecastWorker
 from bayesgrpo.integrations.history import HistoryWriter
-from bayesgrpo.integrations.stops import ImprovementStop, UtilityStop, _stop_rule
+from bayesgrpo.integrations.stops import ImprovementStop, PolicyStop, UtilityStop, _stop_rule
 from bayesgrpo.io.trl import run_config_meta
 
-__all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "LOGGED_KEYS"]
+__all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "PolicyStop", "LOGGED_KEYS"]
 
 log = logging.getLogger("bayesgrpo")
 
@@ -57,6 +57,7 @@ LOGGED_KEYS = {
     "p_target": "bayesgrpo/p_target",
     "p_improve": "bayesgrpo/p_improve",
     "recommended_stop": "bayesgrpo/recommended_stop",
+    "p_gain": "bayesgrpo/p_gain",
 }
 #: default sampler of live fits (small: a live forecast is refreshed every few dozen steps)
 LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
@@ -102,8 +103,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         Reward target: adds ``bayesgrpo/p_target`` = P(final reward >= target).
     horizon : int, optional
         Step to forecast to (default: the trainer's ``max_steps``).
-    stop : ImprovementStop, UtilityStop or dict, optional
-        Stopping rule (off by default). When it fires, ``control.should_training_stop`` is set on
+    stop : StopPolicy, PolicyStop, ImprovementStop, UtilityStop or dict, optional
+        Stopping rule (off by default). ``bayesgrpo.decisions.stop.StopPolicy(risk=0.1)`` (or
+        ``PolicyStop(risk=0.1)``) is the stop policy of the forecast table's ``advice``, with its
+        measured error rate (README, "Should this run stop?"). When it fires, ``control.should_training_stop`` is set on
         every rank at the same step, ``bayesgrpo/stop = 1`` is logged and the reason is logged as a
         warning.
     model : str

@@ -240,6 +240,8 @@ def format_line(res: dict) -> str:
     s += f"  stop {stop_text(res)}  P(plateaued) {res['p_plateaued']:.2f}"
     if res.get("recommended_stop") is not None:
         s += f"  budget: stop at {res['recommended_stop']:.0f}" + (" (now)" if res.get("stop_now") else "")
+    if res.get("advice"):
+        s += f"  P(gain) {res['p_gain']:.2f} advice {res['advice']}"
     s += "  flags " + (",".join(flags) if flags else "-")
     if res.get("status") == "warning":
         s += f"  WARNING {res.get('status_reason')}"
@@ -285,6 +287,7 @@ def watch(
     meta=None,
     reward_range=None,
     reward_key: str | None = None,
+    policy: dict | None = None,
 ) -> list[dict]:
     """Follow ``path`` and forecast the run every ``every`` new logged steps until stopped.
 
@@ -364,7 +367,8 @@ def watch(
                   max_updates=max_updates, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
                                                         target=target, utility=utility, ceiling=ceiling,
                                                         plot=str(plot) if plot else None,
-                                                        report=str(report) if report else None))  # fmt: skip
+                                                        report=str(report) if report else None,
+                                                        policy=policy))  # fmt: skip
     try:
         w.submit({"kind": "warmup", "model_kind": kind, "sampler": loop.request["sampler"]})
         loop.run(every=every, interval=interval, min_points=min_points, idle_timeout=idle_timeout,

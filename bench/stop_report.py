@@ -34,7 +34,7 @@ from bayesgrpo.evaluation.stop_rule import (  # noqa: E402
     risk_index,
     sweep,
 )
-from bayesgrpo.forecast.calibration import Calibration, case_weights, leave_anchor  # noqa: E402
+from bayesgrpo.forecast.calibration import Calibration, case_weights  # noqa: E402
 from bayesgrpo.forecast.decision import fit_decision_calibration  # noqa: E402
 
 DELTA, DELTA_BAD = 0.05, 0.1
@@ -80,12 +80,8 @@ def load_cases(config: str, runs) -> tuple[pd.DataFrame, dict]:
             continue
         x = bd[key]
         cal = layers.get(r.source, layers["__default__"])
-        d = runs.run(r.run_id)
-        rmin = runs.meta.loc[r.run_id].get("reward_min", np.nan) if "reward_min" in runs.meta else np.nan
-        level, floor = leave_anchor(d.loc[d["step"] <= r.observed_until, "reward"].to_numpy(),
-                                    float(rmin) if pd.notna(rmin) else np.nan)  # fmt: skip
         draws[f"{r.run_id}|{r.cutoff:g}|bayesgrpo:raw"] = x
-        draws[key] = np.sort(cal.apply(x, fraction=r.cutoff, level=level, floor=floor, scale=r.scale))
+        draws[key] = np.sort(cal.apply(x, fraction=r.cutoff, scale=r.scale))
         rows.append(r._asdict())
     bc = pd.DataFrame(rows)
     cases = pd.concat([bc, bc.assign(method="bayesgrpo:raw"), pc], ignore_index=True)

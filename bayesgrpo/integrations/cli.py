@@ -144,9 +144,7 @@ def watch_cmd(
     bounds, meta_row, kind = _check_watch_options(path, kind=kind, model=model, meta=meta, reward_range=reward_range,
                                                   fmt=fmt, history=history, plot=plot, report=report, draws=draws,
                                                   tune=tune, seed=seed)  # fmt: skip
-    utility = (
-        {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward} if cost_per_step is not None else None
-    )
+    utility = None if cost_per_step is None else {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward}
     policy = _check_policy(kind, risk=risk, delta=delta) if stop else None
     show = _Display(f"watching {path}", tty=sys.stdout.isatty() and not plain, line=format_line)
     results, live, update, status = show.results, show.live, show.update, show.status
@@ -167,6 +165,11 @@ def watch_cmd(
     finally:
         if live is not None:
             live.stop()
+    _said(results, plot=plot, report=report)
+
+
+def _said(results, *, plot, report) -> None:
+    """What ``watch`` left behind, on stderr."""
     if plot is not None and results:
         typer.echo(f"# fan chart: {plot}", err=True)
     if report is not None and results:

@@ -325,6 +325,17 @@ def _expand(sc, row, mh, iW, isr2, dm0p, out):  # pragma: no cover - compiled
     out[I_W] += sc[row, _PW] - dM * mh
 
 
+@numba.njit(cache=True, fastmath=False, inline="always")
+def _sensitivities(sc, mh, iW, isr2, dm0p, dm0, Ht, dx, dv, dH, dR):  # pragma: no cover - compiled
+    """The parameter derivatives of a channel update's innovation ``dv``, observation slope ``dH`` and
+    variance ``dR`` (:func:`_expand` of their rows); the innovation's also through the state's shift ``dx``."""
+    _expand(sc, _WV, mh, iW, isr2, dm0p, dv)
+    _expand(sc, _HT, mh, iW, isr2, dm0p, dH)
+    _expand(sc, _RT, mh, iW, isr2, dm0p, dR)
+    for k in range(dv.shape[0]):
+        dv[k] -= dH[k] * dx + Ht * (dm0[k] - dm0p[k])
+
+
 @numba.njit(cache=True, fastmath=False)
 def spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts, work, mom, sc, dv, dH, dR, m0, m1, p00, p01,
                   p11, dm0, dm1, dp00, dp01, dp11, gj):  # fmt: skip  # pragma: no cover
@@ -418,11 +429,7 @@ def spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts, work,
             sc[_WV, i] = -sc[_HS, i] - sc[_B1, i] * vr0
         sc[_WV, _PV] -= beta
         dx = m0 - m0p
-        _expand(sc, _WV, mh, iW, isr2, dm0p, dv)
-        _expand(sc, _HT, mh, iW, isr2, dm0p, dH)
-        _expand(sc, _RT, mh, iW, isr2, dm0p, dR)
-        for k in range(dv.shape[0]):
-            dv[k] -= dH[k] * dx + Ht * (dm0[k] - dm0p[k])
+        _sensitivities(sc, mh, iW, isr2, dm0p, dm0, Ht, dx, dv, dH, dR)
         lls, m0, m1, p00, p01, p11 = update2(vs0 - beta * vr0 - Ht * dx, Ht, Rt, dv, dH, dR, m0, m1, p00, p01, p11,
                                              dm0, dm1, dp00, dp01, dp11, gj)  # fmt: skip
         ll += lls
@@ -450,11 +457,7 @@ def spread_update(ch, n, j, r_star, L, W, nu, r, G, m0p, dm0p, sk, consts, work,
             sc[_WV, i] = -sc[_HZ, i] - sc[_B1, i] * vr0 - sc[_B2, i] * vs0 + bzs * sc[_HS, i]
         sc[_WV, _PV] -= bzr
         dx = m0 - m0p
-        _expand(sc, _WV, mh, iW, isr2, dm0p, dv)
-        _expand(sc, _HT, mh, iW, isr2, dm0p, dH)
-        _expand(sc, _RT, mh, iW, isr2, dm0p, dR)
-        for k in range(dv.shape[0]):
-            dv[k] -= dH[k] * dx + Ht * (dm0[k] - dm0p[k])
+        _sensitivities(sc, mh, iW, isr2, dm0p, dm0, Ht, dx, dv, dH, dR)
         v = (yz - hz) - bzr * vr0 - bzs * vs0 - Ht * dx
         llz, m0, m1, p00, p01, p11 = update2(v, Ht, Rt, dv, dH, dR, m0, m1, p00, p01, p11, dm0, dm1, dp00, dp01,
                                              dp11, gj)  # fmt: skip

@@ -62,8 +62,14 @@ CMD = ".venv/bin/python bench/reproduce_cases.py"
 
 
 def pick_cases(name: str, offset: int) -> pd.DataFrame:
-    """The sampled cases of one configuration (module docstring, check 1)."""
+    """The sampled cases of one configuration (module docstring, check 1): those of the reference when
+    there is one (the ledgers have grown sources since it was saved, which would move the rule's picks)."""
     cases = FB.load_cases(name)
+    if REFERENCE.exists():
+        keys = set(json.loads(REFERENCE.read_text())["cases"])
+        hit = cases.apply(lambda r: f"{name}|{r['run_id']}|{r['cutoff']:g}|bayesgrpo" in keys, axis=1)
+        if hit.any():
+            return cases[hit].sort_values(["cutoff"], kind="stable")
     ok = cases[cases["ok"].astype(bool) & (cases["n_obs"] <= MAX_OBS)].sort_values(["source", "run_id"], kind="stable")
     srcs = sorted(ok["source"].unique())
     rows = []
@@ -262,7 +268,7 @@ def main():
     results: dict = {"commit": commit + (" (+ uncommitted changes in bayesgrpo/)" if dirty else ""),
                      "reference_commit": ref.get("commit")}  # fmt: skip
     if not args.no_cases:
-        runs = load_dev()
+        runs = load_dev(more=True)
         table = pd.read_csv(FB.PRIOR_TABLE)
         results["cases"] = []
         with tempfile.TemporaryDirectory() as tmp:

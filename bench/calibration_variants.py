@@ -22,7 +22,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.evaluation.metrics import crps_sample
-from bayesgrpo.forecast.calibration import Calibration, case_weights, weighted_quantile
+from bayesgrpo.forecast.calibration import (
+    Calibration,
+    case_weights,
+    leave_anchor,  # the one definition (the package's)
+    weighted_quantile,
+)
 
 __all__ = ["VariantCalibration", "fit_variant_layer", "leave_anchor", "W_MAX", "P_LEAVE_GRID", "apply_layer"]
 
@@ -92,28 +97,6 @@ def apply_layer(cal, draws, *, fraction: float, level: float, floor: float, scal
     if isinstance(cal, Calibration):
         return cal.apply(draws, fraction=fraction, scale=scale)
     return cal.apply(draws, fraction=fraction, level=level, floor=floor, scale=scale)
-
-
-def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float]:
-    """``(level, floor)`` of a run's observed prefix: where a run that leaves its regime starts from
-    and how low it can end.
-
-    The level is the mean of the last tenth of the prefix (at least 3 points); the floor is the
-    reward's lower bound (metadata or ``--reward-range``), else 0 for a reward that has stayed in
-    [0, 1], else the lowest observed value; never above the level.
-    """
-    y = np.asarray(prefix, dtype=float)
-    y = y[np.isfinite(y)]
-    if y.size == 0:
-        return float("nan"), float("nan")
-    level = float(y[-max(3, int(np.ceil(0.1 * y.size))) :].mean())
-    if np.isfinite(reward_min):
-        floor = float(reward_min)
-    elif y.min() >= 0.0 and y.max() <= 1.0:
-        floor = 0.0
-    else:
-        floor = float(y.min())
-    return level, min(floor, level)
 
 
 def _leave_shares(df, draws, w_case, cut, grid) -> tuple[float, ...]:

@@ -204,6 +204,6 @@ def test_watch_stop_shows_the_advice_on_every_forecast(tmp_path, monkeypatch, mo
     assert res.exit_code == 0 and "Traceback" not in res.output, res.output
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("step ")]
     assert lines and all(" advice " in ln and "P(gain) " in ln for ln in lines), lines
-    assert "stop policy: stop when P(final >= level + 0.05 x scale)" in res.output
+    assert "stop policy: stop when P(stopping now loses more than 0.1 of the run's range)" in res.output
     bad = runner.invoke(app, ["watch", str(p), "--stop", "--risk", "0.01"])
     assert bad.exit_code == 2 and "below every measured operating point" in bad.output, bad.output

@@ -186,7 +186,11 @@ class StopPolicy(BaseModel):
         return StopMonitor(self)
 
     def describe(self) -> str:
-        return (f"stop when P(final >= level + {self.delta:g} x scale) < {self.threshold:.3f} at {self.patience} "
+        what = f"P(final >= level + {self.delta:g} x scale)"
+        if self._score is not None:  # the shipped score: the model's probability on the policy's own map
+            what = (f"P(stopping now loses more than {self.delta_bad:g} of the run's range) (the forecast's {what} "
+                    "calibrated to that outcome)")  # fmt: skip
+        return (f"stop when {what} < {self.threshold:.3f} at {self.patience} "
                 f"consecutive forecast(s) after {self.min_fraction:.0%} of the run (risk {self.risk:g}: at most that "
                 f"share of stops lose more than {self.delta_bad:g} of the run's range)")  # fmt: skip
 

@@ -204,9 +204,7 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
     """One compiled model serves runs of every K: the batch's ``refresh`` reaches with_data."""
     import types
 
-    import nutpie
-
-    from bayesgrpo.inference import sampling
+    from bayesgrpo.inference import nuts_core, sampling
     from bayesgrpo.models.arrays import prepare_arrays
 
     runs = _runs()
@@ -223,10 +221,12 @@ def test_nuts_swaps_refresh_interval_with_the_data(monkeypatch):
             seen.update(kw)
             return self
 
-    run = types.SimpleNamespace(wait=lambda: "sampled", cancel=lambda: None)  # sampling.nuts waits itself
-    monkeypatch.setattr(nutpie, "sample", lambda cm, **kw: "sampled" if kw.get("blocking", True) else run)
+    # the sampler itself is faked: nutpie's Rust core (nuts_core.start) as sampling.nuts calls it
+    draws = types.SimpleNamespace(dataset=lambda group: f"sampled {group}")
+    monkeypatch.setattr(nuts_core, "start", lambda cm, **kw: types.SimpleNamespace(wait=lambda: draws))
     req = ("y", "mask", "refresh")
-    assert sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req) == "sampled"
+    got = sampling.nuts(FakeCompiled(), data=arr.data(), sampler=SMALL, seed=0, required=req)
+    assert got == {"posterior": "sampled posterior", "sample_stats": "sampled sample_stats"}
     np.testing.assert_array_equal(seen["refresh"], arr.refresh)
     assert seen["refresh"][0] == 32 and set(seen) == {"y", "mask", "refresh", "span", "noise", "r0_obs"}
     FakeCompiled.shared_var_keys = FakeCompiled.shared_var_keys[:2]  # a model without the refresh data

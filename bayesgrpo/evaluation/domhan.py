@@ -279,7 +279,7 @@ class DomhanEnsemblePeer(Peer):
         smp = sampling.SamplerConfig(draws=self.draws, tune=self.tune, chains=self.chains,
                                      target_accept=self.target_accept, low_rank_mass_matrix=False)  # fmt: skip
         tr = sampling.nuts(compiled, data={"x_obs": xo, "y_obs": yo, "w_obs": wo}, sampler=smp, seed=int(seed),
-                           maxdepth=self.maxdepth, save_warmup=False)  # fmt: skip
+                           maxdepth=self.maxdepth)  # fmt: skip
         post = sampling.posterior_dataset(tr)
         out = {}
         for nm in names:

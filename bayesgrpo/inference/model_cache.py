@@ -390,8 +390,19 @@ class ModelCache:
 
     @staticmethod
     def _deserialise(blob: bytes, digest: str, desc: dict):
-        import pandas as pd
-        from nutpie.compile_pymc import CompiledPyMCModel, update_user_data
+        from bayesgrpo.inference import nuts_core
+
+        try:  # the direct sampler's model (no nutpie Python layer: no ArviZ, scipy or matplotlib)
+            nuts_core.nutpie_lib()
+            direct = True
+        except ImportError:  # a nutpie outside nuts_core's range: its own model class
+            direct = False
+        if direct:
+            update_user_data = nuts_core.update_user_data
+        else:
+            from nutpie.compile_pymc import update_user_data as _nutpie_update
+
+            update_user_data = _nutpie_update
 
         if not blob.startswith(_MAGIC):
             raise _Corrupt("not a bayesgrpo cache entry")
@@ -419,6 +430,16 @@ class ModelCache:
         if rc != rc0 or not np.allclose([lp, *grad], [lp0, *grad0], rtol=1e-9, atol=1e-12, equal_nan=True):
             raise _Corrupt("the stored code does not reproduce its own log-density")
         shape_info = (st["names"], [slice(a, b) for a, b in st["slices"]], [tuple(s) for s in st["shapes"]])
+        if direct:
+            return nuts_core.CompiledModel(
+                compiled_logp_func=_Callback(logp_addr, keep), compiled_expand_func=_Callback(expand_addr, keep),
+                initial_point_func=JitteredPoint(st["centre"]), shared_data=shared_data, shared_var_keys=keys,
+                user_data=user_data, n_dim=st["n_dim"], n_expanded=st["n_expanded"], shape_info=shape_info,
+                dims=dict(st["dims"]), coords={k: list(v) for k, v in st["coords"].items()},
+            )  # fmt: skip
+        import pandas as pd
+        from nutpie.compile_pymc import CompiledPyMCModel
+
         return CompiledPyMCModel(
             _n_dim=st["n_dim"],
             dims=dict(st["dims"]),

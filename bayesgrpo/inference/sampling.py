@@ -164,17 +164,33 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
 
     Data variables the graph does not use are pruned by the compiler and skipped here; the
     ``required`` ones must exist (``RuntimeError`` otherwise: a run would silently be sampled with
-    another run's data). ``extra`` is forwarded to ``nutpie.sample`` (e.g. ``maxdepth``).
+    another run's data). ``extra`` is forwarded to the sampler (e.g. ``maxdepth``). Returns
+    ``{"posterior": Dataset, "sample_stats": Dataset}``.
+
+    NUTS runs on nutpie's Rust core without nutpie's Python layer (:mod:`bayesgrpo.inference.nuts_core`:
+    the same draws bit for bit, without importing ArviZ, scipy and matplotlib on every forecast); with
+    a nutpie version outside the pinned range, through ``nutpie.sample``. A Ctrl-C stops the chains and
+    raises ``KeyboardInterrupt`` (never a short trace a forecast could be made from).
     """
-    import nutpie
+    from bayesgrpo.inference import nuts_core
 
     cm = _with_data(compiled, data, required)
-    kw = {"adaptation": "low_rank"} if sampler.low_rank_mass_matrix else {}
-    kw.update(extra)
-    run = nutpie.sample(
-        cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
-        target_accept=sampler.target_accept, seed=int(seed), progress_bar=False, blocking=False, **kw,
-    )  # fmt: skip
+    adaptation = "low_rank" if sampler.low_rank_mass_matrix else "diag"
+    kw = dict(draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
+              target_accept=sampler.target_accept, seed=int(seed), **extra)  # fmt: skip
+    try:
+        nuts_core.nutpie_lib()
+    except ImportError:
+        return _nuts_nutpie(cm, adaptation=adaptation, **kw)
+    draws = nuts_core.start(cm, adaptation=adaptation, **kw).wait()  # aborts the chains on any exception
+    return {"posterior": draws.dataset("posterior"), "sample_stats": draws.dataset("sample_stats")}
+
+
+def _nuts_nutpie(cm, *, adaptation: str, **kw):
+    """:func:`nuts` through ``nutpie.sample`` (its Python layer; a nutpie outside ``nuts_core``'s range)."""
+    import nutpie
+
+    run = nutpie.sample(cm, progress_bar=False, blocking=False, adaptation=adaptation, **kw)
     try:
         return run.wait()
     except KeyboardInterrupt:
@@ -253,31 +269,28 @@ def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str |
 
     With ``dim`` (default ``"run"``) a dict ``{run_id: {"r_hat_max", "ess_min", "divergences"}}``
     (divergences are per sampled batch); with ``dim=None`` one dict over all variables.
-    Constant variables (zero posterior sd) are ignored.
+    Constant variables (zero posterior sd) are ignored. Rank-normalised split R-hat and bulk ESS are
+    ArviZ's definitions computed on numpy (:mod:`bayesgrpo.inference.diagnostics`, equal to
+    ``arviz.rhat`` / ``arviz.ess`` on the same draws): a forecast never imports ArviZ (and with it
+    scipy and matplotlib) to report two numbers.
     """
-    import arviz as az
+    from bayesgrpo.inference.diagnostics import run_health
 
     names = [v for v in var_names if v in posterior and float(posterior[v].std()) > 0]
     div = int(sample_stats["diverging"].sum()) if sample_stats is not None and "diverging" in sample_stats else 0
     if not names:
         base = {"r_hat_max": float("nan"), "ess_min": float("nan"), "divergences": div}
         return {str(r): dict(base) for r in posterior[dim].to_numpy()} if dim else base
-    rhat = az.rhat(posterior[names])
-    ess = az.ess(posterior[names])
     if dim is None:
-        return {
-            "r_hat_max": float(max(float(rhat[v].max()) for v in names)),
-            "ess_min": float(min(float(ess[v].min()) for v in names)),
-            "divergences": div,
-        }
+        draws = {v: posterior[v].transpose("chain", "draw", ...).to_numpy() for v in names}
+        return run_health(draws, var_names=names, divergences=div, per_run=False)
+    rn = [v for v in names if dim in posterior[v].dims]
+    draws = {v: posterior[v].transpose("chain", "draw", ..., dim).to_numpy() for v in rn}
+    draws = {v: x.reshape(x.shape[0], x.shape[1], -1, x.shape[-1]) for v, x in draws.items()}
     out = {}
-    for rid in posterior[dim].to_numpy():
-        rn = [v for v in names if dim in posterior[v].dims]
-        out[str(rid)] = {
-            "r_hat_max": float(max(float(rhat[v].sel({dim: rid})) for v in rn)) if rn else float("nan"),
-            "ess_min": float(min(float(ess[v].sel({dim: rid})) for v in rn)) if rn else float("nan"),
-            "divergences": div,
-        }
+    for j, rid in enumerate(posterior[dim].to_numpy()):
+        per = {v: x[..., j] for v, x in draws.items()}  # (chain, draw, elements) of this run
+        out[str(rid)] = run_health(per, var_names=rn, divergences=div, per_run=False)
     return out
 
 

@@ -44,7 +44,8 @@ runs = read_runs(sys.argv[1] + "/runs.csv", meta=sys.argv[1] + "/meta.csv")
 fc = Forecaster(sampler=SamplerConfig(draws=40, tune=40, seed=5))
 res = forecast_batch(runs, forecaster=fc, until_fraction=0.5)
 print(json.dumps({"table": res.table.drop(columns="seconds").to_dict("list"), "pymc": "pymc" in sys.modules,
-                  "pytensor": "pytensor" in sys.modules}))
+                  "pytensor": "pytensor" in sys.modules, "heavy": sorted(m for m in ("arviz", "matplotlib",
+                  "nutpie.sample", "scipy.stats") if m in sys.modules)}))
 """
 
 # the tiny model: a module the compile child process can import (the build must be picklable)
@@ -114,6 +115,8 @@ def test_second_process_loads_the_compiled_model_from_disk(forecast_cache, seria
     assert LOADED in second.stderr and COMPILED not in second.stderr, second.stderr[-2000:]
     a, b = json.loads(first.stdout.splitlines()[-1]), json.loads(second.stdout.splitlines()[-1])
     assert not b["pymc"] and not b["pytensor"], "the warm path imported PyMC"
+    # nor what only saving, diagnosing or drawing needs (issue 20: the import budget of a warm forecast)
+    assert b["heavy"] == [], f"the warm path imported {b['heavy']}"
     # the process that compiled and the one that loaded give the same numbers, to the last bit
     assert a["table"] == b["table"]
     serial_table["table"] = pd.DataFrame(a["table"])

@@ -106,8 +106,11 @@ def test_forecast_other_kinds_get_p_gain_without_advice(tmp_path, mock_sampler, 
     p = write_runs(tmp_path)
     res = invoke("forecast", p, "--horizon", 200, "--out", tmp_path / "t.csv")
     assert res.exit_code == 0, res.output
-    assert "measured for the oscillator kind only" in res.output
-    assert "advice" not in pd.read_csv(tmp_path / "t.csv").columns
+    assert "measured for the oscillator kind only" in res.output and "--risk has no effect" in res.output
+    t = pd.read_csv(tmp_path / "t.csv")
+    assert t["p_gain"].between(0, 1).all()  # the raw p_gain is there
+    assert t["advice"].isna().all() and t["advice_error_rate"].isna().all()  # and no advice
+    assert "P(gain)" in res.output
 
 
 def test_budget_over_a_sweep_says_which_runs_to_stop(tmp_path, mock_sampler):

@@ -61,6 +61,13 @@ def status(msg: str) -> None:
     err_console().print(f"[dim]{escape(msg)}[/]")
 
 
+def warn(msg: str) -> None:
+    """A warning line on stderr (``warning: ...``)."""
+    from rich.markup import escape
+
+    err_console().print(f"[yellow]warning:[/] {escape(msg)}")
+
+
 def interrupted(what: str = "nothing was written") -> None:
     """After a Ctrl-C: one line (``interrupted: ...``) on stderr and exit 130.
 
@@ -424,7 +431,8 @@ def stop_policy(*, model: str, risk: float, delta: float):
         fail(f"--delta must be > 0, got {delta:g}")
     deltas = measured_deltas(model)
     if not deltas:
-        status(f"stop advice: measured for the oscillator kind only; --kind {model} gives p_gain without advice")
+        status(f"stop advice: measured for the oscillator kind only; --kind {model} gives the raw p_gain (at --delta "
+               f"{delta:g}, not recalibrated) and no advice (--risk has no effect)")  # fmt: skip
         return None
     if not any(abs(delta - d) < 1e-12 for d in deltas):
         fail(f"--delta {delta:g}: p_gain's recalibration and the stop advice were measured for delta "

@@ -148,10 +148,14 @@ def run_forecast(
                                  progress=lambda d, n: bar(d, n), executor=ex)  # fmt: skip
         except Interrupted as e:
             res, interrupted = e.partial, e
-        if res is not None and res.fit is not None:
-            res.fit.warn_health()
+        if res is not None:  # one rule for the sampler's health: the status's (its reason on stderr too)
+            for r in res.table.itertuples(index=False):
+                if r.status == "warning":
+                    C.warn(f"run {r.run_id!r}: {r.error}")
         if res is not None and policy is not None:
             res.table, res.decisions = advise_fit(res.table, res.fit, policy)
+        elif res is not None:  # a kind whose advice was never measured: p_gain, and no advice
+            res.table = res.table.assign(advice="", advice_error_rate=float("nan"))
     if interrupted is not None:
         _interrupted(res, out, final_window)
     _show(res, policy, final_window=final_window)
@@ -178,7 +182,8 @@ def _announce(title: str, runs, ctx, fc, *, workers, scheduler) -> None:
         + (f" observing {', '.join(cfg.channels)}" if cfg.channels else "")
         + (f", pooling with {len(ctx)} context run(s)" if ctx else "")
         + f"; population prior {cfg.prior.identity}{where}; compiling once per machine (about a minute; "
-        "later runs load it from the disk cache), then about 1 s per run"
+        "later runs load it from the disk cache), then "
+        + ("about 1 s per run" if cfg.kind in ("oscillator", "saturation", "scaling") else "up to a minute per run")
     )
 
 
@@ -190,9 +195,9 @@ def _show(res, policy, *, final_window: float) -> None:
     C.print_table(display_table(res.table),
                   title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
                         f"(median [80% interval]); stop step '>H' = not settled by the horizon{advice}")  # fmt: skip
-    if policy is not None and (res.table.get("advice") == "stop").any():
-        C.status(f"advice 'stop': {policy.describe()}; measured: {policy.error_rate:.0%} of such stops were bad "
-                 "(leave-one-source-out on the development runs)")  # fmt: skip
+    if policy is not None:
+        C.status(f"advice: {policy.describe()} (the score is advice_score in --out); measured: "
+                 f"{policy.error_rate:.0%} of its stops were bad (leave-one-source-out on the development runs)")  # fmt: skip
 
 
 def _write_figures(res, out_dir, names: dict) -> None:

@@ -119,8 +119,8 @@ class StopRecommendation:
             if self.cost_saved is not None:
                 extra += f", cost {self.cost_saved:.3g}"
             s.append(
-                f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}%{extra}) vs max_steps "
-                f"{self.max_steps}, giving up E[{self.reward_given_up:.3g}] reward"
+                f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}% of the remaining steps{extra}) "
+                f"vs training to {self.max_steps}, giving up E[{self.reward_given_up:.3g}] reward"
             )
         if self.rule80_step is not None:
             if self.rule80_expected_reward is not None:

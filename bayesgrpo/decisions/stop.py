@@ -226,8 +226,9 @@ class StopMonitor:
 
 
 def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers: dict) -> pd.DataFrame:
-    """The forecast table with ``advice`` and ``advice_error_rate`` columns (a new frame; the input is not
-    changed): the share of the policy's stops measured to be bad, on rows whose advice is ``stop``.
+    """The forecast table with ``advice``, ``advice_error_rate`` (the share of the policy's stops measured to
+    be bad, on rows whose advice is ``stop``) and ``advice_score`` (the number the advice thresholds) columns
+    (a new frame; the input is not changed).
 
     The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
     (:func:`bayesgrpo.forecast.decision.decision_probabilities`). A forecast row (``status`` ``ok`` or
@@ -241,6 +242,9 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
     out["advice"] = [(policy.advise(numbers[r]) if r in numbers else "too early") if good else ""
                      for r, good in zip(out["run_id"], forecast, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
+    # the number the advice thresholds (the policy's score: p_gain, or its own map of it)
+    out["advice_score"] = [float(np.asarray(policy.score(numbers[r]))) if good and r in numbers else np.nan
+                           for r, good in zip(out["run_id"], forecast, strict=True)]  # fmt: skip
     return out
 
 

@@ -183,12 +183,23 @@ def _check_policy(kind: str, *, risk: float, delta: float) -> dict:
     from pydantic import ValidationError
 
     from bayesgrpo.decisions.stop import StopPolicy
+    from bayesgrpo.forecast.decision import measured_deltas
 
+    if not 0.0 < risk < 1.0:
+        _fail(f"--risk must lie in (0, 1), got {risk:g}")
+    if not delta > 0.0:
+        _fail(f"--delta must be > 0, got {delta:g}")
+    deltas = measured_deltas(kind)
+    if not deltas:
+        _fail(f"--stop: the stop advice was measured for --kind oscillator only, not {kind!r}")
+    if not any(abs(delta - d) < 1e-12 for d in deltas):
+        _fail(f"--delta {delta:g}: the stop advice was measured for delta {', '.join(f'{d:g}' for d in sorted(deltas))} "
+              "only; choose one of them")  # fmt: skip
     try:
         pol = StopPolicy(kind=kind, risk=risk, delta=delta)
     except (ValidationError, ValueError) as e:
         errs = getattr(e, "errors", None)
-        _fail(f"--stop: {errs()[0].get('ctx', {}).get('error') or errs()[0]['msg'] if errs else e}")
+        _fail(f"--risk {risk:g}: {errs()[0].get('ctx', {}).get('error') or errs()[0]['msg'] if errs else e}")
     typer.echo(f"# stop policy: {pol.describe()}; measured: {pol.error_rate:.0%} of such stops were bad", err=True)
     return {"risk": risk, "delta": delta}
 

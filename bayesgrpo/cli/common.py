@@ -419,31 +419,17 @@ def parse_channels(text: str | None, model: str) -> tuple[str, ...]:
 
 
 def stop_policy(*, model: str, risk: float, delta: float):
-    """The stop policy of ``--risk`` / ``--delta`` (:class:`bayesgrpo.decisions.stop.StopPolicy`), checked before
-    any reading or sampling: a value outside what was measured is one line naming the option. None (with a
-    status line) for a model kind whose stop advice was never measured: its table has p_gain, no advice."""
-    from bayesgrpo.decisions.stop import StopPolicy
-    from bayesgrpo.forecast.decision import measured_deltas
+    """The stop policy of ``--risk`` / ``--delta`` (:func:`bayesgrpo.decisions.stop.policy_from_options`), checked
+    before any reading or sampling: a value outside what was measured is one line naming the option. None (with
+    a status line) for a model kind whose stop advice was never measured: its table has p_gain, no advice."""
+    from bayesgrpo.decisions.stop import policy_from_options
 
-    if not 0.0 < risk < 1.0:
-        fail(f"--risk must lie in (0, 1), got {risk:g}")
-    if not delta > 0.0:
-        fail(f"--delta must be > 0, got {delta:g}")
-    deltas = measured_deltas(model)
-    if not deltas:
+    with guard():
+        policy = policy_from_options(model, risk=risk, delta=delta)
+    if policy is None:
         status(f"stop advice: measured for the oscillator kind only; --kind {model} gives the raw p_gain (at --delta "
                f"{delta:g}, not recalibrated) and no advice (--risk has no effect)")  # fmt: skip
-        return None
-    if not any(abs(delta - d) < 1e-12 for d in deltas):
-        fail(f"--delta {delta:g}: p_gain's recalibration and the stop advice were measured for delta "
-             f"{', '.join(f'{d:g}' for d in sorted(deltas))} only; choose one of them")  # fmt: skip
-    from pydantic import ValidationError
-
-    try:
-        return StopPolicy(risk=risk, delta=delta, kind=model)
-    except ValidationError as e:  # the policy's own check of the risk against the measured operating points
-        msg = str(e.errors()[0].get("ctx", {}).get("error") or e.errors()[0]["msg"])
-        fail(f"--risk {risk:g}: {msg}")
+    return policy
 
 
 def plan_options(**values):

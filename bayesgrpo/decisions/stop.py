@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
-__all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decision_numbers", "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
+__all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decision_numbers", "policy_from_options",
+           "sweep_stop_table", "ADVICE", "DEFAULT_RISK", "DEFAULT_DELTA_BAD",
            "shipped_policy"]  # fmt: skip
 
 #: the three answers, in the order of the table's documentation
@@ -246,6 +247,33 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
     out["advice_score"] = [float(np.asarray(policy.score(numbers[r]))) if good and r in numbers else np.nan
                            for r, good in zip(out["run_id"], forecast, strict=True)]  # fmt: skip
     return out
+
+
+def policy_from_options(kind: str, *, risk: float, delta: float) -> StopPolicy | None:
+    """The stop policy of the ``--risk`` / ``--delta`` options for model kind ``kind`` (every front end's one
+    check): :class:`~bayesgrpo.errors.OptionError` naming the option for a value outside what was measured;
+    None for a kind whose stop advice was never measured."""
+    from pydantic import ValidationError
+
+    from bayesgrpo.errors import OptionError
+    from bayesgrpo.forecast.decision import measured_deltas
+
+    if not 0.0 < risk < 1.0:
+        raise OptionError(f"--risk must lie in (0, 1), got {risk:g}")
+    if not delta > 0.0:
+        raise OptionError(f"--delta must be > 0, got {delta:g}")
+    deltas = measured_deltas(kind)
+    if not deltas:
+        return None
+    if not any(abs(delta - d) < 1e-12 for d in deltas):
+        raise OptionError(f"--delta {delta:g}: p_gain's recalibration and the stop advice were measured for delta "
+                          f"{', '.join(f'{d:g}' for d in sorted(deltas))} only; choose one of them")  # fmt: skip
+    try:
+        return StopPolicy(risk=risk, delta=delta, kind=kind)
+    except ValidationError as e:  # the policy's own check of the risk against the measured operating points
+        raise OptionError(
+            f"--risk {risk:g}: {e.errors()[0].get('ctx', {}).get('error') or e.errors()[0]['msg']}"
+        ) from None
 
 
 def fit_decision_numbers(fit, policy: StopPolicy) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.markup import escape
@@ -178,33 +178,23 @@ def _said(results, *, plot, report) -> None:
 
 
 def _check_policy(kind: str, *, risk: float, delta: float) -> dict:
-    """``--stop``'s policy, checked before anything is followed: its fields for the worker's requests, and one
-    status line saying what a 'stop' means and how often such stops were bad."""
-    from pydantic import ValidationError
+    """``--stop``'s policy, checked before anything is followed (:func:`bayesgrpo.decisions.stop.policy_from_options`):
+    its fields for the worker's requests, and one status line saying what a 'stop' means and how often such
+    stops were bad."""
+    from bayesgrpo.decisions.stop import policy_from_options
+    from bayesgrpo.errors import BayesGRPOError
 
-    from bayesgrpo.decisions.stop import StopPolicy
-    from bayesgrpo.forecast.decision import measured_deltas
-
-    if not 0.0 < risk < 1.0:
-        _fail(f"--risk must lie in (0, 1), got {risk:g}")
-    if not delta > 0.0:
-        _fail(f"--delta must be > 0, got {delta:g}")
-    deltas = measured_deltas(kind)
-    if not deltas:
-        _fail(f"--stop: the stop advice was measured for --kind oscillator only, not {kind!r}")
-    if not any(abs(delta - d) < 1e-12 for d in deltas):
-        _fail(f"--delta {delta:g}: the stop advice was measured for delta {', '.join(f'{d:g}' for d in sorted(deltas))} "
-              "only; choose one of them")  # fmt: skip
     try:
-        pol = StopPolicy(kind=kind, risk=risk, delta=delta)
-    except (ValidationError, ValueError) as e:
-        errs = getattr(e, "errors", None)
-        _fail(f"--risk {risk:g}: {errs()[0].get('ctx', {}).get('error') or errs()[0]['msg'] if errs else e}")
+        pol = policy_from_options(kind, risk=risk, delta=delta)
+    except BayesGRPOError as e:
+        _fail(str(e))
+    if pol is None:
+        _fail(f"--stop: the stop advice was measured for --kind oscillator only, not {kind!r}")
     typer.echo(f"# stop policy: {pol.describe()}; measured: {pol.error_rate:.0%} of such stops were bad", err=True)
     return {"risk": risk, "delta": delta}
 
 
-def _fail(msg: str):
+def _fail(msg: str) -> NoReturn:
     from rich.console import Console
 
     Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {escape(msg)}")

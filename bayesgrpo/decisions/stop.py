@@ -278,10 +278,9 @@ def policy_from_options(kind: str, *, risk: float, delta: float) -> StopPolicy |
 
 def fit_decision_numbers(fit, policy: StopPolicy) -> dict:
     """Run id -> the decision numbers of each forecast run of ``fit`` at the policy's delta
-    (:func:`bayesgrpo.forecast.decision.decision_probabilities`, the fit's own p_gain map)."""
-    from bayesgrpo.forecast.decision import decision_probabilities
-
-    return {rid: decision_probabilities(fit, rid, delta=policy.delta) for rid in fit.forecast_ids}
+    (:meth:`~bayesgrpo.forecast.FittedForecast.decision_numbers`: the fit's own p_gain map, the numbers its
+    table's ``p_gain`` was computed from)."""
+    return {rid: fit.decision_numbers(rid, delta=policy.delta) for rid in fit.forecast_ids}
 
 
 def advise_fit(table: pd.DataFrame, fit, policy: StopPolicy | None = None) -> tuple[pd.DataFrame, dict]:

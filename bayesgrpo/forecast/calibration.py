@@ -118,9 +118,9 @@ class Calibration(BaseModel):
             return x
         keep = axis is not None
         lo_q, hi_q = interval_bounds(HEADLINE)
-        med = np.median(x, axis=axis, keepdims=keep)
-        s_up = np.maximum(np.quantile(x, hi_q, axis=axis, keepdims=keep) - med, 1e-9 * scale)
-        s_dn = np.maximum(med - np.quantile(x, lo_q, axis=axis, keepdims=keep), 1e-9 * scale)
+        q_lo, med, q_hi = np.quantile(x, [lo_q, 0.5, hi_q], axis=axis, keepdims=keep)  # one partition, three points
+        s_up = np.maximum(q_hi - med, 1e-9 * scale)
+        s_dn = np.maximum(med - q_lo, 1e-9 * scale)
         d = x - med
         g = np.asarray(go, dtype=float)
         return med + np.where(d > 0, d * (1.0 + c_up * scale * g / s_up), d * (1.0 + c_dn * scale * g / s_dn))

@@ -163,6 +163,8 @@ class FittedForecast:
     _features: dict = field(default_factory=dict, repr=False)
     _window: dict = field(default_factory=dict, repr=False)
     _rows: dict = field(default_factory=dict, repr=False)
+    _final: dict = field(default_factory=dict, repr=False)
+    _decisions: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         self.arrays = RunArrays.of(self.arrays)
@@ -170,7 +172,7 @@ class FittedForecast:
     def __getstate__(self):
         # what a worker sends back: no cached paths (they are recomputed exactly on demand)
         state = dict(self.__dict__)
-        state["_cache"], state["_window"] = OrderedDict(), {}
+        state["_cache"], state["_window"], state["_final"] = OrderedDict(), {}, {}
         return state
 
     @classmethod
@@ -220,6 +222,7 @@ class FittedForecast:
             shape_weights={k: v for p in parts for k, v in p.shape_weights.items()},
         )  # fmt: skip
         out._rows.update({k: v for p in parts for k, v in p._rows.items()})
+        out._decisions.update({k: v for p in parts for k, v in p._decisions.items()})
         return out
 
     # ------------------------------------------------------------ any horizon
@@ -381,6 +384,7 @@ class FittedForecast:
         while len(self._cache) > PATH_CACHE_RUNS:  # bounded: a fit of 1,000 runs never holds 1,000 paths
             old, _ = self._cache.popitem(last=False)
             self._window.pop(old, None)
+            self._final.pop(old, None)
         return out
 
     def final_draws(self, run_id: str) -> np.ndarray:
@@ -388,7 +392,10 @@ class FittedForecast:
 
         Already-logged points of the window enter as observed; the future logged points of the window
         are accumulated while the paths are propagated (so a long horizon never holds every path).
+        Cached with the run's paths (the table, p_gain and the advice read the same draws).
         """
+        if run_id in self._final and run_id in self._cache:
+            return self._final[run_id]
         info: RunInfo = self.infos[run_id]
         if run_id not in self._window:
             self.paths(run_id)
@@ -406,7 +413,20 @@ class FittedForecast:
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        out.flags.writeable = False  # shared by every reader of the cache
+        self._final[run_id] = out
         return out
+
+    def decision_numbers(self, run_id: str, *, delta: float) -> dict:
+        """The run's decision numbers at ``delta`` with the fit's own p_gain map
+        (:func:`bayesgrpo.forecast.decision.decision_probabilities`), computed once per fit: the table's
+        ``p_gain`` and the stop advice read the same numbers (a copy is returned)."""
+        from bayesgrpo.forecast.decision import decision_probabilities
+
+        key = (run_id, float(delta))
+        if key not in self._decisions:
+            self._decisions[key] = decision_probabilities(self, run_id, delta=delta)
+        return dict(self._decisions[key])
 
     def _propagate(self, run_id, groups, y, mask, p, *, K, T, n_future, rng, store, accumulate, n_steps):
         """Each kind's draws through its own filter, dynamics and stop rule (one kind: all draws at once):
@@ -478,8 +498,6 @@ class FittedForecast:
 
     def _row(self, rid: str) -> dict:
         """The table row of one run (cached: a merged fit carries the rows its parts computed)."""
-        from bayesgrpo.forecast.decision import decision_probabilities
-
         info: RunInfo = self.infos[rid]
         fin = self.final_draws(rid)
         pd_ = self.paths(rid)
@@ -490,7 +508,7 @@ class FittedForecast:
             run_id=rid, kind=weights_label(self.shape_weights.get(rid, {self.config.kind: 1.0})),
             observed_until=info.last_step, n_obs=info.n_obs, horizon=info.horizon, final_mean=float(fin.mean()),
             **{c: float(v) for c, v in zip(FINAL_COLUMNS, qf, strict=True)},
-            p_gain=decision_probabilities(self, rid, delta=self.config.delta)["p_gain"],
+            p_gain=self.decision_numbers(rid, delta=self.config.delta)["p_gain"],
             **{quantile_column("stop", q): stop_quantile(pd_, q) for q in SUMMARY_QUANTILES},
             p_stop_before_horizon=float(pd_.stop_steps()[1].mean()),
             **{quantile_column("plateau", q): v for q, v in zip(SUMMARY_QUANTILES, qp, strict=True)},

@@ -60,7 +60,8 @@ import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 
 from bayesgrpo.models.kalman import PathStore, measure
-from bayesgrpo.models.kalman_op import KalmanOpBase, _n_end, reward2, shift2, start2
+from bayesgrpo.models.kalman_adjoint import _n_end
+from bayesgrpo.models.kalman_op import KalmanOpBase, reward2, shift2, start2
 from bayesgrpo.models.spread import CH_MS, CH_MZ, N_CH, N_MOM, N_SCRATCH, bb_constants, spread_update
 
 __all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_spread_loglik_grad", "ekf_filter_numpy",
@@ -81,7 +82,9 @@ _LOG2PI = math.log(2.0 * math.pi)
 LAM_MAX = 4.0
 N_PAR = 8  # r0, r_star, a, mu, q, r, L, lam
 #: the kernels of this module inline code of these modules (numba's cache=True checks only this file)
-_KERNEL_SOURCES = [Path(__file__)] + [Path(__file__).with_name(n) for n in ("kalman_op.py", "spread.py")]
+_KERNEL_SOURCES = [Path(__file__)] + [
+    Path(__file__).with_name(n) for n in ("kalman_op.py", "kalman_adjoint.py", "spread.py")
+]
 _CACHE_SALT = zlib.crc32(b"".join(p.read_bytes() for p in _KERNEL_SOURCES)) & 0x7FFFFFFF
 
 

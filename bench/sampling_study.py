@@ -54,6 +54,10 @@ CMD = ".venv/bin/python bench/sampling_study.py"
 CONFIGS = {
     "d1000t800": (dict(draws=1000, tune=800), None),
     "d1000t800_s1": (dict(draws=1000, tune=800, seed=1), None),
+    # today's default sampler, run once in a tree before and once after a change of the kernels (issue 20: the
+    # adjoint kernel), each tree writing its own sampling_runs/: the change's effect on the scores, same cases
+    "kernel_ab": (dict(draws=1000, tune=800), None),
+    "kernel_ab_base": (dict(draws=1000, tune=800), None),  # kernel_ab's ledger from the tree before (072832e)
     "d500t400": (dict(draws=500, tune=400), None),
     "d400t300": (dict(draws=400, tune=300), None),
     "d300t300": (dict(draws=300, tune=300), None),
@@ -140,8 +144,10 @@ def plan(kind: str):
         rs = runs.select([r for r in runs.run_ids if src_all[r] == s])
         src = sources(rs, "source_repo")
         facts = _facts(rs, 0.1)
-        p, _ = _plan(rs, facts, CUTOFFS, src, 5)
-        cases = [(c, _case(r, c, facts[r], rs, None, {}, src, 8, BAYES), facts[r]) for c in CUTOFFS for r in p[c]]
+        plans, ok, _ = _plan(rs, facts, CUTOFFS, src, 5)
+        cases = [
+            (c, _case(r, plans[c], facts[r], rs, None, {}, src, 8, BAYES), facts[r]) for c in CUTOFFS for r in ok[c]
+        ]
         out.append((s, loso_prior(table, kind, s), cases))
     return out
 

@@ -129,8 +129,11 @@ mode = sys.argv[1]
 import numpy, pandas; m("import numpy, pandas")
 import typer, rich
 from bayesgrpo.cli import app; m("import the CLI (typer, rich, pydantic)")
-from bayesgrpo.forecast import Forecaster; m("import bayesgrpo.forecast (scipy via physics)")
-import nutpie; m("import nutpie (arviz, xarray, matplotlib via arviz_plots)")
+from bayesgrpo.forecast import Forecaster; m("import bayesgrpo.forecast")
+if mode == "cold":
+    import nutpie; m("import nutpie (arviz, xarray, matplotlib via arviz_plots)")
+else:  # what a warm forecast imports: nutpie's Rust core only (bayesgrpo.inference.nuts_core)
+    from bayesgrpo.inference import nuts_core; nuts_core.nutpie_lib(); m("load nutpie's Rust core (no nutpie Python layer)")
 from numba.core.registry import cpu_target; cpu_target.target_context; m("import numba")
 from bayesgrpo.io import read_runs
 from bayesgrpo.plan import plan_runs
@@ -170,7 +173,7 @@ else:
     m("load the compiled model from the disk cache")
     idata = sampling.nuts(c, data=arr.data(fc.config.prior), sampler=fc.sampler, seed=1, required=kind.required_data)
     m("NUTS, first call (sampler start, result conversion)")
-    fit = fc.fit(obs, horizon=hz); m("a second whole fit (NUTS + posterior + health)")
+    fit = fc.fit_plans(plans); m("a second whole fit (NUTS + posterior + health)")
     fit.table(); m("forecast from the posterior + quantiles (table)")
 print(json.dumps({"phases": marks, "pymc_imported": "pymc" in sys.modules}))
 """

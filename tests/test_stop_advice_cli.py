@@ -130,6 +130,22 @@ def test_budget_over_a_sweep_says_which_runs_to_stop(tmp_path, mock_sampler):
     assert t.loc[~stopped, "lost_mean"].isna().all()
 
 
+def test_budget_says_where_its_stop_step_and_the_policy_disagree(tmp_path, mock_sampler):
+    """A run whose budget stop step is 'now' while the policy says continue (or later while it says stop) gets
+    one line naming the run and both answers; a run where they agree gets none."""
+    p = write_runs(tmp_path)
+    mock_sampler["spread"] = 0.05
+    res = invoke("budget", p, "--horizon", 200, "--out", tmp_path / "b.csv")
+    assert res.exit_code == 0, res.output
+    t = pd.read_csv(tmp_path / "b.csv")
+    out = " ".join(res.output.split())  # rich folds long lines
+    for r in t.itertuples():
+        now = int(r.step) <= 60
+        disagree = (r.advice == "stop" and not now) or (r.advice == "continue" and now)
+        said = f"{r.run_id}: the budget says stop" in out and f"the stop policy says {r.advice}" in out
+        assert said == disagree, (r.run_id, r.step, r.advice)
+
+
 @pytest.mark.slow
 def test_backtest_prints_the_policys_operating_characteristic(tmp_path):
     """Real sampling on the six grpo_small runs: the policy's stops at the cutoffs, against the oracle,

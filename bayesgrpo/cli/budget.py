@@ -110,6 +110,21 @@ def _one_run(res, rid: str, *, target, costs: dict, out_dir, stem: str) -> dict:
     return rec.to_dict()
 
 
+def _disagreements(table, advice, fit) -> None:
+    """Say where a run's budget stop step and the stop policy's advice point different ways: they answer
+    different questions (the budget: where the expected utility or the settling of the mean path puts the
+    stop; the policy: whether stopping now loses more than delta of the range, at the measured risk)."""
+    for r in table.itertuples():
+        if r.run_id not in advice.index or r.status not in ("ok", "warning"):
+            continue
+        now = int(r.step) <= int(fit.infos[r.run_id].last_step)
+        a = advice[r.run_id]
+        if (a == "stop" and not now) or (a == "continue" and now):
+            C.status(f"{r.run_id}: the budget says stop {'now' if now else f'at step {int(r.step)}'} ({r.rule}), the "
+                     f"stop policy says {a}: the budget weighs the expected reward (and cost) along the mean path, "
+                     f"the policy the risk that stopping now loses more than delta of the range")  # fmt: skip
+
+
 def _sweep_advice(table, res):
     """The stop policy over the sweep: which runs to stop now, the share of remaining steps that saves, and
     the reward expected to be lost (printed; its per-run columns joined to ``table``)."""
@@ -132,6 +147,7 @@ def _sweep_advice(table, res):
             f"[90%: {summ['lost_scale_lo']:+.3f}, {summ['lost_scale_hi']:+.3f}]"
         )
     C.status(line)
+    _disagreements(table, adv, fit)
     return table.merge(per_run.drop(columns="advice"), on="run_id", how="left").merge(
         res.table[["run_id", "p_gain", "advice", "advice_error_rate"]], on="run_id", how="left"
     )

@@ -24,34 +24,36 @@ def _live_table(results, *, title: str):
     from bayesgrpo.integrations.watch import stop_text
 
     t = Table(title=escape(title), header_style="bold")
+    # the labels of `bayesgrpo forecast`'s table where the quantity is the same
     for c in (
-        "step",
+        "seen/horizon",
         "final reward [80%]",
+        "P(gain)",
+        "advice",
         "P(>=target)",
         "stop step",
         "P(plateaued)",
         "budget stop",
-        "advice",
         "flags",
         "fit s",
     ):
         t.add_column(c)
     for r in results[-12:]:
         if not r.get("ok"):
-            t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", "", "", "", "", "", "", "")
+            t.add_row("-", f"[red]failed: {escape(str(r.get('error'))[:60])}[/]", *[""] * 8)
             continue
         flags = ",".join(f"{m}={v}" for m, v in (r.get("flags") or {}).items() if v not in ("none", "watch")) or "-"
         if r.get("status") == "complete":
-            t.add_row(f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} (observed: complete)", "", "", "",
-                      "", "", flags, f"{r.get('seconds', float('nan')):.1f}")  # fmt: skip
+            t.add_row(f"{r['observed_until']}/{r['horizon']}", f"{r['final_q50']:.3g} (observed: complete)", *[""] * 6,
+                      flags, f"{r.get('seconds', float('nan')):.1f}")  # fmt: skip
             continue
         warn = " [yellow](sampler health poor)[/]" if r.get("status") == "warning" else ""
         t.add_row(
             f"{r['observed_until']}/{r['horizon']}",
             f"{r['final_q50']:.3g} [{r['final_q10']:.3g}, {r['final_q90']:.3g}]{warn}",
+            "" if r.get("p_gain") is None else f"{r['p_gain']:.2f}", r.get("advice") or "",
             "" if r.get("p_target") is None else f"{r['p_target']:.2f}", stop_text(r),
             f"{r['p_plateaued']:.2f}", "" if r.get("recommended_stop") is None else f"{r['recommended_stop']:.0f}",
-            f"{r['advice']} (P(gain) {r['p_gain']:.2f})" if r.get("advice") else "",
             flags, f"{r.get('seconds', float('nan')):.1f}",
         )  # fmt: skip
     return t

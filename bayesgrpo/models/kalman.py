@@ -151,10 +151,10 @@ def filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, lag=None, D: i
     ll = np.zeros(batch)
     q = sp**2
     r = sm**2
+    rows = {int(d): row_vector(mu, a, int(d), D) for d in np.unique(lag[: max(T - 1, 0)])}  # one per lag value
     for n in range(T):
         if n > 0:
-            f = row_vector(mu, a, lag[n - 1], D)
-            m, P = _predict(m, P, f, q)
+            m, P = _predict(m, P, rows[int(lag[n - 1])], q)
         if np.any(mask[n]):
             ll, m, P = measure(ll, m, P, y[n] - r_star, mask[n], r, batch)
     return ll, m, P
@@ -182,9 +182,9 @@ def propagate_numpy(m, P, n_steps, *, a, mu, sigma_p, lag=None, rng, D: int = 2,
     lag = np.zeros(n_steps, dtype=int) if lag is None else np.asarray(lag, dtype=int)
     sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
     paths = PathStore(n_steps, batch, store, accumulate)
+    rows = {int(d): row_vector(mu, a, int(d), D) for d in np.unique(lag)}  # one per lag value, not per step
     for k in range(n_steps):
-        f = row_vector(mu, a, lag[k], D)
-        x_next = np.einsum("...i,...i->...", f, s) + sp * rng.standard_normal(batch)
+        x_next = np.einsum("...i,...i->...", rows[int(lag[k])], s) + sp * rng.standard_normal(batch)
         s = np.concatenate([x_next[..., None], s[..., :-1]], axis=-1)
         paths.put(k, x_next)
     return paths.result()

@@ -376,6 +376,12 @@ def test_live_table_renders_results_and_failures():
     text = con.export_text()
     assert "50/200" in text and "0.6 [0.5, 0.7]" in text and "advantage_degeneracy=critical" in text
     assert "failed: ForecastError: boom" in text
+    # forecast's labels where the quantity is the same; p_gain and advice in their own columns (with --stop)
+    assert "seen/horizon" in text and "P(gain)" in text and "advice" in text
+    con = Console(record=True, width=200)
+    con.print(_live_table([ok | {"p_gain": 0.12, "advice": "stop"}], title="watching x"))
+    row = next(ln for ln in con.export_text().splitlines() if "50/200" in ln)
+    assert row.split("│")[3].strip() == "0.12" and row.split("│")[4].strip() == "stop", row
 
 
 def test_worker_that_dies_answers_with_an_error_and_is_restarted(tmp_path):

@@ -7,8 +7,8 @@ small tape per step (the predict's input moments and the update's ``1/S``, innov
 backward sweep accumulates the adjoints of the state moments and, from them, the gradient: about
 35 + 70 flops per step whatever the number of parameters. Carrying forward-mode sensitivities through
 every step (the technique of the extended filters in :mod:`bayesgrpo.models.degeneracy`) costs about
-410 flops per step for the same 2-state filter; measured 2.2x slower per call
-(``bench/results/kernel.md``, ``bench/kernel_profile.py``).
+410 flops per step for the same 2-state filter; measured 3x slower per call at 200 steps
+(``bench/results/kernel.md``, ``bench/kernel_profile.py``; that kernel is kept in ``bench/proto/forward_mode.py``).
 
 * :func:`ar2_adjoint_loglik_grad` -- the lag-free recursion (d = 0), state ``(x_n, x_{n-1})``.
 * :func:`refresh_adjoint_loglik_grad` -- the refresh-interval lag pattern ``d_n = n mod K_j``, state

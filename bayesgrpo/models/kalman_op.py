@@ -280,7 +280,8 @@ def kalman_refresh_loglik(y, mask, K, *, r0, r_star, a, mu, sigma_p, sigma_m):
     Returns
     -------
     TensorVariable, shape (R,)
-        Log-likelihood per run; its gradient w.r.t. the parameters is exact (forward-mode in the kernel).
+        Log-likelihood per run; its gradient w.r.t. the parameters is exact (one backward sweep in the
+        kernel, :mod:`bayesgrpo.models.kalman_adjoint`).
     """
     ll, _ = _REFRESH_OP(y, mask, K, r0, r_star, a, mu, sigma_p**2, sigma_m**2)
     return ll

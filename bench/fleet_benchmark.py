@@ -428,7 +428,7 @@ def write(res: dict) -> None:
         f"| first on the machine (bayesgrpo, PyTensor and numba caches empty) | {cw['first_on_machine_s']:.1f} | {cw['first_on_machine_compile_s']} |",
         f"| cold (bayesgrpo cache empty; PyTensor's and numba's caches as the machine has them) | {cw['cold_s']:.1f} | {cw['cold_compile_s']} |",
         f"| **warm** (model loaded from the disk cache), median of {len(cw['warm_s'])} | **{cw['warm_median_s']:.2f}** "
-        f"[{', '.join(f'{x:.2f}' for x in cw['warm_s'])}] | {cw['warm_load_s']} |",
+        f"[{', '.join(f'{x:.2f}' for x in cw['warm_s'])}] | {cw['warm_load_s']:.2f} |",
         "",
         f"Cold / warm = **{cw['ratio_cold_over_warm']:.1f}x**. Warm peak RSS {cw['warm_peak_rss_mb']:.0f} MB; the warm "
         f"process imports PyMC: {cw['warm_imports_pymc']}. Cold and warm tables identical (all columns but "
@@ -536,7 +536,7 @@ def notes(res) -> list[str]:
         "## How it extrapolates, and the limit",
         "",
         f"* **Per worker, paid once per worker process:** interpreter start and imports ({imports:.1f} s in the warm "
-        f"phases above), the compiled model from the disk cache ({cw['warm_load_s']} s, most of it importing nutpie; "
+        f"phases above), the compiled model from the disk cache ({cw['warm_load_s']:.2f} s; "
         "with a cache folder shared by the cluster one compile serves every machine of a CPU type, else one compile "
         "per machine: the cold start above), the cluster start. **Per run:** NUTS, the forecast from the posterior, "
         f"and shipping the fit back to the driver ({post_run / 1e3:.0f} kB of posterior per run at "

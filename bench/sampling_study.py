@@ -57,7 +57,8 @@ CONFIGS = {
     # today's default sampler, run once in a tree before and once after a change of the kernels (issue 20: the
     # adjoint kernel), each tree writing its own sampling_runs/: the change's effect on the scores, same cases
     "kernel_ab": (dict(draws=1000, tune=800), None),
-    "kernel_ab_base": (dict(draws=1000, tune=800), None),  # kernel_ab's ledger from the tree before (072832e)
+    "kernel_ab_base": (dict(draws=1000, tune=800), None),
+    "d1000t600": (dict(draws=1000, tune=600), None),  # kernel_ab's ledger from the tree before (072832e)
     "d500t400": (dict(draws=500, tune=400), None),
     "d400t300": (dict(draws=400, tune=300), None),
     "d300t300": (dict(draws=300, tune=300), None),

@@ -8,10 +8,10 @@
   from a numba loop (no Python in between). The oscillator model at refresh interval K = 1 and K = 8,
   the degeneracy and the logistic models (EKF), at T = 50, 200 and 300 grid steps, every step observed.
 * **Kernel alone**: the likelihood kernel (log-likelihood and its gradient), called from a numba loop
-  with the same inputs, both ways: forward-mode sensitivities (the linear filter's former kernel,
-  ``bench/proto/forward_mode.py``; the extended filter's shipped one, ``bayesgrpo/models/degeneracy.py``)
-  and reverse-mode, adjoint (the linear filter's shipped kernel, ``bayesgrpo/models/kalman_adjoint.py``;
-  the extended filter's prototype, ``bench/proto/adjoint.py``). "rest of the graph" = whole - the
+  with the same inputs, both ways: forward-mode sensitivities (the former kernels,
+  ``bench/proto/forward_mode.py``) and reverse-mode, adjoint (the shipped kernels:
+  ``bayesgrpo/models/kalman_adjoint.py`` for the linear filter, ``bayesgrpo/models/degeneracy.py`` for the
+  extended one). "rest of the graph" = whole - the
   shipped kernel; "whole, other kernel" = rest + the kernel the graph does not ship.
 * **flops per call**: counted from each kernel's source (one flop per + - * /; log, exp, pow counted
   apart), per grid step with an observation, times T (:data:`FLOPS`).
@@ -43,7 +43,7 @@ SIM = dict(r0=0.2, r_star=0.75, a=0.01, momentum=0.9, sigma_p=0.005, sigma_m=0.0
 #: (13 for the moments, 6 x 12 for the sensitivities, 13 for the a/mu/q terms), update 25 + 6 x 53, log S;
 #: 3-state ``_refresh_run`` predict 192, update 31 + 6 x 59, log S; EKF ``degeneracy._ekf_run`` (8
 #: parameters) h and its partials 48 + pow + exp, predict 316, update 25 + 8 x 53, log S.
-#: adjoint (``bayesgrpo/models/kalman_adjoint.py``, ``bench/proto/adjoint.py``): forward 36 / 55 / 89 (the EKF's h with one log and one exp),
+#: adjoint (``bayesgrpo/models/kalman_adjoint.py``, ``degeneracy.py``): forward 36 / 55 / 89 (the EKF's h with one log and one exp),
 #: backward 81 / 136 / 96; log S once per block of steps (amortised ~0).
 FLOPS = {
     ("forward-mode", 1): (441, 1), ("forward-mode", 8): (577, 1), ("forward-mode", "ekf"): (813, 3),
@@ -52,7 +52,7 @@ FLOPS = {
 
 
 #: the kernel each family's graph calls
-SHIPPED = {"linear": "adjoint", "ekf": "forward-mode"}
+SHIPPED = {"linear": "adjoint", "ekf": "adjoint"}
 
 
 def sim_arrays(T: int, kind: str, K: int = 1):
@@ -156,7 +156,6 @@ def kernel_inputs(cm, x, kind: str):
 
 
 def measure() -> list[dict]:
-    import adjoint as A
     import forward_mode as F
 
     from bayesgrpo.models.degeneracy import ekf_loglik_grad
@@ -164,7 +163,7 @@ def measure() -> list[dict]:
 
     callback_loop, kernel_loop = make_loops()
     linear = {"forward-mode": kernel_loop(F.refresh_loglik_grad), "adjoint": kernel_loop(refresh_loglik_grad)}
-    ekf = {"forward-mode": kernel_loop(ekf_loglik_grad), "adjoint": kernel_loop(A.ekf_adjoint_loglik_grad)}
+    ekf = {"forward-mode": kernel_loop(F.ekf_forward_loglik_grad), "adjoint": kernel_loop(ekf_loglik_grad)}
     kernels = {"linear": linear, "ekf": ekf}
     rows = []
     for kind, K in (("oscillator", 1), ("oscillator", 8), ("degeneracy", 1), ("logistic", 1)):
@@ -197,9 +196,9 @@ def report(res: dict) -> str:
           f"Regenerate: `{CMD}` (the script's docstring says what each column measures). Whole evaluation: "
           "nutpie's C callback of the compiled model (the disk cache's machine code) at the model's initial point, "
           "data of a simulated run with every step observed; kernel alone: the likelihood kernel with the same "
-          "inputs; both called from numba loops, CPU time, best of 7 repeats (one thread). The graph calls the "
-          "adjoint kernel for the oscillator (linear filter) and the forward-mode kernel for the degeneracy and "
-          "logistic kinds (extended filter). Rest of the graph = whole - the shipped kernel (priors, transforms, "
+          "inputs; both called from numba loops, CPU time, best of 7 repeats (one thread). The graphs call the "
+          "adjoint kernels (the linear filter of the oscillator, the extended filter of the degeneracy and "
+          "logistic kinds; the spread-channel graph keeps the forward-mode one). Rest of the graph = whole - the shipped kernel (priors, transforms, "
           "non-centred parameters, data extraction, allocations); whole, other kernel = rest + the kernel not "
           "shipped. flops counted from each kernel's source (:data:`FLOPS`).", "",
           f"Load average {res['load'][0]:.2f} at the start, {res['load'][1]:.2f} at the end. "

@@ -35,16 +35,17 @@ runs with R^2 0.997 against the linear oscillator's 0.91, and times the end of t
 
 Filtering: the transition is nonlinear, so the likelihood is an **extended Kalman filter**
 (linearised at the predicted mean; the observation stays linear, ``y = R* + x + e``). The compiled
-kernel :func:`ekf_loglik_grad` carries forward-mode sensitivities w.r.t. the eight per-run parameters
-``(r0, r_star, a, mu, q = sigma_p^2, r = sigma_m^2, L, lam)`` exactly as the linear kernels do, so NUTS
-gets the EKF log-likelihood and its exact gradient in one pass. :func:`ekf_filter_numpy` is the
+kernel :func:`ekf_loglik_grad` gives the EKF log-likelihood and its exact gradient w.r.t. the eight per-run
+parameters ``(r0, r_star, a, mu, q = sigma_p^2, r = sigma_m^2, L, lam)`` by one forward pass with a tape and
+one backward sweep, as the linear kernels (:mod:`bayesgrpo.models.kalman_adjoint`). :func:`ekf_filter_numpy` is the
 numpy reference (vectorised over draws); :func:`propagate_degenerate_numpy` simulates the
 nonlinear recursion forward (no linearisation) for forecasts. Lag-free runs only (``K = 1``).
 
 Spread channels (:mod:`bayesgrpo.models.spread`): :func:`ekf_spread_loglik_grad` / :class:`EKFSpread` add
 the within-group reward spread and the zero-std share as further measurements of the same state (per run
-``nu`` and the width ``W = U - L``; gradient (R, 10)); a run without them gets exactly the value of
-:func:`ekf_loglik_grad`, which the reward-only graphs keep using.
+``nu`` and the width ``W = U - L``; gradient (R, 10)); a run without them gets the value of
+:func:`ekf_loglik_grad` (to rounding: that kernel takes the gradient by one backward sweep, this one carries
+forward-mode sensitivities), which the reward-only graphs keep using.
 """
 
 from __future__ import annotations
@@ -59,31 +60,28 @@ import numpy as np
 import pytensor.tensor as pt
 from pytensor.graph.basic import Apply
 
-from bayesgrpo.models.kalman import PathStore, measure
-from bayesgrpo.models.kalman_adjoint import _n_end
+from bayesgrpo.models.degeneracy_law import (  # re-exported: the law's constants and the numpy side
+    D_MIN,
+    H_MIN,
+    KAPPA,
+    LAM_MAX,
+    degenerate_deviation_paths,
+    ekf_filter_numpy,
+    h_and_derivs,
+    propagate_degenerate_numpy,
+)
+from bayesgrpo.models.kalman_adjoint import _LOG2PI, _n_end
 from bayesgrpo.models.kalman_op import KalmanOpBase, reward2, shift2, start2
-from bayesgrpo.models.spread import CH_MS, CH_MZ, N_CH, N_MOM, N_SCRATCH, bb_constants, spread_update
+from bayesgrpo.models.spread import CH_MS, CH_MZ, N_MOM, N_SCRATCH, bb_constants, spread_update
 
 __all__ = ["KAPPA", "H_MIN", "D_MIN", "LAM_MAX", "ekf_loglik_grad", "ekf_spread_loglik_grad", "ekf_filter_numpy",
            "propagate_degenerate_numpy", "degenerate_deviation_paths", "kalman_ekf_loglik", "EKFDegenerate",
            "EKFSpread", "h_and_derivs"]  # fmt: skip
 
-#: exponent of the degeneracy law near the floor. The per-prompt argument of physics.md section 9 gives
-#: 1.5 (std GRPO) to 2 (Dr.GRPO); fitted to the exact expected reward of the testbed's softmax bandit
-#: (bench/results/degeneracy_validation.md) it is 0.75-1.03 with heavy-ball SGD and 1.21-1.35 with Adam,
-#: the optimizer of LLM runs: 1.25.
-KAPPA = 1.25
-#: floor of u in h (a state below the reward floor keeps a tiny stiffness, so the filter stays regular)
-H_MIN = 1e-3
-#: smallest floor-to-plateau distance D (normalised units)
-D_MIN = 1e-3
-_LOG2PI = math.log(2.0 * math.pi)
-#: largest heterogeneity exponent: the stiffness early in a rise is at most e^LAM_MAX (~55) x the plateau's
-LAM_MAX = 4.0
 N_PAR = 8  # r0, r_star, a, mu, q, r, L, lam
 #: the kernels of this module inline code of these modules (numba's cache=True checks only this file)
 _KERNEL_SOURCES = [Path(__file__)] + [
-    Path(__file__).with_name(n) for n in ("kalman_op.py", "kalman_adjoint.py", "spread.py")
+    Path(__file__).with_name(n) for n in ("degeneracy_law.py", "kalman_op.py", "kalman_adjoint.py", "spread.py")
 ]
 _CACHE_SALT = zlib.crc32(b"".join(p.read_bytes() for p in _KERNEL_SOURCES)) & 0x7FFFFFFF
 
@@ -112,35 +110,6 @@ def _drop_stale_kernels() -> None:
 
 
 _drop_stale_kernels()
-
-
-@numba.njit(cache=True)
-def h_and_derivs(x, D, kappa, lam):  # pragma: no cover - compiled
-    """g = h x and its partials (g_x, g_D, g_lam, g_xx, g_xD, g_xlam) at state x for floor distance D."""
-    u = 1.0 + x / D
-    if u >= 1.0:
-        return x, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0
-    if u <= H_MIN:
-        vm = 1.0 - H_MIN
-        h = H_MIN**kappa * math.exp(lam * vm)
-        return h * x, h, 0.0, h * vm * x, 0.0, 0.0, h * vm
-    v = 1.0 - u
-    H = u**kappa * math.exp(lam * v)
-    A = kappa / u - lam
-    hx = H * A / D
-    hD = -hx * x / D
-    hl = H * v
-    hxx = hx * A / D - H * kappa / (u * u * D * D)
-    hxD = hD * A / D + H * kappa * x / (u * u * D * D * D) - hx / D
-    hxl = H * (v * A - 1.0) / D
-    g = H * x
-    gx = H + x * hx
-    gD = x * hD
-    gl = x * hl
-    gxx = 2.0 * hx + x * hxx
-    gxD = hD + x * hxD
-    gxl = hl + x * hxl
-    return g, gx, gD, gl, gxx, gxD, gxl
 
 
 @numba.njit(cache=True, fastmath=False)
@@ -224,14 +193,127 @@ def _ekf_run(y, mask, j, kappa, r0, r_star, a, mu, q, r, L, lam, gj, chan):  # p
     return llj
 
 
+#: tape of the adjoint EKF per grid step: the posterior moments of step n - 1 (m0, m1, p00, p01, p11), the
+#: update's 1/S, innovation, gains and observed flag, and g = h x with its partials at the predict's input
+_NTAPE_EKF = 17
+
+
+@numba.njit(cache=True, fastmath=False)
+def _ekf_adjoint_run(y, mask, j, n_end, kappa, r0, r_star, a, mu, q, r, L, lam, tape, gj):  # pragma: no cover
+    """The reward-only EKF of run j over grid steps [0, n_end): forward with a tape, then one backward sweep
+    (:func:`ekf_loglik_grad`); returns the log-likelihood and adds its gradient (8) to ``gj``."""
+    D = r_star - L
+    clipped = D < D_MIN
+    if clipped:
+        D = D_MIN
+    m0 = m1 = r0 - r_star
+    p00 = p01 = p11 = 0.0
+    quad = logs = 0.0
+    prod = 1.0
+    nobs = 0
+    f1 = -mu
+    for n in range(n_end):
+        t = tape[n]
+        t[0], t[1], t[2], t[3], t[4] = m0, m1, p00, p01, p11
+        if n > 0:
+            g, gx, gD, gl, gxx, gxD, gxl = h_and_derivs(m0, D, kappa, lam)
+            t[10], t[11], t[12], t[13], t[14], t[15], t[16] = g, gx, gD, gl, gxx, gxD, gxl
+            f0 = 1.0 + mu - a * gx
+            n0 = (1.0 + mu) * m0 - mu * m1 - a * g
+            fp0 = f0 * p00 + f1 * p01
+            fp1 = f0 * p01 + f1 * p11
+            n00 = fp0 * f0 + fp1 * f1 + q
+            p11 = p00
+            m1 = m0
+            m0 = n0
+            p01 = fp0
+            p00 = n00
+        if mask[n, j] > 0.0:
+            S = p00 + r
+            v = y[n, j] - r_star - m0
+            invS = 1.0 / S
+            quad += v * v * invS
+            nobs += 1
+            prod *= S  # one log per block of steps: log(prod S) = sum log S (to rounding)
+            if prod > 1e100 or prod < 1e-100:
+                logs += math.log(prod)
+                prod = 1.0
+            k0 = p00 * invS
+            k1 = p01 * invS
+            t[5], t[6], t[7], t[8], t[9] = invS, v, k0, k1, 1.0
+            m0 = m0 + k0 * v
+            m1 = m1 + k1 * v
+            p11 = p11 - p01 * p01 * invS
+            p01 = p01 - p00 * p01 * invS
+            p00 = p00 - p00 * p00 * invS
+        else:
+            t[9] = 0.0
+    llj = -0.5 * (nobs * _LOG2PI + logs + math.log(prod) + quad)
+    bm0 = bm1 = bp00 = bp01 = bp11 = 0.0
+    g_rs = g_a = g_mu = g_q = g_r = g_D = g_lam = 0.0
+    for n in range(n_end - 1, -1, -1):
+        t = tape[n]
+        if t[9] > 0.0:
+            invS, v, k0, k1 = t[5], t[6], t[7], t[8]
+            bk = bm0 * k0 + bm1 * k1
+            bv = -v * invS + bk
+            bS = -0.5 * invS * (1.0 - v * v * invS) - v * invS * bk + bp00 * k0 * k0 + bp01 * k0 * k1 + bp11 * k1 * k1
+            vi = v * invS
+            bp00, bp01 = (
+                bp00 + bm0 * vi - 2.0 * bp00 * k0 - bp01 * k1 + bS,
+                bp01 + bm1 * vi - bp01 * k0 - 2.0 * bp11 * k1,
+            )
+            bm0 -= bv
+            g_rs -= bv
+            g_r += bS
+        if n > 0:
+            pm0, pm1, q00, q01, q11 = t[0], t[1], t[2], t[3], t[4]
+            g, gx, gD, gl, gxx, gxD, gxl = t[10], t[11], t[12], t[13], t[14], t[15], t[16]
+            f0 = 1.0 + mu - a * gx
+            fp0 = f0 * q00 + f1 * q01
+            fp1 = f0 * q01 + f1 * q11
+            bu0 = f0 * bp00 + bp01
+            bu1 = f1 * bp00
+            bf0 = bp00 * fp0 + bu0 * q00 + bu1 * q01
+            bf1 = bp00 * fp1 + bu0 * q01 + bu1 * q11
+            # mean: n0 = (1 + mu) m0 - mu m1 - a g(m0); Jacobian f0 = 1 + mu - a gx(m0)
+            bg = -a * bm0
+            bgx = -a * bf0
+            g_mu += bm0 * (pm0 - pm1) + bf0 - bf1
+            g_a -= bm0 * g + bf0 * gx
+            g_q += bp00
+            g_D += bg * gD + bgx * gxD
+            g_lam += bg * gl + bgx * gxl
+            nm0 = bm1 + bm0 * (1.0 + mu) + bg * gx + bgx * gxx
+            bm1 = -mu * bm0
+            bm0 = nm0
+            bp00, bp01, bp11 = f0 * bu0 + bp11, f1 * bu0 + f0 * bu1, f1 * bu1
+    x0 = bm0 + bm1
+    gj[0] += x0
+    gj[1] += g_rs - x0 + (0.0 if clipped else g_D)
+    gj[2] += g_a
+    gj[3] += g_mu
+    gj[4] += g_q
+    gj[5] += g_r
+    gj[6] += 0.0 if clipped else -g_D
+    gj[7] += g_lam
+    return llj
+
+
 @numba.njit(cache=True)
 def ekf_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):  # pragma: no cover - compiled
-    """EKF log-likelihood per run (R,) and its exact gradient (R, 8) w.r.t. (r0, r_star, a, mu, q, r, L, lam)."""
+    """EKF log-likelihood per run (R,) and its exact gradient (R, 8) w.r.t. (r0, r_star, a, mu, q, r, L, lam):
+    one forward pass with a tape and one backward (adjoint) sweep per run, as the linear kernels of
+    :mod:`bayesgrpo.models.kalman_adjoint` (measured 2x faster per call than carrying forward-mode
+    sensitivities, ``bench/results/kernel.md``). The spread kernel keeps the forward-mode filter
+    (:func:`ekf_spread_loglik_grad`; with every channel absent it gives this value to rounding)."""
     T, R = y.shape
     ll = np.zeros(R)
     g = np.zeros((R, N_PAR))
+    tape = np.empty((T, _NTAPE_EKF))
     for j in range(R):
-        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j], None)
+        ll[j] = _ekf_adjoint_run(y, mask, j, _n_end(mask, j), kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j],
+                                 L[j], lam[j], tape, g[j])  # fmt: skip
     return ll, g
 
 
@@ -242,7 +324,7 @@ def ekf_spread_loglik_grad(y, mask, ch, G, kappa, r0, r_star, a, mu, q, r, L, la
     ``frac_reward_zero_std``, masks, groups, the bins' mean rewards, correlation scales), group size ``G``
     (R,) (data), per-run ``nu`` and ``W = U - L`` (normalised). Returns the log-likelihood (R,) and its
     gradient (R, 10) w.r.t. (r0, r_star, a, mu, q, r, L, lam, nu, W). A run whose channel masks are all 0
-    gets exactly :func:`ekf_loglik_grad`'s value."""
+    gets :func:`ekf_loglik_grad`'s value (to rounding)."""
     T, R = y.shape
     ll = np.zeros(R)
     g = np.zeros((R, N_PAR + 2))
@@ -250,129 +332,6 @@ def ekf_spread_loglik_grad(y, mask, ch, G, kappa, r0, r_star, a, mu, q, r, L, la
         chan = (ch, max(int(G[j]), 2), nu[j], W[j])
         ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j], chan)
     return ll, g
-
-
-# ----------------------------------------------------------------------------- numpy side
-def _h_np(x, D, kappa, lam=0.0):
-    """``h`` and ``dh/dx`` of the module docstring (numpy, broadcasting)."""
-    u = 1.0 + x / D
-    uc = np.clip(u, H_MIN, 1.0)
-    E = np.exp(lam * (1.0 - uc))
-    h = np.where(u >= 1.0, 1.0, uc**kappa * E)
-    mid = (u < 1.0) & (u > H_MIN)
-    hx = np.where(mid, uc**kappa * E * (kappa / uc - lam) / D, 0.0)
-    return h, hx
-
-
-def ekf_filter_numpy(y, mask, *, r0, r_star, a, mu, sigma_p, sigma_m, L, lam=0.0, kappa=KAPPA, channels=None):
-    """The EKF of the module docstring in numpy, vectorised over a trailing batch (posterior draws).
-
-    ``channels`` (one run: ``y``, ``mask`` of shape (T,) or (T, 1)): the spread channels as a dict with
-    ``ch`` (9, T) (the run's channel array, :data:`bayesgrpo.models.spread.CH_ROWS`), ``G`` and the per-draw
-    ``nu``, ``W``; a step with a logged channel is the joint linearised update of its measurements
-    (:func:`bayesgrpo.models.spread.joint_measurement_numpy`, the reference of the kernel).
-    Returns ``(loglik, m, P)``: the log-likelihood and the filtered mean ``(x_T, x_{T-1})`` and
-    covariance at the last grid step (as :func:`bayesgrpo.models.kalman.filter_numpy`).
-    """
-    y = np.asarray(y, dtype=float)
-    mask = np.asarray(mask, dtype=bool)
-    r0, r_star, a, mu, sp, sm, L, lam = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (r0, r_star, a, mu, sigma_p, sigma_m, L, lam))
-    )
-    batch = np.broadcast_shapes(r0.shape, y.shape[1:])
-    D = np.maximum(r_star - L, D_MIN)
-    m0 = np.broadcast_to(r0 - r_star, batch).copy()
-    m1 = m0.copy()
-    p00 = np.zeros(batch)
-    p01 = np.zeros(batch)
-    p11 = np.zeros(batch)
-    ll = np.zeros(batch)
-    q, r = sp**2, sm**2
-    ch = None if channels is None else np.asarray(channels["ch"], dtype=float).reshape(N_CH, -1)
-    for n in range(y.shape[0]):
-        if n > 0:
-            h, hx = _h_np(m0, D, kappa, lam)
-            gx = h + m0 * hx
-            f0 = 1.0 + mu - a * gx
-            f1 = -mu
-            n0 = (1.0 + mu) * m0 - mu * m1 - a * h * m0
-            fp0 = f0 * p00 + f1 * p01
-            fp1 = f0 * p01 + f1 * p11
-            p11, p01, p00 = p00, fp0, fp0 * f0 + fp1 * f1 + q
-            m1, m0 = m0, n0
-        obs = mask[n]
-        if ch is not None and (ch[CH_MS, n] > 0 or ch[CH_MZ, n] > 0):
-            from bayesgrpo.models.spread import joint_measurement_numpy
-
-            m, P = np.stack([m0, m1], -1), np.stack([np.stack([p00, p01], -1), np.stack([p01, p11], -1)], -2)
-            if bool(np.ravel(obs)[0]):
-                ll, m, P = measure(ll, m, P, y[n] - r_star, obs, r, batch)
-            lln, m, P = joint_measurement_numpy(m, P, m_pred=np.stack([m0, m1], -1), chn=ch[:, n], r_star=r_star,
-                                                L=L, r=r, **{k: channels[k] for k in ("W", "nu", "G")})  # fmt: skip
-            ll = ll + lln
-            m0, m1, p00, p01, p11 = m[..., 0], m[..., 1], P[..., 0, 0], P[..., 0, 1], P[..., 1, 1]
-            continue
-        if not np.any(obs):
-            continue
-        S = p00 + r
-        v = np.where(obs, y[n] - r_star - m0, 0.0)
-        k0, k1 = p00 / S, p01 / S
-        ll = ll + np.where(obs, -0.5 * (_LOG2PI + np.log(S) + v**2 / S), 0.0)
-        o = np.broadcast_to(obs, batch)
-        m0, m1 = np.where(o, m0 + k0 * v, m0), np.where(o, m1 + k1 * v, m1)
-        p11, p01, p00 = (np.where(o, p11 - p01 * p01 / S, p11), np.where(o, p01 - p00 * p01 / S, p01),
-                         np.where(o, p00 - p00 * p00 / S, p00))  # fmt: skip
-    m = np.stack([m0, m1], axis=-1)
-    P = np.stack([np.stack([p00, p01], axis=-1), np.stack([p01, p11], axis=-1)], axis=-2)
-    return ll, m, P
-
-
-def propagate_degenerate_numpy(m, P, n_steps, *, a, mu, sigma_p, r_star, L, rng, lam=0.0, kappa=KAPPA, store=None,
-                               accumulate=None):  # fmt: skip
-    """Simulate the nonlinear recursion forward from the filtered state (sampled from N(m, P)).
-
-    Same return convention as :func:`bayesgrpo.models.kalman.propagate_numpy` (x = R - R*).
-    """
-    m = np.asarray(m, dtype=float)
-    P = np.asarray(P, dtype=float)
-    batch = m.shape[:-1]
-    w, V = np.linalg.eigh(P)
-    z = rng.standard_normal(batch + (2,))
-    s = m + np.einsum("...ij,...j->...i", V, np.sqrt(np.clip(w, 0.0, None)) * z)
-    x, xp = s[..., 0], s[..., 1]
-    a = np.broadcast_to(np.asarray(a, dtype=float), batch)
-    mu = np.broadcast_to(np.asarray(mu, dtype=float), batch)
-    sp = np.broadcast_to(np.asarray(sigma_p, dtype=float), batch)
-    D = np.broadcast_to(np.maximum(np.asarray(r_star, dtype=float) - np.asarray(L, dtype=float), D_MIN), batch)
-    lam = np.broadcast_to(np.asarray(lam, dtype=float), batch)
-    paths = PathStore(n_steps, batch, store, accumulate)
-    for k in range(n_steps):
-        h, _ = _h_np(x, D, kappa, lam)
-        x_next = (1.0 + mu) * x - mu * xp - a * h * x + sp * rng.standard_normal(batch)
-        xp, x = x, x_next
-        paths.put(k, x_next)
-    return paths.result()
-
-
-def degenerate_deviation_paths(a, mu, n_steps, *, r0, r_star, L, lam=0.0, kappa=KAPPA):
-    """Deterministic recursion from ``x_0 = x_{-1} = r0 - r_star``, normalised by ``x_0`` (batched).
-
-    The mean trajectory whose settling step is the stop step (:mod:`bayesgrpo.physics.stopping`).
-    """
-    a, mu, r0, r_star, L, lam = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (a, mu, r0, r_star, L, lam)))
-    D = np.maximum(r_star - L, D_MIN)
-    x0 = r0 - r_star
-    x = x0.copy()
-    xp = x0.copy()
-    out = np.empty(a.shape + (n_steps + 1,))
-    safe = np.where(np.abs(x0) > 0, x0, 1.0)
-    out[..., 0] = 1.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for n in range(n_steps):
-            h, _ = _h_np(x, D, kappa, lam)
-            x, xp = (1.0 + mu) * x - mu * xp - a * h * x, x
-            out[..., n + 1] = np.where(np.abs(x0) > 0, x / safe, 0.0)
-    return out
 
 
 # ----------------------------------------------------------------------------- PyTensor Op

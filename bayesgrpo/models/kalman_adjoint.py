@@ -6,7 +6,7 @@ times per run, so its cost is the sampler's cost. These kernels run the filter f
 small tape per step (the predict's input moments and the update's ``1/S``, innovation and gain), then one
 backward sweep accumulates the adjoints of the state moments and, from them, the gradient: about
 35 + 70 flops per step whatever the number of parameters. Carrying forward-mode sensitivities through
-every step (the technique of the extended filters in :mod:`bayesgrpo.models.degeneracy`) costs about
+every step (the technique the spread-channel filter of :mod:`bayesgrpo.models.degeneracy` keeps) costs about
 410 flops per step for the same 2-state filter; measured 3x slower per call at 200 steps
 (``bench/results/kernel.md``, ``bench/kernel_profile.py``; that kernel is kept in ``bench/proto/forward_mode.py``).
 

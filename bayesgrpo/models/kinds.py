@@ -193,7 +193,7 @@ class ModelKind:
 
         pars = {k: p[k] for k in ("r0", "r_star", "a", "mu", "sigma_p", "sigma_m")}
         if self.degeneracy:
-            from bayesgrpo.models.degeneracy import ekf_filter_numpy
+            from bayesgrpo.models.degeneracy_law import ekf_filter_numpy
 
             chan = None if channels is None else {**channels, "nu": p["nu"], "W": p["W"]}
             _, m, P = ekf_filter_numpy(y[:, None], mask[:, None], L=p["L"], lam=p.get("lam", 0.0), channels=chan,
@@ -211,7 +211,7 @@ class ModelKind:
 
         kw = dict(a=p["a"], mu=p["mu"], sigma_p=p["sigma_p"], rng=rng, store=store, accumulate=accumulate)
         if self.degeneracy:
-            from bayesgrpo.models.degeneracy import propagate_degenerate_numpy
+            from bayesgrpo.models.degeneracy_law import propagate_degenerate_numpy
 
             return propagate_degenerate_numpy(m, P, n_steps, r_star=p["r_star"], L=p["L"], lam=p.get("lam", 0.0), **kw)
         if K > 1:
@@ -227,7 +227,7 @@ class ModelKind:
 
         gain = p["r_star"] - p["r0"]
         if self.degeneracy:
-            from bayesgrpo.models.degeneracy import degenerate_deviation_paths
+            from bayesgrpo.models.degeneracy_law import degenerate_deviation_paths
 
             x = degenerate_deviation_paths(p["a"], p["mu"], n_steps, r0=p["r0"], r_star=p["r_star"], L=p["L"],
                                            lam=p.get("lam", 0.0))  # fmt: skip

@@ -2,6 +2,8 @@
 moment's derivative w.r.t. each of the 6 parameters carried through every step. Kept here only as the
 "before" of ``bench/kernel_profile.py``; the package's kernels are
 ``bayesgrpo/models/kalman_adjoint.py`` (the same log-likelihood to rounding, the same gradient to rounding).
+:func:`ekf_forward_loglik_grad` is the extended filter's former reward-only kernel: the package's forward-mode
+EKF (which the spread channels still use) without channels.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from bayesgrpo.models.degeneracy import N_PAR as N_PAR_EKF
+from bayesgrpo.models.degeneracy import _ekf_run
 from bayesgrpo.models.kalman_adjoint import N_PAR, _n_end
 from bayesgrpo.models.kalman_op import reward2, shift2, start2, update2
 
@@ -247,3 +251,14 @@ def refresh_loglik_grad(y, mask, K, r0, r_star, a, mu, q, r):  # pragma: no cove
 def refresh3_loglik_grad(y, mask, K, r0, r_star, a, mu, q, r):  # pragma: no cover - compiled
     """As :func:`refresh_loglik_grad`, but the 3-state filter for every run, K = 1 included (tests, benchmark)."""
     return _refresh_batch(y, mask, K, r0, r_star, a, mu, q, r, False)
+
+
+@numba.njit(cache=True)
+def ekf_forward_loglik_grad(y, mask, kappa, r0, r_star, a, mu, q, r, L, lam):  # pragma: no cover - compiled
+    """The degeneracy kinds' reward-only EKF with forward-mode sensitivities (as shipped before the adjoint)."""
+    R = y.shape[1]
+    ll = np.zeros(R)
+    g = np.zeros((R, N_PAR_EKF))
+    for j in range(R):
+        ll[j] = _ekf_run(y, mask, j, kappa[j], r0[j], r_star[j], a[j], mu[j], q[j], r[j], L[j], lam[j], g[j], None)
+    return ll, g

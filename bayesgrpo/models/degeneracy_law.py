@@ -36,31 +36,30 @@ LAM_MAX = 4.0
 
 @numba.njit(cache=True)
 def h_and_derivs(x, D, kappa, lam):  # pragma: no cover - compiled
-    """g = h x and its partials (g_x, g_D, g_lam, g_xx, g_xD, g_xlam) at state x for floor distance D."""
-    u = 1.0 + x / D
+    """g = h x and its partials (g_x, g_D, g_lam, g_xx, g_xD, g_xlam) at state x for floor distance D.
+
+    Written for the kernels' inner loop: ``u^kappa e^{lam v}`` as one ``exp``, one division by ``D`` and one
+    by ``u`` (measured against ``u**kappa * exp(lam v)`` with a division per term: the adjoint EKF kernel 15.3 -> 13.0 µs at 200 steps, ``bench/results/kernel.md``)."""
+    iD = 1.0 / D
+    u = 1.0 + x * iD
     if u >= 1.0:
         return x, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0
     if u <= H_MIN:
         vm = 1.0 - H_MIN
-        h = H_MIN**kappa * math.exp(lam * vm)
+        h = math.exp(kappa * math.log(H_MIN) + lam * vm)
         return h * x, h, 0.0, h * vm * x, 0.0, 0.0, h * vm
     v = 1.0 - u
-    H = u**kappa * math.exp(lam * v)
-    A = kappa / u - lam
-    hx = H * A / D
-    hD = -hx * x / D
+    H = math.exp(kappa * math.log(u) + lam * v)
+    iu = 1.0 / u
+    A = kappa * iu - lam
+    hx = H * A * iD
+    hD = -hx * x * iD
     hl = H * v
-    hxx = hx * A / D - H * kappa / (u * u * D * D)
-    hxD = hD * A / D + H * kappa * x / (u * u * D * D * D) - hx / D
-    hxl = H * (v * A - 1.0) / D
-    g = H * x
-    gx = H + x * hx
-    gD = x * hD
-    gl = x * hl
-    gxx = 2.0 * hx + x * hxx
-    gxD = hD + x * hxD
-    gxl = hl + x * hxl
-    return g, gx, gD, gl, gxx, gxD, gxl
+    c = H * kappa * iu * iu * iD * iD
+    hxx = hx * A * iD - c
+    hxD = hD * A * iD + c * x * iD - hx * iD
+    hxl = H * (v * A - 1.0) * iD
+    return H * x, H + x * hx, x * hD, x * hl, 2.0 * hx + x * hxx, hD + x * hxD, hl + x * hxl
 
 
 def _h_np(x, D, kappa, lam=0.0):

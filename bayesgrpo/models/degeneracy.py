@@ -70,7 +70,7 @@ from bayesgrpo.models.degeneracy_law import (  # re-exported: the law's constant
     h_and_derivs,
     propagate_degenerate_numpy,
 )
-from bayesgrpo.models.kalman_adjoint import _LOG2PI, _n_end
+from bayesgrpo.models.kalman_adjoint import _LOG2PI, _innovation, _n_end
 from bayesgrpo.models.kalman_op import KalmanOpBase, reward2, shift2, start2
 from bayesgrpo.models.spread import CH_MS, CH_MZ, N_MOM, N_SCRATCH, bb_constants, spread_update
 
@@ -229,15 +229,8 @@ def _ekf_adjoint_run(y, mask, j, n_end, kappa, r0, r_star, a, mu, q, r, L, lam, 
             p01 = fp0
             p00 = n00
         if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            quad += v * v * invS
+            v, invS, quad, prod, logs = _innovation(y[n, j] - r_star, m0, p00, r, quad, prod, logs)
             nobs += 1
-            prod *= S  # one log per block of steps: log(prod S) = sum log S (to rounding)
-            if prod > 1e100 or prod < 1e-100:
-                logs += math.log(prod)
-                prod = 1.0
             k0 = p00 * invS
             k1 = p01 * invS
             t[5], t[6], t[7], t[8], t[9] = invS, v, k0, k1, 1.0

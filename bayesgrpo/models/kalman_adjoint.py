@@ -44,6 +44,22 @@ def _n_end(mask, j):  # pragma: no cover - compiled
     return 0
 
 
+@numba.njit(cache=True, inline="always")
+def _innovation(z, m0, p00, r, quad, prod, logs):  # pragma: no cover - compiled
+    """The reward's innovation ``v = z - m0`` and ``1/S`` (``S = p00 + r``) of every forward filter here and of
+    the extended one, with the log-likelihood's running terms: ``quad + v^2 / S``, and ``log S`` summed as the
+    log of running products (one ``log`` per block of steps: ``log(prod S) = sum log S`` to rounding).
+    Returns ``(v, 1/S, quad, prod, logs)``."""
+    S = p00 + r
+    v = z - m0
+    invS = 1.0 / S
+    prod *= S
+    if prod > 1e100 or prod < 1e-100:
+        logs += math.log(prod)
+        prod = 1.0
+    return v, invS, quad + v * v * invS, prod, logs
+
+
 # tape columns of the 2-state filter (one row per grid step)
 _M0, _M1, _P00, _P01, _P11, _S, _V, _OBS, _K0, _K1 = range(10)
 _NTAPE2 = 10
@@ -82,15 +98,8 @@ def _ar2_adjoint_run(y, mask, j, n_end, r0, r_star, a, mu, q, r, tape, gj):  # p
             p01 = fp0
             p00 = n00
         if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            quad += v * v * invS
+            v, invS, quad, prod, logs = _innovation(y[n, j] - r_star, m0, p00, r, quad, prod, logs)
             nobs += 1
-            prod *= S  # one log per block of steps: log(prod S) = sum log S (to rounding)
-            if prod > 1e100 or prod < 1e-100:
-                logs += math.log(prod)
-                prod = 1.0
             k0 = p00 * invS
             k1 = p01 * invS
             t[_K0] = k0
@@ -211,15 +220,8 @@ def _refresh_adjoint_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, tape, gj
                 p12 = p02
                 p02 = u2
         if mask[n, j] > 0.0:
-            S = p00 + r
-            v = y[n, j] - r_star - m0
-            invS = 1.0 / S
-            quad += v * v * invS
+            v, invS, quad, prod, logs = _innovation(y[n, j] - r_star, m0, p00, r, quad, prod, logs)
             nobs += 1
-            prod *= S  # one log per block of steps: log(prod S) = sum log S (to rounding)
-            if prod > 1e100 or prod < 1e-100:
-                logs += math.log(prod)
-                prod = 1.0
             k0 = p00 * invS
             k1 = p01 * invS
             k2 = p02 * invS

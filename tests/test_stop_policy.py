@@ -363,3 +363,21 @@ def test_p_gain_in_the_forecast_table_is_the_decision_layers(mock_sampler):
     half = Forecaster(sampler=smp, decision=cal).fit(runs).table().iloc[0]["p_gain"]
     p = nums["p_gain_raw"]
     assert half == pytest.approx(min(p, 0.999) / (min(p, 0.999) + 2 * (1 - min(p, 0.999))), rel=1e-6)
+
+
+@pytest.mark.parametrize("n_panels", [1, 2, 6])
+def test_reliability_figure_title_stays_inside_the_figure(n_panels):
+    """A long title is wrapped to the figure's width: rendered, it lies inside the figure (it was cut off)."""
+    import io
+
+    from bayesgrpo.plots.stop import reliability_figure
+
+    rng = np.random.default_rng(0)
+    p = rng.random(400)
+    panels = {f"panel {k}": (p, (rng.random(400) < p).astype(float)) for k in range(n_panels)}
+    title = "p_gain = P(final >= level + 0.05 x scale), leave-one-source-out recalibrated (p_gain:platt); " * 2
+    fig = reliability_figure(panels, title=title.strip())
+    fig.savefig(io.BytesIO(), format="png")  # lays the figure out
+    (sup,) = [t for t in fig.texts if t.get_text() == fig.get_suptitle()]
+    box = sup.get_window_extent()
+    assert "\n" in sup.get_text() and box.x0 >= 0 and box.x1 <= fig.bbox.x1

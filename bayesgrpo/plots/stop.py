@@ -59,8 +59,8 @@ def reliability_figure(panels: dict, *, title: str, bins: int = 10, band: float 
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
-    # wrapped to the figure's width (about 17 characters per inch at 9 pt): a long title is never cut off
-    fig.suptitle(textwrap.fill(title, width=max(40, int(17 * 3.1 * ncol))), fontsize=9)
+    # wrapped to the figure's width (about 12 characters per inch at 9 pt): a long title is never cut off
+    fig.suptitle(textwrap.fill(title, width=max(30, int(12 * 3.1 * ncol))), fontsize=9)
     return fig
 
 

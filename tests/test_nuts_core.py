@@ -29,9 +29,14 @@ def test_versions_outside_the_pinned_range_are_refused(monkeypatch):
     monkeypatch.setitem(sys.modules, "nutpie._lib", fake)
     with pytest.raises(ImportError, match=r"0\.17\.0 is outside"):
         nuts_core.nutpie_lib()
+    assert not nuts_core.available()  # sampling and the disk cache then go through nutpie's Python layer
     fake.__version__ = "0.16.10"
     with pytest.raises(ImportError, match="outside"):
         nuts_core.nutpie_lib()
+
+
+def test_available_with_the_installed_nutpie():
+    assert nuts_core.available()
 
 
 def test_version_tuple():

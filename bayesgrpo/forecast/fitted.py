@@ -394,7 +394,7 @@ class FittedForecast:
         are accumulated while the paths are propagated (so a long horizon never holds every path).
         Cached with the run's paths (the table, p_gain and the advice read the same draws).
         """
-        if run_id in self._final and run_id in self._cache:
+        if run_id in self._final:  # evicted with the run's paths
             return self._final[run_id]
         info: RunInfo = self.infos[run_id]
         if run_id not in self._window:

@@ -392,17 +392,15 @@ class ModelCache:
     def _deserialise(blob: bytes, digest: str, desc: dict):
         from bayesgrpo.inference import nuts_core
 
-        try:  # the direct sampler's model (no nutpie Python layer: no ArviZ, scipy or matplotlib)
-            nuts_core.nutpie_lib()
-            direct = True
-        except ImportError:  # a nutpie outside nuts_core's range: its own model class
-            direct = False
+        # the direct sampler's model (no nutpie Python layer: no ArviZ, scipy or matplotlib); with a nutpie
+        # outside nuts_core's range, nutpie's own model class
+        direct = nuts_core.available()
         if direct:
             update_user_data = nuts_core.update_user_data
         else:
-            from nutpie.compile_pymc import update_user_data as _nutpie_update
+            from nutpie import compile_pymc
 
-            update_user_data = _nutpie_update
+            update_user_data = compile_pymc.update_user_data
 
         if not blob.startswith(_MAGIC):
             raise _Corrupt("not a bayesgrpo cache entry")

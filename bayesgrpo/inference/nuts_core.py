@@ -46,6 +46,16 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(m.group()) if (m := re.match(r"\d+", part)) else 0 for part in v.split(".")[:3])
 
 
+def available() -> bool:
+    """True when nutpie's Rust core can be used directly (:func:`nutpie_lib` loads); else the callers go
+    through nutpie's own Python layer (a nutpie version outside :data:`NUTPIE_VERSIONS`)."""
+    try:
+        nutpie_lib()
+    except ImportError:
+        return False
+    return True
+
+
 def nutpie_lib():
     """The ``nutpie._lib`` extension module (nutpie's Rust sampler), without nutpie's Python layer.
 

@@ -178,9 +178,7 @@ def nuts(compiled, *, data: dict | None = None, sampler: SamplerConfig, seed: in
     adaptation = "low_rank" if sampler.low_rank_mass_matrix else "diag"
     kw = dict(draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=min(sampler.chains, 2),
               target_accept=sampler.target_accept, seed=int(seed), **extra)  # fmt: skip
-    try:
-        nuts_core.nutpie_lib()
-    except ImportError:
+    if not nuts_core.available():
         return _nuts_nutpie(cm, adaptation=adaptation, **kw)
     draws = nuts_core.start(cm, adaptation=adaptation, **kw).wait()  # aborts the chains on any exception
     return {"posterior": draws.dataset("posterior"), "sample_stats": draws.dataset("sample_stats")}

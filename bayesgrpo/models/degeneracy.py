@@ -70,7 +70,7 @@ from bayesgrpo.models.degeneracy_law import (  # re-exported: the law's constant
     h_and_derivs,
     propagate_degenerate_numpy,
 )
-from bayesgrpo.models.kalman_adjoint import _LOG2PI, _innovation, _n_end
+from bayesgrpo.models.kalman_adjoint import _LOG2PI, _innovation, _n_end, _predict_cov2, _update2
 from bayesgrpo.models.kalman_op import KalmanOpBase, reward2, shift2, start2
 from bayesgrpo.models.spread import CH_MS, CH_MZ, N_MOM, N_SCRATCH, bb_constants, spread_update
 
@@ -219,26 +219,13 @@ def _ekf_adjoint_run(y, mask, j, n_end, kappa, r0, r_star, a, mu, q, r, L, lam, 
             g, gx, gD, gl, gxx, gxD, gxl = h_and_derivs(m0, D, kappa, lam)
             t[10], t[11], t[12], t[13], t[14], t[15], t[16] = g, gx, gD, gl, gxx, gxD, gxl
             f0 = 1.0 + mu - a * gx
-            n0 = (1.0 + mu) * m0 - mu * m1 - a * g
-            fp0 = f0 * p00 + f1 * p01
-            fp1 = f0 * p01 + f1 * p11
-            n00 = fp0 * f0 + fp1 * f1 + q
-            p11 = p00
-            m1 = m0
-            m0 = n0
-            p01 = fp0
-            p00 = n00
+            m0, m1 = (1.0 + mu) * m0 - mu * m1 - a * g, m0
+            p00, p01, p11 = _predict_cov2(f0, f1, q, p00, p01, p11)
         if mask[n, j] > 0.0:
             v, invS, quad, prod, logs = _innovation(y[n, j] - r_star, m0, p00, r, quad, prod, logs)
             nobs += 1
-            k0 = p00 * invS
-            k1 = p01 * invS
+            k0, k1, m0, m1, p00, p01, p11 = _update2(v, invS, m0, m1, p00, p01, p11)
             t[5], t[6], t[7], t[8], t[9] = invS, v, k0, k1, 1.0
-            m0 = m0 + k0 * v
-            m1 = m1 + k1 * v
-            p11 = p11 - p01 * p01 * invS
-            p01 = p01 - p00 * p01 * invS
-            p00 = p00 - p00 * p00 * invS
         else:
             t[9] = 0.0
     llj = -0.5 * (nobs * _LOG2PI + logs + math.log(prod) + quad)

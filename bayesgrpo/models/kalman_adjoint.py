@@ -60,6 +60,35 @@ def _innovation(z, m0, p00, r, quad, prod, logs):  # pragma: no cover - compiled
     return v, invS, quad + v * v * invS, prod, logs
 
 
+@numba.njit(cache=True, inline="always")
+def _predict_cov2(f0, f1, q, p00, p01, p11):  # pragma: no cover - compiled
+    """The predicted covariance of a 2-state ``(x_n, x_{n-1})`` whose transition's first row (its Jacobian's, for
+    the extended filter) is ``(f0, f1)``: ``(p00, p01, p11)`` of ``F P F' + q e0 e0'``."""
+    fp0 = f0 * p00 + f1 * p01
+    fp1 = f0 * p01 + f1 * p11
+    return fp0 * f0 + fp1 * f1 + q, fp0, p00
+
+
+@numba.njit(cache=True, inline="always")
+def _update2(v, invS, m0, m1, p00, p01, p11):  # pragma: no cover - compiled
+    """The reward's measurement update of a 2-state filter (observation ``x_n + noise``): the gains and the
+    posterior moments, ``(k0, k1, m0, m1, p00, p01, p11)``."""
+    k0 = p00 * invS
+    k1 = p01 * invS
+    return k0, k1, m0 + k0 * v, m1 + k1 * v, p00 - p00 * p00 * invS, p01 - p00 * p01 * invS, p11 - p01 * p01 * invS
+
+
+@numba.njit(cache=True, inline="always")
+def _add_gradient(gj, x0, g_rs, g_a, g_mu, g_q, g_r):  # pragma: no cover - compiled
+    """Add the adjoints of (r0, r_star, a, mu, q, r) to ``gj``; ``x0`` the start's (``x_0 = r0 - r_star``)."""
+    gj[0] += x0
+    gj[1] += g_rs - x0
+    gj[2] += g_a
+    gj[3] += g_mu
+    gj[4] += g_q
+    gj[5] += g_r
+
+
 # tape columns of the 2-state filter (one row per grid step)
 _M0, _M1, _P00, _P01, _P11, _S, _V, _OBS, _K0, _K1 = range(10)
 _NTAPE2 = 10
@@ -88,30 +117,17 @@ def _ar2_adjoint_run(y, mask, j, n_end, r0, r_star, a, mu, q, r, tape, gj):  # p
         t[_P01] = p01
         t[_P11] = p11
         if n > 0:
-            n0 = f0 * m0 + f1 * m1
-            fp0 = f0 * p00 + f1 * p01
-            fp1 = f0 * p01 + f1 * p11
-            n00 = fp0 * f0 + fp1 * f1 + q
-            p11 = p00
-            m1 = m0
-            m0 = n0
-            p01 = fp0
-            p00 = n00
+            m0, m1 = f0 * m0 + f1 * m1, m0
+            p00, p01, p11 = _predict_cov2(f0, f1, q, p00, p01, p11)
         if mask[n, j] > 0.0:
             v, invS, quad, prod, logs = _innovation(y[n, j] - r_star, m0, p00, r, quad, prod, logs)
             nobs += 1
-            k0 = p00 * invS
-            k1 = p01 * invS
+            k0, k1, m0, m1, p00, p01, p11 = _update2(v, invS, m0, m1, p00, p01, p11)
             t[_K0] = k0
             t[_K1] = k1
             t[_S] = invS
             t[_V] = v
             t[_OBS] = 1.0
-            m0 = m0 + k0 * v
-            m1 = m1 + k1 * v
-            p11 = p11 - p01 * p01 * invS
-            p01 = p01 - p00 * p01 * invS
-            p00 = p00 - p00 * p00 * invS
         else:
             t[_OBS] = 0.0
     llj = -0.5 * (nobs * _LOG2PI + logs + math.log(prod) + quad)
@@ -158,12 +174,7 @@ def _ar2_adjoint_run(y, mask, j, n_end, r0, r_star, a, mu, q, r, tape, gj):  # p
         else:
             bm0, bm1 = bM0, bM1  # the start: m0 = m1 = r0 - r_star, P = 0
     x0 = bm0 + bm1
-    gj[0] += x0
-    gj[1] += g_rs - x0
-    gj[2] += g_a
-    gj[3] += g_mu
-    gj[4] += g_q
-    gj[5] += g_r
+    _add_gradient(gj, x0, g_rs, g_a, g_mu, g_q, g_r)
     return llj
 
 
@@ -303,12 +314,7 @@ def _refresh_adjoint_run(y, mask, j, n_end, K, r0, r_star, a, mu, q, r, tape, gj
             bp12 = f2 * bu1 + f1 * bu2
             bp22 = np22 + f2 * bu2
     x0 = bm0 + bm1 + bm2
-    gj[0] += x0
-    gj[1] += g_rs - x0
-    gj[2] += g_a
-    gj[3] += g_mu
-    gj[4] += g_q
-    gj[5] += g_r
+    _add_gradient(gj, x0, g_rs, g_a, g_mu, g_q, g_r)
     return llj
 
 

@@ -60,7 +60,7 @@ def reliability_figure(panels: dict, *, title: str, bins: int = 10, band: float 
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
     # wrapped to the figure's width (about 12 characters per inch at 9 pt): a long title is never cut off
-    fig.suptitle(textwrap.fill(title, width=max(30, int(12 * 3.1 * ncol))), fontsize=9)
+    fig.suptitle(textwrap.fill(title, width=max(30, int(12 * fig.get_figwidth()))), fontsize=9)
     return fig
 
 

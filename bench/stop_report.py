@@ -319,6 +319,7 @@ def reliability_section(dec: pd.DataFrame, draws: dict, shipped: str, config: st
             r = reliability_check(g[col], g["event"])
             js[f"{m}|{label}"] = r
             md.append(f"| {m} | {label} | {r['populated']} | {r['worst_gap']:.3f} | {'yes' if r['met'] else 'no'} |")
+    md += ["", *noise_floor_md(dec[dec["method"] == "bayesgrpo"], shipped, js)]
     # P(final >= target) at targets below and above the level, through the p_gain map (LOSO)
     th = threshold_cases(dec[dec["method"] == "bayesgrpo"], draws)
     cov = DESIGNS[shipped][3]
@@ -366,6 +367,42 @@ def reliability_section(dec: pd.DataFrame, draws: dict, shipped: str, config: st
            f"{pl['raw']['brier']:.3f} (model's own) / {pl['recalibrated']['brier']:.3f} (recalibrated LOSO), worst "
            f"populated-bin gap {pl['raw']['worst_gap']:.3f} / {pl['recalibrated']['worst_gap']:.3f}.", ""]  # fmt: skip
     return md, js, figs
+
+
+def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
+    """What the +-0.07 check can tell on these cases (:func:`~bayesgrpo.evaluation.stop_rule.reliability_noise_floor`),
+    the source-weighted diagram, and which sources fill the bins that miss."""
+    from bayesgrpo.evaluation.stop_rule import reliability, reliability_noise_floor
+
+    md = ["What the check can tell on these cases: checkpoints of one run share its final reward, so their outcomes "
+          "are correlated (the latent correlation `rho` of a Gaussian copula, matched to the residuals' within-run "
+          "correlation). `pass rate` is how often a forecaster *exactly* calibrated at the same probabilities passes "
+          "the check, with its median worst gap; `p-value`: the share of those calibrated worlds whose worst gap is "
+          "at least the observed one (400 simulations; `bench/stop_report.py::noise_floor_md`).", "",
+          "| probability | observed worst gap | rho | pass rate (exactly calibrated) | median worst gap | p-value | pass rate, independent cases |",
+          "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for label, col in (("raw", "p_gain_raw"), ("recalibrated", shipped)):
+        f = reliability_noise_floor(b[col], b["event"], b["run_id"])
+        js[f"noise_floor|{label}"] = f
+        md.append(f"| {label} | {f['observed_worst_gap']:.3f} | {f['rho']:.2f} | {f['pass_rate']:.0%} | "
+                  f"{f['median_worst_gap']:.3f} | {f['p_value']:.3f} | {f['pass_rate_independent']:.0%} |")  # fmt: skip
+    w = 1.0 / b.groupby("source")["event"].transform("size").to_numpy()
+    t = reliability(b[shipped], b["event"], weights=w)
+    u = reliability(b[shipped], b["event"])
+    big = b["source"].value_counts()
+    top = str(big.index[0])
+    bins = np.minimum((b[shipped].to_numpy() * 10).astype(int), 9)
+    share = [
+        float((b["source"].to_numpy()[bins == k] == top).mean()) if (bins == k).any() else np.nan for k in u["bin"]
+    ]
+    md += ["", f"The recalibrated p_gain per bin, per case and source-weighted (each source the same), and the share of "
+           f"the bin's cases from the largest source ({top}: {big.iloc[0]} of {len(b)} cases):", "",
+           "| bin | cases | observed - p, per case | observed - p, source-weighted | share of the largest source |",
+           "|---|---|---|---|---|"]  # fmt: skip
+    for (_, a), (_, c), sh in zip(u.iterrows(), t.iterrows(), share, strict=True):
+        md.append(f"| {a['lo']:.1f}-{a['hi']:.1f} | {int(a['n'])} | {a['gap']:+.3f} | {c['gap']:+.3f} | {sh:.0%} |")
+    js["source_weighted_reliability"] = t.to_dict("records")
+    return md
 
 
 def _scores(g: pd.DataFrame, col: str, y: str = "event") -> dict:

@@ -258,6 +258,42 @@ def test_reliability_and_scores():
     assert prob_scores(np.full(4, 0.5), np.array([0, 1, 0, 1.0]))["log"] == pytest.approx(np.log(2))
 
 
+def _clustered(p, runs, rho, seed):
+    """Outcomes calibrated to ``p`` with latent correlation ``rho`` inside a run (a Gaussian copula)."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(seed)
+    _, inv = np.unique(runs, return_inverse=True)
+    z = np.sqrt(rho) * rng.standard_normal(inv.max() + 1)[inv] + np.sqrt(1 - rho) * rng.standard_normal(p.size)
+    return (z < norm.ppf(p)).astype(float)
+
+
+def test_reliability_noise_floor_tells_noise_from_miscalibration():
+    """Many independent cases: a calibrated forecaster passes the +-0.07 check nearly always and is not
+    flagged; the same probabilities 0.2 too high are (p-value 0). Few runs with many correlated
+    checkpoints each: the copula's rho is recovered from the outcomes, and even exact calibration mostly
+    fails the check (its median worst gap exceeds the band)."""
+    from bayesgrpo.evaluation.stop_rule import reliability_noise_floor
+
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.02, 0.98, size=6000)
+    ids = np.arange(p.size)
+    y = (rng.uniform(size=p.size) < p).astype(float)
+    big = reliability_noise_floor(p, y, ids, n_sim=100)
+    assert big["pass_rate"] > 0.9 and big["p_value"] > 0.05 and big["rho"] < 0.1
+    bad = reliability_noise_floor(np.clip(p + 0.2, 0, 0.99), y, ids, n_sim=100)
+    assert bad["observed_worst_gap"] > 0.15 and bad["p_value"] == 0.0
+
+    runs = np.repeat(np.arange(40), 20)  # 40 runs x 20 checkpoints, like the stop study
+    p = rng.uniform(0.05, 0.95, size=runs.size)
+    y = _clustered(p, runs, 0.6, seed=3)
+    few = reliability_noise_floor(p, y, runs, n_sim=200)
+    assert 0.35 < few["rho"] < 0.85
+    assert few["pass_rate"] < 0.5 and few["median_worst_gap"] > 0.07
+    assert few["pass_rate_independent"] > few["pass_rate"]
+    assert few["p_value"] > 0.05  # calibrated: its own gap is typical of the noise
+
+
 def test_the_shipped_policy_and_map_load_with_their_provenance():
     """The package data the study writes: StopPolicy() resolves its threshold, patience and start from it,
     and the p_gain map of each measured delta loads; an unmeasured delta is refused by name."""

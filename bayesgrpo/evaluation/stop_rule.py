@@ -345,6 +345,84 @@ def reliability(p, y, *, bins: int = 10, weights=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def reliability_worst_gap(p, y, *, min_n: int = 30, bins: int = 10) -> float:
+    """The largest ``|observed - mean_p|`` over the bins of :func:`reliability` with at least ``min_n``
+    cases (NaN when no bin has)."""
+    t = reliability(p, y, bins=bins)
+    t = t[t["n"] >= min_n]
+    return float(t["gap"].abs().max()) if len(t) else float("nan")
+
+
+def _calibrated_outcomes(p: np.ndarray, inv: np.ndarray, n_groups: int, rho: float, rng, n_sim: int) -> np.ndarray:
+    """``n_sim`` draws of outcomes that are perfectly calibrated to ``p`` (``P(y = 1) = p`` exactly) and
+    correlated within a run: a Gaussian copula with latent correlation ``rho`` between the checkpoints of
+    one run (``inv``: each case's run index)."""
+    from bayesgrpo.inference.diagnostics import norm_ppf
+
+    u = rng.standard_normal((n_sim, n_groups))[:, inv]
+    z = np.sqrt(rho) * u + np.sqrt(1.0 - rho) * rng.standard_normal((n_sim, p.size))
+    return (z < norm_ppf(np.clip(p, 1e-12, 1 - 1e-12))).astype(float)
+
+
+def _within_run_correlation(r: np.ndarray, inv: np.ndarray) -> float:
+    """Pooled correlation of the residuals ``r`` between two cases of one run."""
+    s = np.bincount(inv, weights=r)
+    s2 = np.bincount(inv, weights=r * r)
+    n = np.bincount(inv)
+    den = float(((n * n - n) * (s2 / np.maximum(n, 1))).sum())
+    return float(((s * s - s2).sum()) / den) if den > 0 else 0.0
+
+
+def reliability_noise_floor(
+    p, y, run_id, *, band: float = 0.07, min_n: int = 30, n_sim: int = 400, seed: int = 0
+) -> dict:
+    """What the reliability check (every bin of :func:`reliability` with ``min_n`` cases within ``band``)
+    can tell on these cases: how often a forecaster that is *exactly* calibrated at the same
+    probabilities ``p`` would pass it, and its median worst gap.
+
+    Outcomes of checkpoints of one run are not independent (they share the run's final reward). Their
+    dependence is measured on ``y``: the within-run correlation of the residuals ``y - p``; the latent
+    correlation ``rho`` of a Gaussian copula is the value on a grid whose calibrated outcomes reproduce
+    it. Returns ``residual_correlation``, ``rho``, ``observed_worst_gap`` (of ``p`` against ``y``),
+    ``pass_rate`` and ``median_worst_gap`` of calibrated outcomes at ``rho``, ``p_value`` (the share of
+    them whose worst gap is at least the observed one: small means ``p`` is miscalibrated beyond the
+    noise), and ``pass_rate_independent`` / ``median_worst_gap_independent`` (``rho = 0``).
+    """
+    p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(p) & np.isfinite(y)
+    p, y = p[ok], y[ok]
+    _, inv = np.unique(np.asarray(run_id)[ok], return_inverse=True)
+    k = int(inv.max()) + 1 if inv.size else 0
+    rng = np.random.default_rng(seed)
+    target = _within_run_correlation(y - p, inv)
+    grid = np.linspace(0.0, 0.95, 20)
+    sims = [np.mean([_within_run_correlation(o - p, inv) for o in _calibrated_outcomes(p, inv, k, g, rng, 20)])
+            for g in grid]  # fmt: skip
+    rho = (
+        float(np.interp(target, sims, grid))
+        if np.all(np.diff(sims) > 0)
+        else float(grid[np.argmin(np.abs(np.subtract(sims, target)))])
+    )
+
+    def floor(r: float) -> np.ndarray:
+        return np.array(
+            [reliability_worst_gap(p, o, min_n=min_n) for o in _calibrated_outcomes(p, inv, k, r, rng, n_sim)]
+        )
+
+    observed = reliability_worst_gap(p, y, min_n=min_n)
+    gaps, gaps0 = floor(rho), floor(0.0)
+    return dict(
+        residual_correlation=target,
+        rho=rho,
+        observed_worst_gap=observed,
+        pass_rate=float(np.mean(gaps <= band)),
+        median_worst_gap=float(np.nanmedian(gaps)),
+        p_value=float(np.mean(gaps >= observed)),
+        pass_rate_independent=float(np.mean(gaps0 <= band)),
+        median_worst_gap_independent=float(np.nanmedian(gaps0)),
+    )
+
+
 def prob_scores(p, y, *, weights=None, eps: float = 1e-3) -> dict:
     """Brier score and log score (mean negative log-likelihood; probabilities clipped to [eps, 1 - eps])."""
     p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)

@@ -408,3 +408,53 @@ def test_predict_to_any_horizon_without_refitting(mock_sampler):
     with pytest.raises(ForecastError, match="run 'r1': the horizon 100 is not after the last logged step 120"):
         fit.predict(horizon=100)
     assert fit.predict(horizon={"r1": 500}).table()["horizon"].iloc[0] == 500
+
+
+def test_sampler_retry_settings_and_trigger():
+    """A run whose chains disagree (r_hat > 1.01) or diverged is sampled again, once, with twice the draws,
+    1.25x the tuning and target_accept 0.995; short chains (r_hat noisy by itself) and retry=False never."""
+    from bayesgrpo.inference import sampling
+
+    s = SamplerConfig()
+    again = s.retried()
+    assert (again.draws, again.tune, again.target_accept, again.retry) == (2000, 1000, 0.995, False)
+    assert SamplerConfig(target_accept=0.999).retried().target_accept == 0.999  # never a larger step
+    bad_rhat = {"r_hat_max": 1.02, "ess_min": 900.0, "divergences": 0}
+    bad_div = {"r_hat_max": 1.001, "ess_min": 900.0, "divergences": 1}
+    good = {"r_hat_max": 1.005, "ess_min": 900.0, "divergences": 0}
+    assert sampling.needs_retry(bad_rhat, s) and sampling.needs_retry(bad_div, s)
+    assert not sampling.needs_retry(good, s)
+    assert not sampling.needs_retry({"r_hat_max": float("nan"), "ess_min": float("nan"), "divergences": 0}, s)
+    assert not sampling.needs_retry(bad_rhat, SamplerConfig(retry=False))
+    assert not sampling.needs_retry(bad_rhat, again)  # a retry is never retried
+    assert not sampling.needs_retry(bad_div, SamplerConfig(draws=sampling.RETRY_MIN_DRAWS - 1))
+    ds = xr.Dataset({"x": (("chain", "draw"), np.arange(8.0).reshape(2, 4))}, coords={"draw": [10, 11, 12, 13]})
+    th = sampling.thinned(ds, 2)
+    assert th["x"].values.tolist() == [[0.0, 2.0], [4.0, 6.0]] and th["draw"].values.tolist() == [0, 1]
+    assert sampling.thinned(ds, 4) is ds
+
+
+def test_a_run_whose_chains_disagree_is_sampled_again(mock_sampler):
+    """Through the forecaster: the first chains disagree (mock chain shift) -> a second NUTS call with the
+    retry's settings, whose draws are thinned back to the asked number; the reported health is the second
+    call's; a healthy run is sampled once."""
+    from bayesgrpo.inference import sampling
+
+    asked = []
+    fake = sampling.nuts
+
+    def nuts(compiled, *, sampler, **kw):
+        asked.append(sampler)
+        mock_sampler["chain_shift"] = 0.0 if len(asked) > 1 else 0.5  # the second sampling mixes
+        return fake(compiled, sampler=sampler, **kw)
+
+    sampling.nuts = nuts  # the fixture's monkeypatch restores the module attribute after the test
+    mock_sampler["spread"] = 0.05
+    cfg = SamplerConfig(draws=600, tune=100, seed=1)
+    fit = Forecaster(sampler=cfg).fit(_runs())
+    assert [a.draws for a in asked] == [600, 1200] and asked[1].target_accept == 0.995
+    assert fit.posterior.sizes["draw"] == 600 and fit.sample_stats.sizes["draw"] == 600
+    assert fit.health["r1"]["r_hat_max"] < 1.01
+    asked.clear()
+    Forecaster(sampler=cfg.model_copy(update={"retry": False})).fit(_runs())
+    assert [a.draws for a in asked] == [600]

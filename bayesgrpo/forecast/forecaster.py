@@ -270,16 +270,30 @@ class Forecaster:
         compiled = compiled_kind(kind, sub, prior, hierarchical=hierarchical, backend=self.sampler.backend,
                                  spread=spread)  # fmt: skip
         need = kind.required_data + (("channels",) if spread else ())
-        idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=need,
-                              seed=sampling.batch_seed(self.sampler.seed, sub.run_ids))  # fmt: skip
-        post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
+        seed = sampling.batch_seed(self.sampler.seed, sub.run_ids)
+        idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=self.sampler, required=need, seed=seed)
+        post, st, h = self._read(idata, sub)
+        if not hierarchical and sampling.needs_retry(h[sub.run_ids[0]], self.sampler):
+            # chains that disagree or diverged: once more, longer and with a smaller step; the first are dropped
+            again = self.sampler.retried()
+            why = ", ".join(sampling.health_problems(h[sub.run_ids[0]], r_hat=sampling.RETRY_R_HAT, ess=0.0))
+            log.info("run %s: %s; sampled again (%d draws per chain, target_accept %g)", sub.run_ids[0], why,
+                     again.draws, again.target_accept)  # fmt: skip
+            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=again, required=need, seed=seed)
+            post, st, h = self._read(idata, sub)  # health of every draw sampled, before the thinning
+            post, st = sampling.thinned(post, self.sampler.draws), sampling.thinned(st, self.sampler.draws)
         if self.config.channels and not spread:  # the same variables for every run of the fit (NaN: fitted without)
             post = post.assign(dict.fromkeys(SPREAD_PARAMS, post["r_star"] * np.nan))
         if "family" in post.dims:
             post = post.assign_coords(family=list(sub.families))
-        st = sampling.posterior_dataset(idata, "sample_stats")
-        h = sampling.health(post, st, var_names=HEALTH_VARS)
         return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], st, h
+
+    @staticmethod
+    def _read(idata, sub: ModelArrays):
+        """``(posterior, sample stats, health per run)`` of one NUTS call over the runs of ``sub``."""
+        post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
+        st = sampling.posterior_dataset(idata, "sample_stats")
+        return post, st, sampling.health(post, st, var_names=HEALTH_VARS)
 
     def _fit_shape(self, sub: ModelArrays, info: RunInfo, runs: RunSet, context, run_priors: dict):
         """Kind 'auto', one run: the kinds' weights (prior over kinds x block evidence), NUTS of every kind

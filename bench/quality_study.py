@@ -382,7 +382,7 @@ def today(B: pd.DataFrame, D: dict) -> list:
     for s in sorted(set(src)):
         tr, te = np.flatnonzero(src != s), np.flatnonzero(src == s)
         cases = layer_cases(B, D["oscillator"], tr)
-        cal = fit_calibration(cases, additive=True, name="loso-shift")
+        cal = fit_calibration(cases, name="loso-shift")
         for i in te:
             out[i] = cal.apply(D["oscillator"][i], fraction=B["cutoff"].iloc[i], scale=B["scale"].iloc[i])
     return out

@@ -289,3 +289,19 @@ def test_kind_is_the_statistical_model_and_model_its_deprecated_alias(tmp_path, 
     res = invoke("forecast", p, "--horizon", 200, "--model", "saturation", "--draws", 20, "--tune", 10, "--out", out)
     assert res.exit_code == 0 and "--model is deprecated: the model kind is --kind" in res.output
     assert set(pd.read_csv(out)["kind"]) == {"saturation"}
+
+
+def test_retry_option_reaches_the_forecaster(tmp_path, mock_sampler):
+    """Chains that disagree (mock chain shift) are sampled again under the default `--retry` (two NUTS calls
+    for the one run) and once under `--no-retry`; a run still unhealthy after it is a warning row that says why."""
+    p = write_runs(tmp_path, ids=("a",))
+    mock_sampler["chain_shift"] = 0.5
+    mock_sampler["spread"] = 0.05
+    sizes: list = []
+    for flag in ("--retry", "--no-retry"):
+        mock_sampler["calls"].clear()
+        res = invoke("forecast", p, "--horizon", 200, "--draws", 500, "--tune", 20, flag, "--out", tmp_path / "t.csv")
+        assert res.exit_code == 0, res.output
+        sizes.append([c["y"].shape for c in mock_sampler["calls"]])
+    assert len(sizes[0]) == 2 and len(sizes[1]) == 1
+    assert "r_hat" in pd.read_csv(tmp_path / "t.csv")["error"].iloc[0]  # still poor: a warning row, said why

@@ -380,10 +380,10 @@ def validated(model_cls, *, options: dict | None = None, **values):
         fail(msg)
 
 
-def sampler_config(*, draws: int, tune: int, chains: int, seed: int):
+def sampler_config(*, draws: int, tune: int, chains: int, seed: int, retry: bool = True):
     from bayesgrpo.inference.sampling import SamplerConfig
 
-    return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed)
+    return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed, retry=retry)
 
 
 def model_kind(kind: str, model: str | None = None) -> str:

@@ -9,12 +9,12 @@ from typing import Annotated
 import typer
 
 from bayesgrpo.cli import common as C
-from bayesgrpo.cli.options import READ, SAMPLER, FolderOpt, RunsArg, pick, with_options
+from bayesgrpo.cli.options import NUTS, READ, FolderOpt, RunsArg, pick, with_options
 
 __all__ = ["compare_cmd"]
 
 
-@with_options(*READ, "out", *SAMPLER)
+@with_options(*READ, "out", *NUTS)
 def compare_cmd(
     runs: RunsArg,
     by: Annotated[
@@ -54,7 +54,7 @@ def compare_cmd(
     kinds_t = _kinds(kinds, models)
     if max_steps is not None and max_steps < 2:
         C.fail(f"--max-steps must be at least 2, got {max_steps}")
-    smp = C.sampler_config(**pick(options, SAMPLER))
+    smp = C.sampler_config(**pick(options, NUTS))
     out = options["out"]
     C.validate_outputs(out=out, out_dir=out_dir)
     rs = C.read_options(runs, options)

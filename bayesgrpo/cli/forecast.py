@@ -83,7 +83,7 @@ def run_forecast(
     runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
     context=None, context_meta=None, kind=DEFAULT_KIND, model=None, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
-    chains=DEFAULT_CHAINS, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
+    chains=DEFAULT_CHAINS, retry=True, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
     scheduler=None, check_runs=None, exit_if_none=True, reward_key=None, channels=None, delta=DEFAULT_DELTA,
     risk=DEFAULT_RISK,
 ):  # fmt: skip
@@ -112,7 +112,7 @@ def run_forecast(
     spread = C.parse_channels(channels, kind)
     C.forecast_options(final_window=final_window, stop_fraction=stop_fraction)
     C.plan_options(horizon=horizon, until_step=until_step, until_fraction=until_fraction, final_window=final_window)
-    sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed)
+    sampler = C.sampler_config(draws=draws, tune=tune, chains=chains, seed=seed, retry=retry)
     bounds = C.parse_reward_range(reward_range)
     C.validate_outputs(out=out, out_dir=out_dir)
     policy = C.stop_policy(model=kind, risk=risk, delta=delta)

@@ -4,7 +4,7 @@ Grammar (every verb that reads runs)::
 
     bayesgrpo VERB RUNS... [--meta FILE] [--format NAME] [--reward-key KEY] [--run ID]... [--exclude ID]...
                            [--horizon STEPS] [--until-step N | --until-fraction F]
-                           [--kind KIND] [--draws N] [--tune N] [--chains N] [--seed N]
+                           [--kind KIND] [--draws N] [--tune N] [--chains N] [--seed N] [--no-retry]
                            [--workers N | --scheduler ADDRESS]
                            [--out FILE.csv|.json|.parquet] [--out-dir DIR] [--strict]
 
@@ -64,6 +64,13 @@ DrawsOpt = Annotated[int, typer.Option("--draws", help="posterior draws per chai
 TuneOpt = Annotated[int, typer.Option("--tune", help="tuning steps per chain")]
 ChainsOpt = Annotated[int, typer.Option("--chains", help="MCMC chains")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="random seed (same seed, same numbers)")]
+RetryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--retry/--no-retry",
+        help="sample a run again, once, when its chains disagree (r_hat > 1.01) or diverged (from 500 draws per chain)",
+    ),
+]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the main table (.csv, .json or .parquet)")]
 OutDirOpt = Annotated[Path | None, typer.Option("--out-dir", help="folder for figures and reports")]
 #: the same option of a verb that always writes a folder (it has a default)
@@ -152,7 +159,8 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "out": (OutOpt, None), "out_dir": (OutDirOpt, None),
     "seed": (SeedOpt, 0), "final_window": (FinalWindowOpt, DEFAULT_FINAL_WINDOW),
     "stop_fraction": (StopFractionOpt, DEFAULT_STOP_FRACTION), "draws": (DrawsOpt, DEFAULT_DRAWS),
-    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "strict": (StrictOpt, False),
+    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "retry": (RetryOpt, _S.retry),
+    "strict": (StrictOpt, False),
     "workers": (WorkersOpt, None), "scheduler": (SchedulerOpt, None), "channels": (ChannelsOpt, None),
     "delta": (DeltaOpt, DEFAULT_DELTA), "risk": (RiskOpt, DEFAULT_RISK),
 }  # fmt: skip
@@ -162,14 +170,16 @@ PLAN = ("horizon", "until_step", "until_fraction")
 CONTEXT = ("context", "context_meta")
 KIND = ("kind", "model")
 OUTPUTS = ("out", "out_dir")
-SAMPLER = ("seed", "draws", "tune", "chains")
+#: the NUTS settings every sampling verb takes; a forecast's verbs also take ``retry`` (the forecaster's)
+NUTS = ("seed", "draws", "tune", "chains")
+SAMPLER = (*NUTS, "retry")
 DEFINITIONS = ("final_window", "stop_fraction")
 WHERE = ("workers", "scheduler")
 #: the stop advice of a forecast table (p_gain's delta, the policy's risk)
 ADVICE = ("delta", "risk")
 #: what ``forecast`` takes (and ``report``, but for its own --out)
 FORECAST = (*READ, *PLAN, *CONTEXT, *KIND, "reward_range", "channels", *OUTPUTS, "seed", *DEFINITIONS, "draws",
-            "tune", "chains", "strict", *WHERE, *ADVICE)  # fmt: skip
+            "tune", "chains", "retry", "strict", *WHERE, *ADVICE)  # fmt: skip
 
 
 def with_options(*names: str):

@@ -70,7 +70,7 @@ COV80, COV50 = (0.75, 0.85), (0.42, 0.58)
 def ledger(name: str, runs) -> tuple[pd.DataFrame, list]:
     """The config's scored bayesgrpo cases with their draws, the anchors of the leave component."""
     cases, draws = FB.load_cases(name), FB.load_draws(name)
-    b = cases[cases["ok"].astype(bool)].copy()
+    b = cases[cases["ok"].astype(bool) & cases["run_id"].isin(runs.run_ids)].copy()  # the ledger covers more sets
     b["key"] = [f"{r}|{c:g}|{m}" for r, c, m in zip(b["run_id"], b["cutoff"], b["orig_method"], strict=True)]
     b = b[b["key"].isin(draws)].reset_index(drop=True)
     anchors = []

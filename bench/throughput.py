@@ -54,19 +54,21 @@ def timed(tree: Path, argv: list[str]) -> dict:
     return {"wall_s": wall, "cpu_s": cpu}
 
 
-def measure(tree: Path, tmp: Path, label: str) -> dict:
+def measure(tree: Path, tmp: Path, label: str, extra: tuple[str, ...] = (), workers: bool = True) -> dict:
     timed(tree, [*ARGS, "--run", "teaching_an_llm_to_reason__grpo_training__a12f55c", "--out", str(tmp / "w.csv")])
     res: dict = {}
     for i in (1, 2):
-        res[f"serial_{i}"] = timed(tree, [*ARGS, "--out", str(tmp / f"{label}_serial_{i}.csv")])
+        res[f"serial_{i}"] = timed(tree, [*ARGS, *extra, "--out", str(tmp / f"{label}_serial_{i}.csv")])
         print(label, f"serial {i}", res[f"serial_{i}"], flush=True)
+    tab = pd.read_csv(tmp / f"{label}_serial_1.csv")
+    res["n_runs"] = len(tab)
+    res["statuses"] = tab["status"].value_counts().to_dict()
+    if not workers:
+        return res
     res["workers2"] = timed(tree, [*ARGS, "--workers", "2", "--out", str(tmp / f"{label}_workers2.csv")])
     print(label, "workers 2", res["workers2"], flush=True)
     a, b = (pd.read_csv(tmp / f"{label}_{x}.csv").drop(columns="seconds") for x in ("serial_1", "workers2"))
     res["serial_equals_workers2"] = bool(a.equals(b))
-    tab = pd.read_csv(tmp / f"{label}_serial_1.csv")
-    res["n_runs"] = len(tab)
-    res["statuses"] = tab["status"].value_counts().to_dict()
     return res
 
 
@@ -82,7 +84,11 @@ def main() -> None:
         res = {"load": [os.getloadavg()[0]], "base": args.base, "head": head.stdout.strip(), "trees": {}}
         res["trees"]["base"] = measure(base_tree, tmp, "base")
         res["trees"]["head"] = measure(ROOT, tmp, "head")
+        # the sampler retry (issue 17) against none: the runs it sampled again are the rows that differ
+        res["trees"]["head --no-retry"] = measure(ROOT, tmp, "noretry", ("--no-retry",), workers=False)
         res["load"].append(os.getloadavg()[0])
+        h, n = (pd.read_csv(tmp / f"{x}_serial_1.csv").set_index("run_id") for x in ("head", "noretry"))
+        res["retried_runs"] = int((h["final_q50"] != n.loc[h.index, "final_q50"]).sum())
         a, b = (pd.read_csv(tmp / f"{x}_serial_1.csv") for x in ("base", "head"))
         q = [c for c in a.columns if c.startswith("final_q")]
         d = (a[q] - b[q]).abs()
@@ -102,6 +108,8 @@ def report(res: dict) -> str:
           "| tree | how | wall clock (s) | forecasts / s | CPU (s) |", "|---|---|---|---|---|"]  # fmt: skip
     for name, t in res["trees"].items():
         for how in ("serial_1", "serial_2", "workers2"):
+            if how not in t:
+                continue
             m = t[how]
             md.append(f"| {name} | {how.replace('_', ' ')} | {m['wall_s']:.1f} | {t['n_runs'] / m['wall_s']:.2f} | "
                       f"{m['cpu_s']:.1f} |")  # fmt: skip
@@ -117,6 +125,13 @@ def report(res: dict) -> str:
            f"(max {res['quantile_abs_diff']['max']:.3f}) in run units: the chains differ in rounding, so the "
            "draws differ by Monte-Carlo noise; `bench/results/sampling.md` (config `kernel_ab`) compares the "
            "trees' scores on the development benchmark."]  # fmt: skip
+    if "head --no-retry" in res["trees"]:
+        nr = res["trees"]["head --no-retry"]
+        bn = min(nr["serial_1"]["wall_s"], nr["serial_2"]["wall_s"])
+        md += ["", f"The sampler retry (the default; a run whose chains disagree or diverged is sampled again, "
+               f"`SamplerConfig.retry`): {res['retried_runs']} of the {h['n_runs']} runs were sampled again (their "
+               f"table rows differ from `--no-retry`'s); `--no-retry` makes {nr['n_runs'] / bn:.2f} forecasts/s, "
+               f"{bn / best['head']:.2f}x the time of the default. Statuses with `--no-retry`: {nr['statuses']}."]  # fmt: skip
     return "\n".join(md) + "\n"
 
 

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from devdata import load_dev  # noqa: E402
+from devdata import load_all, load_dev  # noqa: E402
 
 from bayesgrpo.inference import sampling  # noqa: E402
 from bayesgrpo.inference.sampling import SamplerConfig  # noqa: E402
@@ -49,6 +49,8 @@ WORK = RES / "sampling_runs"
 LEDGERS = RES / "forecast_runs" / "dev"
 CUTOFFS = (0.1, 0.2, 0.3, 0.5)
 CMD = ".venv/bin/python bench/sampling_study.py"
+#: configs whose name ends so plan the cases of every development source (:func:`plan`)
+ALL_SUFFIX = "_all"
 
 #: name -> (SamplerConfig fields, initial-point jitter half-width or None for the default U(-1, 1))
 CONFIGS = {
@@ -69,6 +71,10 @@ CONFIGS = {
     # the default since issue 17: today's sampler, and a run whose chains disagree (r_hat > 1.01) or diverged
     # sampled again with SamplerConfig.retried() (2 x 2000 / 1000, target_accept 0.995, thinned back)
     "retry": (dict(draws=1000, tune=800, retry=True), None),
+    # the same two on every development source (bench/devdata.py::load_all: + grpo-more and the testbed, the
+    # quality study's 30 sources): a config named *_all plans its cases from load_all
+    "default_all": (dict(draws=1000, tune=800), None),
+    "retry_all": (dict(draws=1000, tune=800, retry=True), None),
     "d2000t1000_ta995": (dict(draws=2000, tune=1000, target_accept=0.995), None),
     "d1500t1000_ta995": (dict(draws=1500, tune=1000, target_accept=0.995), None),
     "d500t400": (dict(draws=500, tune=400), None),
@@ -141,7 +147,7 @@ def _ess(x2d: np.ndarray, method: str) -> float:
 
 
 # ------------------------------------------------------------------------------------------- cases
-def plan(kind: str):
+def plan(kind: str, every_source: bool = False):
     """(source, prior, Case list) per source, exactly as the benchmark's backtest builds them."""
     from forecast_benchmark import PRIOR_TABLE, loso_prior
 
@@ -149,7 +155,7 @@ def plan(kind: str):
     from bayesgrpo.evaluation.methods import BAYES
     from bayesgrpo.evaluation.scoring import sources
 
-    runs = load_dev()
+    runs = load_all() if every_source else load_dev()
     table = pd.read_csv(PRIOR_TABLE)
     src_all = runs.meta["source_repo"].astype(str)
     out = []
@@ -212,7 +218,7 @@ def run_config(name: str, kind: str, sources_only=None, cutoffs_only=None) -> No
         prev = pd.read_csv(out)
         done = {(r, round(c, 6)) for r, c in zip(prev["run_id"], prev["cutoff"], strict=True)}
     t0 = time.time()
-    for s, prior, cases in plan(kind):
+    for s, prior, cases in plan(kind, every_source=name.endswith(ALL_SUFFIX)):
         if sources_only and s not in sources_only:
             continue
         rows = []

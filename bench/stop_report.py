@@ -241,12 +241,12 @@ def target_met(t: pd.DataFrame, method: str, *, saved: float, bad: float) -> tup
 
 
 def reliability_check(p, y, *, band: float = 0.07, min_n: int = 30) -> dict:
-    from bayesgrpo.evaluation.stop_rule import reliability
+    from bayesgrpo.evaluation.stop_rule import reliability, reliability_worst_gap
 
     t = reliability(p, y)
-    full = t[t["n"] >= min_n]
-    return dict(bins=t.to_dict("records"), worst_gap=float(full["gap"].abs().max()) if len(full) else float("nan"),
-                met=bool(len(full) and (full["gap"].abs() <= band).all()), populated=int(len(full)))  # fmt: skip
+    worst = reliability_worst_gap(p, y, min_n=min_n)
+    return dict(bins=t.to_dict("records"), worst_gap=worst, met=bool(np.isfinite(worst) and worst <= band),
+                populated=int((t["n"] >= min_n).sum()))  # fmt: skip
 
 
 CUT4 = (0.1, 0.2, 0.3, 0.5)
@@ -375,10 +375,12 @@ def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
     from bayesgrpo.evaluation.stop_rule import reliability, reliability_noise_floor
 
     md = ["What the check can tell on these cases: checkpoints of one run share its final reward, so their outcomes "
-          "are correlated (the latent correlation `rho` of a Gaussian copula, matched to the residuals' within-run "
-          "correlation). `pass rate` is how often a forecaster *exactly* calibrated at the same probabilities passes "
-          "the check, with its median worst gap; `p-value`: the share of those calibrated worlds whose worst gap is "
-          "at least the observed one (400 simulations; `bench/stop_report.py::noise_floor_md`).", "",
+          "are correlated (the latent correlation `rho` of a Gaussian copula, matched to the within-run correlation "
+          "of the outcomes around their bin's observed frequency; errors of the forecaster that differ from run to "
+          "run raise it too, so `rho = 0`, independent cases, is given beside it). `pass rate` is how often a "
+          "forecaster *exactly* calibrated at the same probabilities passes the check, with its median worst gap; "
+          "`p-value`: (1 + the calibrated worlds whose worst gap is at least the observed one) / (1 + 400 "
+          "simulations) (`bayesgrpo.evaluation.stop_rule.reliability_noise_floor`).", "",
           "| probability | observed worst gap | rho | pass rate (exactly calibrated) | median worst gap | p-value | pass rate, independent cases |",
           "|---|---|---|---|---|---|---|"]  # fmt: skip
     for label, col in (("raw", "p_gain_raw"), ("recalibrated", shipped)):
@@ -391,10 +393,7 @@ def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
     u = reliability(b[shipped], b["event"])
     big = b["source"].value_counts()
     top = str(big.index[0])
-    bins = np.minimum((b[shipped].to_numpy() * 10).astype(int), 9)
-    share = [
-        float((b["source"].to_numpy()[bins == k] == top).mean()) if (bins == k).any() else np.nan for k in u["bin"]
-    ]
+    share = reliability(b[shipped], (b["source"] == top).astype(float))["observed"]  # the bins' share of it
     md += ["", f"The recalibrated p_gain per bin, per case and source-weighted (each source the same), and the share of "
            f"the bin's cases from the largest source ({top}: {big.iloc[0]} of {len(b)} cases):", "",
            "| bin | cases | observed - p, per case | observed - p, source-weighted | share of the largest source |",

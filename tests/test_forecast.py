@@ -428,10 +428,14 @@ def test_sampler_retry_settings_and_trigger():
     assert not sampling.needs_retry(bad_rhat, SamplerConfig(retry=False))
     assert not sampling.needs_retry(bad_rhat, again)  # a retry is never retried
     assert not sampling.needs_retry(bad_div, SamplerConfig(draws=sampling.RETRY_MIN_DRAWS - 1))
-    ds = xr.Dataset({"x": (("chain", "draw"), np.arange(8.0).reshape(2, 4))}, coords={"draw": [10, 11, 12, 13]})
+    div = np.array([[False, True, False, False], [False, False, False, False]])
+    ds = xr.Dataset({"x": (("chain", "draw"), np.arange(8.0).reshape(2, 4)), "diverging": (("chain", "draw"), div)},
+                    coords={"draw": [10, 11, 12, 13]})  # fmt: skip
     th = sampling.thinned(ds, 2)
     assert th["x"].values.tolist() == [[0.0, 2.0], [4.0, 6.0]] and th["draw"].values.tolist() == [0, 1]
+    assert th["diverging"].values.tolist() == [[True, False], [False, False]]  # a dropped divergence is kept
     assert sampling.thinned(ds, 4) is ds
+    assert sampling.retry_seed(3) == sampling.retry_seed(3) != 3 and sampling.retry_seed(3) != sampling.retry_seed(4)
 
 
 def test_a_run_whose_chains_disagree_is_sampled_again(mock_sampler):
@@ -440,21 +444,33 @@ def test_a_run_whose_chains_disagree_is_sampled_again(mock_sampler):
     call's; a healthy run is sampled once."""
     from bayesgrpo.inference import sampling
 
-    asked = []
+    asked, seeds = [], []
     fake = sampling.nuts
 
-    def nuts(compiled, *, sampler, **kw):
+    def nuts(compiled, *, sampler, seed, **kw):
         asked.append(sampler)
+        seeds.append(seed)
         mock_sampler["chain_shift"] = 0.0 if len(asked) > 1 else 0.5  # the second sampling mixes
-        return fake(compiled, sampler=sampler, **kw)
+        return fake(compiled, sampler=sampler, seed=seed, **kw)
 
     sampling.nuts = nuts  # the fixture's monkeypatch restores the module attribute after the test
     mock_sampler["spread"] = 0.05
     cfg = SamplerConfig(draws=600, tune=100, seed=1)
     fit = Forecaster(sampler=cfg).fit(_runs())
     assert [a.draws for a in asked] == [600, 1200] and asked[1].target_accept == 0.995
+    assert seeds[1] == sampling.retry_seed(seeds[0]) != seeds[0]
     assert fit.posterior.sizes["draw"] == 600 and fit.sample_stats.sizes["draw"] == 600
     assert fit.health["r1"]["r_hat_max"] < 1.01
+    # the health reported is that of the 2 x 600 draws kept (independent mock draws: ESS ~1200), not of the
+    # 2 x 1200 sampled (~2400)
+    assert 900 < fit.health["r1"]["ess_min"] < 1600
     asked.clear()
     Forecaster(sampler=cfg.model_copy(update={"retry": False})).fit(_runs())
     assert [a.draws for a in asked] == [600]
+
+
+def test_a_saved_fit_from_before_the_retry_loads_as_sampled_without_it():
+    from bayesgrpo.forecast.artefact import _sampler
+
+    assert _sampler('{"draws": 300, "tune": 200, "chains": 2, "seed": 1}').retry is False
+    assert _sampler(SamplerConfig().model_dump_json()) == SamplerConfig()

@@ -277,12 +277,15 @@ def test_reliability_noise_floor_tells_noise_from_miscalibration():
 
     rng = np.random.default_rng(5)
     p = rng.uniform(0.02, 0.98, size=6000)
-    ids = np.arange(p.size)
+    ids = np.repeat(np.arange(2000), 3)  # 3 independent checkpoints per run
     y = (rng.uniform(size=p.size) < p).astype(float)
     big = reliability_noise_floor(p, y, ids, n_sim=100)
     assert big["pass_rate"] > 0.9 and big["p_value"] > 0.05 and big["rho"] < 0.1
+    # a bias shared by every bin is miscalibration, not dependence: rho stays near 0, the p-value is its floor
     bad = reliability_noise_floor(np.clip(p + 0.2, 0, 0.99), y, ids, n_sim=100)
-    assert bad["observed_worst_gap"] > 0.15 and bad["p_value"] == 0.0
+    assert bad["observed_worst_gap"] > 0.15 and bad["p_value"] == pytest.approx(1 / 101) and bad["rho"] < 0.1
+    few_cases = reliability_noise_floor(p[:100], y[:100], ids[:100], n_sim=20)  # no bin of 30 cases
+    assert np.isnan(few_cases["observed_worst_gap"]) and np.isnan(few_cases["p_value"])
 
     runs = np.repeat(np.arange(40), 20)  # 40 runs x 20 checkpoints, like the stop study
     p = rng.uniform(0.05, 0.95, size=runs.size)

@@ -380,10 +380,12 @@ def validated(model_cls, *, options: dict | None = None, **values):
         fail(msg)
 
 
-def sampler_config(*, draws: int, tune: int, chains: int, seed: int, retry: bool = True):
+def sampler_config(**fields):
+    """The :class:`~bayesgrpo.inference.sampling.SamplerConfig` of the sampler options given (its defaults
+    for the others), or one line naming the option."""
     from bayesgrpo.inference.sampling import SamplerConfig
 
-    return validated(SamplerConfig, draws=draws, tune=tune, chains=chains, seed=seed, retry=retry)
+    return validated(SamplerConfig, **fields)
 
 
 def model_kind(kind: str, model: str | None = None) -> str:

@@ -15,6 +15,7 @@ from bayesgrpo.cli.options import (
     DEFAULT_DRAWS,
     DEFAULT_FINAL_WINDOW,
     DEFAULT_KIND,
+    DEFAULT_RETRY,
     DEFAULT_RISK,
     DEFAULT_STOP_FRACTION,
     DEFAULT_TUNE,
@@ -83,7 +84,7 @@ def run_forecast(
     runs_paths, *, meta=None, fmt=None, run=None, exclude=None, horizon=None, until_step=None, until_fraction=None,
     context=None, context_meta=None, kind=DEFAULT_KIND, model=None, out=None, out_dir=None, seed=0,
     final_window=DEFAULT_FINAL_WINDOW, stop_fraction=DEFAULT_STOP_FRACTION, draws=DEFAULT_DRAWS, tune=DEFAULT_TUNE,
-    chains=DEFAULT_CHAINS, retry=True, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
+    chains=DEFAULT_CHAINS, retry=DEFAULT_RETRY, strict=False, title="forecast", figures=True, reward_range=None, workers=None,
     scheduler=None, check_runs=None, exit_if_none=True, reward_key=None, channels=None, delta=DEFAULT_DELTA,
     risk=DEFAULT_RISK,
 ):  # fmt: skip

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import typer
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
-from bayesgrpo.inference.sampling import SamplerConfig
+from bayesgrpo.inference.sampling import RETRY_MIN_DRAWS, RETRY_R_HAT, SamplerConfig
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
 _S = SamplerConfig()
@@ -68,7 +68,8 @@ RetryOpt = Annotated[
     bool,
     typer.Option(
         "--retry/--no-retry",
-        help="sample a run again, once, when its chains disagree (r_hat > 1.01) or diverged (from 500 draws per chain)",
+        help=f"sample a run again, once, when its chains disagree (r_hat > {RETRY_R_HAT:g}) or diverged (from "
+        f"{RETRY_MIN_DRAWS} draws per chain)",
     ),
 ]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the main table (.csv, .json or .parquet)")]
@@ -144,6 +145,7 @@ DEFAULT_KIND = "oscillator"
 DEFAULT_DRAWS = _S.draws
 DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains
+DEFAULT_RETRY = _S.retry
 DEFAULT_DELTA = 0.05  # bayesgrpo.forecast.decision.DEFAULT_DELTA (a test keeps them equal)
 DEFAULT_RISK = 0.1  # bayesgrpo.decisions.stop.DEFAULT_RISK (a test keeps them equal)
 
@@ -159,7 +161,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "out": (OutOpt, None), "out_dir": (OutDirOpt, None),
     "seed": (SeedOpt, 0), "final_window": (FinalWindowOpt, DEFAULT_FINAL_WINDOW),
     "stop_fraction": (StopFractionOpt, DEFAULT_STOP_FRACTION), "draws": (DrawsOpt, DEFAULT_DRAWS),
-    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "retry": (RetryOpt, _S.retry),
+    "tune": (TuneOpt, DEFAULT_TUNE), "chains": (ChainsOpt, DEFAULT_CHAINS), "retry": (RetryOpt, DEFAULT_RETRY),
     "strict": (StrictOpt, False),
     "workers": (WorkersOpt, None), "scheduler": (SchedulerOpt, None), "channels": (ChannelsOpt, None),
     "delta": (DeltaOpt, DEFAULT_DELTA), "risk": (RiskOpt, DEFAULT_RISK),

@@ -373,6 +373,14 @@ def _within_run_correlation(r: np.ndarray, inv: np.ndarray) -> float:
     return float(((s * s - s2).sum()) / den) if den > 0 else 0.0
 
 
+def _dependence(p: np.ndarray, y: np.ndarray, inv: np.ndarray, bins: int = 10) -> float:
+    """Within-run correlation of the outcomes around their bin's observed frequency (``y`` minus the
+    frequency of its bin of ``p``): a miscalibration shared by a whole bin is not counted as dependence."""
+    b = np.minimum((p * bins).astype(int), bins - 1)
+    freq = np.bincount(b, weights=y, minlength=bins) / np.maximum(np.bincount(b, minlength=bins), 1)
+    return _within_run_correlation(y - freq[b], inv)
+
+
 def reliability_noise_floor(
     p, y, run_id, *, band: float = 0.07, min_n: int = 30, n_sim: int = 400, seed: int = 0
 ) -> dict:
@@ -381,23 +389,32 @@ def reliability_noise_floor(
     probabilities ``p`` would pass it, and its median worst gap.
 
     Outcomes of checkpoints of one run are not independent (they share the run's final reward). Their
-    dependence is measured on ``y``: the within-run correlation of the residuals ``y - p``; the latent
-    correlation ``rho`` of a Gaussian copula is the value on a grid whose calibrated outcomes reproduce
-    it. Returns ``residual_correlation``, ``rho``, ``observed_worst_gap`` (of ``p`` against ``y``),
-    ``pass_rate`` and ``median_worst_gap`` of calibrated outcomes at ``rho``, ``p_value`` (the share of
-    them whose worst gap is at least the observed one: small means ``p`` is miscalibrated beyond the
-    noise), and ``pass_rate_independent`` / ``median_worst_gap_independent`` (``rho = 0``).
+    dependence is measured on ``y``: the within-run correlation of the outcomes around their bin's
+    observed frequency (:func:`_dependence`); the latent correlation ``rho`` of a Gaussian copula is the
+    value on a grid whose calibrated outcomes reproduce it. A forecaster whose errors differ from run to
+    run (not only from bin to bin) still raises it, so the floor at ``rho`` is an upper estimate of the
+    check's noise and the one at ``rho = 0`` (independent cases) a lower one; both are returned.
+
+    Returns ``residual_correlation``, ``rho``, ``observed_worst_gap`` (of ``p`` against ``y``; NaN when no
+    bin has ``min_n`` cases), ``pass_rate`` and ``median_worst_gap`` of calibrated outcomes at ``rho``,
+    ``p_value`` (Monte-Carlo, ``(1 + #{gap >= observed}) / (1 + n_sim)``: small means ``p`` is
+    miscalibrated beyond the noise; NaN without an observed gap), and ``pass_rate_independent`` /
+    ``median_worst_gap_independent`` (``rho = 0``).
     """
     p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(p) & np.isfinite(y)
     p, y = p[ok], y[ok]
+    observed = reliability_worst_gap(p, y, min_n=min_n)
+    if not np.isfinite(observed):  # no bin of min_n cases (the bins depend on p only): nothing to tell
+        keys = ("residual_correlation", "rho", "observed_worst_gap", "pass_rate", "median_worst_gap", "p_value",
+                "pass_rate_independent", "median_worst_gap_independent")  # fmt: skip
+        return dict.fromkeys(keys, float("nan"))
     _, inv = np.unique(np.asarray(run_id)[ok], return_inverse=True)
-    k = int(inv.max()) + 1 if inv.size else 0
+    k = int(inv.max()) + 1
     rng = np.random.default_rng(seed)
-    target = _within_run_correlation(y - p, inv)
+    target = _dependence(p, y, inv)
     grid = np.linspace(0.0, 0.95, 20)
-    sims = [np.mean([_within_run_correlation(o - p, inv) for o in _calibrated_outcomes(p, inv, k, g, rng, 20)])
-            for g in grid]  # fmt: skip
+    sims = [np.mean([_dependence(p, o, inv) for o in _calibrated_outcomes(p, inv, k, g, rng, 20)]) for g in grid]
     rho = (
         float(np.interp(target, sims, grid))
         if np.all(np.diff(sims) > 0)
@@ -409,15 +426,15 @@ def reliability_noise_floor(
             [reliability_worst_gap(p, o, min_n=min_n) for o in _calibrated_outcomes(p, inv, k, r, rng, n_sim)]
         )
 
-    observed = reliability_worst_gap(p, y, min_n=min_n)
     gaps, gaps0 = floor(rho), floor(0.0)
+    p_value = float((1 + np.sum(gaps >= observed)) / (1 + n_sim))
     return dict(
         residual_correlation=target,
         rho=rho,
         observed_worst_gap=observed,
         pass_rate=float(np.mean(gaps <= band)),
         median_worst_gap=float(np.nanmedian(gaps)),
-        p_value=float(np.mean(gaps >= observed)),
+        p_value=p_value,
         pass_rate_independent=float(np.mean(gaps0 <= band)),
         median_worst_gap_independent=float(np.nanmedian(gaps0)),
     )

@@ -201,7 +201,7 @@ def read(path, *, expected: ForecastConfig | None = None) -> dict:
     children = set(dt.children)
     observed = dt["observed_data" if "observed_data" in children else "fit_data"].to_dataset()
     return dict(
-        config=cfg, sampler=SamplerConfig.model_validate_json(dt.attrs["bayesgrpo_sampler"]),
+        config=cfg, sampler=_sampler(dt.attrs["bayesgrpo_sampler"]),
         runs=RunSet.from_xarray(observed), infos=infos, arrays=_arrays(dt, infos),
         posterior=dt["posterior"].to_dataset(),
         hyper=dt["hyperparameters"].to_dataset() if "hyperparameters" in children else None,
@@ -212,3 +212,11 @@ def read(path, *, expected: ForecastConfig | None = None) -> dict:
         forecast_ids=json.loads(dt.attrs["forecast_ids"]),
         shape_weights=json.loads(dt.attrs.get("shape_weights", "{}")),
     )  # fmt: skip
+
+
+def _sampler(text: str) -> SamplerConfig:
+    """The sampler a saved fit was made with; a file written before the sampler retry existed was sampled
+    without it (``retry=False``, not today's default)."""
+    import json
+
+    return SamplerConfig.model_validate({"retry": False, **json.loads(text)})

@@ -279,9 +279,10 @@ class Forecaster:
             why = ", ".join(sampling.health_problems(h[sub.run_ids[0]], r_hat=sampling.RETRY_R_HAT, ess=0.0))
             log.info("run %s: %s; sampled again (%d draws per chain, target_accept %g)", sub.run_ids[0], why,
                      again.draws, again.target_accept)  # fmt: skip
-            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=again, required=need, seed=seed)
-            post, st, h = self._read(idata, sub)  # health of every draw sampled, before the thinning
-            post, st = sampling.thinned(post, self.sampler.draws), sampling.thinned(st, self.sampler.draws)
+            # another seed: other starting points and another stream than the chains that disagreed
+            idata = sampling.nuts(compiled, data=sub.data(prior_b), sampler=again, required=need,
+                                  seed=sampling.retry_seed(seed))  # fmt: skip
+            post, st, h = self._read(idata, sub, thin_to=self.sampler.draws)  # health of the draws kept
         if self.config.channels and not spread:  # the same variables for every run of the fit (NaN: fitted without)
             post = post.assign(dict.fromkeys(SPREAD_PARAMS, post["r_star"] * np.nan))
         if "family" in post.dims:
@@ -289,10 +290,13 @@ class Forecaster:
         return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], st, h
 
     @staticmethod
-    def _read(idata, sub: ModelArrays):
-        """``(posterior, sample stats, health per run)`` of one NUTS call over the runs of ``sub``."""
+    def _read(idata, sub: ModelArrays, thin_to: int | None = None):
+        """``(posterior, sample stats, health per run)`` of one NUTS call over the runs of ``sub``, thinned to
+        ``thin_to`` draws per chain when given (:func:`bayesgrpo.inference.sampling.thinned`)."""
         post = sampling.posterior_dataset(idata).assign_coords(run=list(sub.run_ids))
         st = sampling.posterior_dataset(idata, "sample_stats")
+        if thin_to is not None:
+            post, st = sampling.thinned(post, thin_to), sampling.thinned(st, thin_to)
         return post, st, sampling.health(post, st, var_names=HEALTH_VARS)
 
     def _fit_shape(self, sub: ModelArrays, info: RunInfo, runs: RunSet, context, run_priors: dict):

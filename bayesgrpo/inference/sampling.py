@@ -45,6 +45,7 @@ __all__ = [
     "LogDensity",
     "health_problems",
     "needs_retry",
+    "retry_seed",
     "thinned",
     "STATUS_HEALTH",
 ]
@@ -73,7 +74,10 @@ class SamplerConfig(BaseModel):
     retry : bool
         Sample a run a second time, once, when its chains disagree or diverged (:func:`needs_retry`:
         r_hat above 1.01 or any divergent transition, with at least :data:`RETRY_MIN_DRAWS` draws per
-        chain), with :meth:`retried` settings; the first chains are dropped. Measured on the 290 cases of
+        chain), with :meth:`retried` settings and another seed; the first chains are dropped, the second
+        thinned to ``draws`` per chain, and the health a fit reports is that of the draws it keeps.
+        Per-run forecaster fits only: a joint (hierarchical) fit, ``compare`` and the context runs' own
+        fits are sampled once. Measured on the 290 cases of
         the development benchmark (``bench/results/sampling.md``, rows ``kernel_ab`` and ``retry``): without
         it r_hat > 1.01 in 10% of forecasts and a divergence in 3.4%; with it 1.4% and 0.7%, for 27% more
         CPU per forecast on average and the same scores.
@@ -334,13 +338,25 @@ def needs_retry(h: dict, sampler: SamplerConfig) -> bool:
     return bool(health_problems(h, r_hat=RETRY_R_HAT, ess=0.0))
 
 
+def retry_seed(seed: int) -> int:
+    """The seed of a run's second sampling (:attr:`SamplerConfig.retry`): deterministic, and another
+    stream and other starting points than ``seed``'s (chains that disagreed may have started badly)."""
+    return int(np.random.default_rng([int(seed), 1]).integers(2**31))
+
+
 def thinned(ds, draws: int):
     """``ds`` (a posterior or sample-stats dataset with a ``draw`` dimension) cut to ``draws`` draws per
-    chain by keeping every k-th (k = its draws // ``draws``), the draw coordinate renumbered."""
+    chain by keeping every k-th (k = its draws // ``draws``), the draw coordinate renumbered. A
+    ``diverging`` flag is kept for a window of k draws when any of them diverged (a divergent transition
+    is never thinned away)."""
     n = ds.sizes["draw"]
     if n <= draws:
         return ds
-    out = ds.isel(draw=slice(None, None, n // draws)).isel(draw=slice(0, draws))
+    k = n // draws
+    out = ds.isel(draw=slice(None, None, k)).isel(draw=slice(0, draws))
+    if "diverging" in ds:
+        flags = ds["diverging"].isel(draw=slice(0, k * draws)).coarsen(draw=k).any()
+        out = out.assign(diverging=(flags.dims, flags.to_numpy()))
     return out.assign_coords(draw=np.arange(draws))
 
 

@@ -59,8 +59,8 @@ CONFIGS = {
     # today's default sampler, run once in a tree before and once after a change of the kernels (issue 20: the
     # adjoint kernel), each tree writing its own sampling_runs/: the change's effect on the scores, same cases
     "kernel_ab": (dict(draws=1000, tune=800), None),
-    "kernel_ab_base": (dict(draws=1000, tune=800), None),
-    "d1000t600": (dict(draws=1000, tune=600), None),  # kernel_ab's ledger from the tree before (072832e)
+    "kernel_ab_base": (dict(draws=1000, tune=800), None),  # kernel_ab's ledger from the tree before (072832e)
+    "d1000t600": (dict(draws=1000, tune=600), None),
     # issue 17's sampler-health target (r_hat > 1.01 and any divergence each in under 3% of forecasts): longer
     # chains (r_hat's own noise falls with the ESS) and a longer warm-up (divergences of the adaptation)
     "d1500t800": (dict(draws=1500, tune=800), None),
@@ -326,8 +326,9 @@ def report() -> None:
           "over cases of the quantile's Monte-Carlo standard error divided by the forecast's 90% width "
           "`final_q95 - final_q05`. `+ retry` (the default since issue 17, `SamplerConfig.retry`): a run whose "
           "chains disagree (r_hat > 1.01) or diverged is sampled again once with `SamplerConfig.retried()` "
-          "(2 x 2000 / 1000, target_accept 0.995, thinned back to 1000 per chain); its r_hat, ESS and "
-          "divergences are the second sampling's, its gradient evaluations and seconds both samplings'. "
+          "(2 x 2000 / 1000, target_accept 0.995, another seed, thinned back to 1000 per chain); its r_hat, ESS "
+          "and divergences are those of the draws the fit keeps, its gradient evaluations and seconds both "
+          "samplings'. "
           "The retry's settings were chosen from the rows `d2000t1000_ta995` (longer chains against r_hat's "
           "own noise, a smaller step against divergences: a divergence is a per-draw event, so more draws "
           "alone raise the share of forecasts with one, `d2000t800`).", ""]  # fmt: skip

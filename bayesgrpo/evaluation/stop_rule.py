@@ -327,13 +327,18 @@ def risk_thresholds(curve: pd.DataFrame, risks, *, method: str, min_stops: int =
     return out
 
 
+def _bin_of(p: np.ndarray, bins: int) -> np.ndarray:
+    """The equal-width bin of each probability (1.0 in the last bin)."""
+    return np.minimum((p * bins).astype(int), bins - 1)
+
+
 def reliability(p, y, *, bins: int = 10, weights=None) -> pd.DataFrame:
     """Reliability table: per equal-width bin of ``p``, the number of cases, the mean probability, the
     observed frequency (weighted by ``weights``) and the gap ``observed - mean_p``."""
     p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
     w = np.ones_like(p) if weights is None else np.asarray(weights, dtype=float)
     ok = np.isfinite(p) & np.isfinite(y)
-    b = np.minimum((p[ok] * bins).astype(int), bins - 1)
+    b = _bin_of(p[ok], bins)
     rows = []
     for k in range(bins):
         m = b == k
@@ -376,7 +381,7 @@ def _within_run_correlation(r: np.ndarray, inv: np.ndarray) -> float:
 def _dependence(p: np.ndarray, y: np.ndarray, inv: np.ndarray, bins: int = 10) -> float:
     """Within-run correlation of the outcomes around their bin's observed frequency (``y`` minus the
     frequency of its bin of ``p``): a miscalibration shared by a whole bin is not counted as dependence."""
-    b = np.minimum((p * bins).astype(int), bins - 1)
+    b = _bin_of(p, bins)
     freq = np.bincount(b, weights=y, minlength=bins) / np.maximum(np.bincount(b, minlength=bins), 1)
     return _within_run_correlation(y - freq[b], inv)
 

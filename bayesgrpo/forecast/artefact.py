@@ -217,6 +217,4 @@ def read(path, *, expected: ForecastConfig | None = None) -> dict:
 def _sampler(text: str) -> SamplerConfig:
     """The sampler a saved fit was made with; a file written before the sampler retry existed was sampled
     without it (``retry=False``, not today's default)."""
-    import json
-
     return SamplerConfig.model_validate({"retry": False, **json.loads(text)})

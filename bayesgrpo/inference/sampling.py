@@ -77,11 +77,10 @@ class SamplerConfig(BaseModel):
         chain), with :meth:`retried` settings and another seed; the first chains are dropped, the second
         thinned to ``draws`` per chain, and the health a fit reports is that of the draws it keeps.
         Per-run forecaster fits only: a joint (hierarchical) fit, ``compare`` and the context runs' own
-        fits are sampled once. Measured on the 290 cases of
-        the development benchmark (``bench/results/sampling.md``, rows ``kernel_ab`` and ``retry``): without
-        it r_hat > 1.01 in 9.7% of forecasts and a divergence in 3.4%; with it 1.4% and 1.0%, for 29% more
-        CPU per forecast on average and the same scores (all 30 development sources, 407 cases: 8.4% / 4.2%
-        without, 1.0% / 1.5% with it).
+        fits are sampled once. Measured on the 290 cases of the development benchmark
+        (``bench/results/sampling.md``, rows ``kernel_ab`` and ``retry``): without it r_hat > 1.01 in 9.7% of
+        forecasts and a divergence in 3.4%; with it 1.4% and 1.0%, for 29% more CPU per forecast on average
+        and the same scores (all 30 development sources, 407 cases: 8.4% / 4.2% without, 1.0% / 1.5% with it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

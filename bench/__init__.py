@@ -1,0 +1,1 @@
+"""bayesgrpo's benchmarks and research (not shipped): scripts that write ``bench/results``."""

@@ -1,0 +1,1 @@
+"""Collecting development runs from public repositories into ``data/grpo-collected`` (see README.md)."""

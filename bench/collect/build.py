@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import subprocess
 import sys
@@ -38,7 +39,11 @@ from bench.collect import raw, sources
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "data" / "grpo-collected"
-SHARED = ROOT.parent / "shared"
+#: ../shared beside the checkout (a git worktree elsewhere: $BAYESGRPO_SHARED, else /work/shared)
+SHARED = next(
+    (p for p in (Path(os.environ.get("BAYESGRPO_SHARED", ROOT.parent / "shared")), Path("/work/shared")) if p.is_dir()),
+    ROOT.parent / "shared",
+)
 HELD_OUT = SHARED / "tools" / "held_out"
 DEV_SETS = ("grpo-public", "grpo-extra", "grpo-more")
 MIN_POINTS = 30

@@ -14,6 +14,7 @@ from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.evaluation.scoring import run_truth
 from bayesgrpo.plan import MIN_POINTS, plan_runs
 from bayesgrpo.schema import REWARD, STEP, RunSet
+from bayesgrpo.series import robust_range
 from bench.yardstick.data import CUTOFFS
 
 
@@ -63,5 +64,5 @@ def build(runs: RunSet, cutoffs=CUTOFFS, final_window: float = DEFAULT_FINAL_WIN
 def frame(cases: list[Case]) -> pd.DataFrame:
     return pd.DataFrame([dict(key=c.key, run_id=c.run_id, source=c.source, split=c.split, cutoff=c.cutoff,
                               n_obs=len(c.steps), observed_until=c.observed_until, s0=c.s0, horizon=c.horizon,
-                              truth=c.truth, range=c.range, level=float(np.mean(c.rewards[-max(3, len(c.rewards) // 10):])))
+                              truth=c.truth, range=c.range, prange=robust_range(c.rewards), level=float(np.mean(c.rewards[-max(3, len(c.rewards) // 10):])))
                          for c in cases])  # fmt: skip

@@ -17,7 +17,7 @@ logistic   ``r0 + (c - r0) / (1 + exp(-k (u - m)))``              an S-curve in 
 Predictive draws (Laplace): parameters ~ N(theta_hat, s^2 (J'J)^-1), clipped to the bounds; the future
 window mean of the drawn curve plus the AR(1)-corrected noise of the window's mean. The evidence of each
 family: BIC ``n ln(RSS / n) + p ln n``; and the *block score*, the log predictive density of the prefix's
-last quarter under the family fitted to the first three quarters (leave-future-out).
+second half under the family fitted to its first half (leave-future-out; :func:`block_score`).
 
 The BIC ensemble weighs the families by ``exp(-BIC / 2)`` and mixes their draws.
 """
@@ -35,6 +35,8 @@ from bayesgrpo.evaluation.peer_base import Peer, _ar1_rho, _mean_noise_sd, _Prob
 from bayesgrpo.series import current_level, robust_range, start_level
 
 LOG2PI = math.log(2 * math.pi)
+#: the block score's split of the prefix (the kinds' block evidence uses the same)
+SPLIT = 0.5
 
 
 @dataclass(frozen=True)
@@ -255,22 +257,24 @@ def _curves(fam: Family, th: np.ndarray, u: np.ndarray) -> np.ndarray:
     return out
 
 
-def block_score(fam: Family, u, y, lb, ub) -> float:
-    """Log predictive density of the prefix's last quarter (at least 3 points) under the family fitted to the
-    rest (Gaussian: residual variance plus the delta-method variance of the curve), per held-out point."""
+def block_score(fam: Family, u, y, lb, ub, split: float = SPLIT) -> float:
+    """``log p(y_later | y_first)``: the log predictive density of the prefix's observations after its first
+    ``split`` share (``round(split n)`` points, as :func:`bayesgrpo.inference.evidence.mask_after` splits) under
+    the family fitted to the first part -- Gaussian, residual variance plus the delta-method variance of the
+    curve; summed over the later points (raw reward units)."""
     n = y.size
-    k = max(3, int(round(0.25 * n)))
-    if n - k < lb.size + 2:
+    m = max(1, int(round(split * n)))
+    if m < lb.size + 2 or m >= n:
         return float("nan")
-    fit = fit_family(fam, u[:-k], y[:-k], lb, ub)
+    fit = fit_family(fam, u[:m], y[:m], lb, ub)
     if fit is None:
         return float("nan")
-    ub_ = u[-k:]
-    mu = fam.f(ub_, *fit.theta)
-    J = _jac(fam, ub_, fit.theta, lb, ub)
+    ul = u[m:]
+    mu = fam.f(ul, *fit.theta)
+    J = _jac(fam, ul, fit.theta, lb, ub)
     var = fit.sigma**2 + np.einsum("ij,jk,ik->i", J, fit.cov, J)
-    var = np.maximum(var, 1e-12)
-    return float(np.mean(-0.5 * (LOG2PI + np.log(var) + (y[-k:] - mu) ** 2 / var)))
+    var = np.maximum(var, 1e-12 * max(1.0, float(np.var(y))))
+    return float(np.sum(-0.5 * (LOG2PI + np.log(var) + (y[m:] - mu) ** 2 / var)))
 
 
 @dataclass

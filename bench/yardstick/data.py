@@ -17,6 +17,7 @@ headline number, so more runs of one source add CPU, not information about other
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from pathlib import Path
 
@@ -27,7 +28,11 @@ from bayesgrpo.io import read_runs
 from bayesgrpo.schema import RunSet
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "data"
+SHARED = next(
+    (p / "data" for p in (Path(os.environ.get("BAYESGRPO_SHARED", ROOT.parent / "shared")), Path("/work/shared"))
+     if (p / "data").is_dir()),
+    ROOT.parent / "shared" / "data",
+)  # fmt: skip
 SHARED_SETS = ("grpo-public", "grpo-extra", "grpo-more")
 COLLECTED = ROOT / "data" / "grpo-collected"
 SEED = "bayesgrpo-yardstick-2026-12-06"

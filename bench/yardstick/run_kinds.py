@@ -93,14 +93,58 @@ def kinds(kind: str, sampler: SamplerConfig, only=None) -> None:
         print(f"[{time.time() - t0:6.0f}s] {kind}: {s} ({len(ids)} runs, {len(draws)} cases)", flush=True)
 
 
+def evidence(kind: str, only=None) -> None:
+    """Each case's block evidence of ``kind`` (:func:`bayesgrpo.forecast.shape.run_evidence`, split as the curve
+    families' block score: ``bench.yardstick.curves.SPLIT``), in the run's normalised units and in raw reward
+    units (``- n_later log scale``), with the prior of the kind's ledger; ledger ``<kind>_evidence``."""
+    import math
+
+    from bayesgrpo.forecast.shape import run_evidence
+    from bayesgrpo.models.arrays import prepare_arrays
+    from bayesgrpo.models.kinds import get_kind
+    from bench.yardstick import cases as C
+    from bench.yardstick.curves import SPLIT
+
+    table = pd.read_csv(TABLE)
+    rs = data.load()
+    allc = C.build(rs)
+    spec = get_kind(kind)
+    t0 = time.time()
+    for s in sorted({c.source for c in allc}):
+        name = f"{kind}_evidence"
+        if (only and s not in only) or store.done(name, s):
+            continue
+        prior = prior_for(table, kind, s)
+        rows = []
+        for c in (x for x in allc if x.source == s):
+            sub = rs.select([c.run_id]).truncate(until_step=int(c.observed_until))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                arr, infos = prepare_arrays(sub, horizon=int(c.horizon), prior=prior)
+            n = int(infos[0].n_obs)
+            n_later = n - max(1, int(round(SPLIT * n)))
+            c0 = time.process_time()
+            if spec.degeneracy and infos[0].refresh_interval > 1:
+                e = -math.inf
+            else:
+                e = run_evidence(spec, arr, prior, split=SPLIT)
+            rows.append(dict(key=c.key, source=s, evidence=e, scale=infos[0].scale, n_later=n_later,
+                             evidence_raw=e - n_later * math.log(infos[0].scale), cpu=time.process_time() - c0))  # fmt: skip
+        store.write(name, s, {}, pd.DataFrame(rows))
+        print(f"[{time.time() - t0:6.0f}s] evidence {kind}: {s}", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stage", choices=("fits", "kinds"), required=True)
+    ap.add_argument("--stage", choices=("fits", "kinds", "evidence"), required=True)
     ap.add_argument("--kind", action="append")
     ap.add_argument("--source", action="append")
     a = ap.parse_args(argv)
     if a.stage == "fits":
         fits()
+    elif a.stage == "evidence":
+        for k in a.kind or ["oscillator", "degeneracy"]:
+            evidence(k, a.source)
     else:
         for k in a.kind or ["oscillator", "degeneracy"]:
             kinds(k, SamplerConfig(seed=0), a.source)

@@ -57,11 +57,13 @@ def wandb_csv(text: str, *, skip_internal: bool = True) -> dict[str, pd.DataFram
 _VERL_LINE = re.compile(r"step:(\d+) - (.*)")
 
 
-def verl_steps(text: str) -> pd.DataFrame:
+def verl_steps(text: str, maxlen: int | None = None) -> pd.DataFrame:
     """verl console ``step:N - key:value - ...`` lines -> wide frame (``step`` + keys, source names).
 
     ANSI codes and Ray prefixes are stripped; values that are not numbers are skipped; a later line for
-    the same step updates the earlier one (validation-only ``step:0`` lines merge with nothing else)."""
+    the same step updates the earlier one (validation-only ``step:0`` lines merge with nothing else).
+    ``maxlen``: the capture cut lines at this many characters (W&B's ``output.log`` keeps 4096); the last
+    field of a line that long may be cut mid-number and is dropped, as is everything after the cut."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     recs: dict[int, dict] = {}
     for line in text.replace("\r", "\n").splitlines():
@@ -75,7 +77,10 @@ def verl_steps(text: str) -> pd.DataFrame:
             continue
         step = int(m.group(1))
         rec = recs.setdefault(step, {})
-        for part in m.group(2).split(" - "):
+        parts = m.group(2).split(" - ")
+        if maxlen is not None and len(line) >= maxlen:
+            parts = parts[:-1]
+        for part in parts:
             k, sep, v = part.partition(":")
             if not sep:
                 continue
@@ -86,9 +91,9 @@ def verl_steps(text: str) -> pd.DataFrame:
     return df
 
 
-def verl_train(text: str, run_id: str, reward_key: str = "critic/score/mean") -> pd.DataFrame:
+def verl_train(text: str, run_id: str, reward_key: str = "critic/score/mean", maxlen: int | None = None) -> pd.DataFrame:
     """:func:`verl_steps` keeping the steps that hold a training reward, mapped onto the schema."""
-    df = verl_steps(text)
+    df = verl_steps(text, maxlen)
     if reward_key not in df.columns:
         return pd.DataFrame(columns=["run_id", "step", "reward"])
     df = df[df[reward_key].notna()].copy()

@@ -13,7 +13,9 @@ SOURCE = dict(
     notes=(
         "GEPO paper (Qwen3-1.7B, open-r1/TRL GRPO-family trainer, SimpleRL-Zoo MATH lv3-5, 0/1 accuracy reward, "
         "G=8, lr 1e-6, beta 0, 4096-token completions); W&B CSV exports of the online runs GRPO/GEPO/GSPO: "
-        "train/reward every step + train/grad_norm; x = train/global_step (W&B _step dropped). "
+        "train/reward every step + train/grad_norm and train/sts_var/ratio_pEqQ (importance-weight variance) "
+        "every step, eval/rewards/accuracy_reward_lv35/mean (held-out MATH lv3-5) every 32 steps (its step-0 "
+        "value dropped: no training row there); x = train/global_step (W&B _step dropped). "
         "Train reward rises 0.45->0.75 in ~300 steps, then GRPO collapses to ~0.35-0.40 from step ~920 and "
         "GSPO from step ~1200 (20-step rolling mean falls by >0.15); GEPO stays at ~0.75."
     ),
@@ -26,7 +28,8 @@ ALGO = {"grpo": "GRPO", "gepo": "GEPO (group-expectation IS weights)", "gspo": "
 
 
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
-    paths = [DIR + "wandb_TrainReward.csv", DIR + "wandb_GradNorm.csv"]
+    paths = [DIR + "wandb_TrainReward.csv", DIR + "wandb_GradNorm.csv", DIR + "wandb_VarISweight.csv",
+             DIR + "wandb_online.csv"]
     tables = [wandb_csv(raw.text(SOURCE["repo"], COMMIT, p)) for p in paths]
     parts, meta = [], []
     for name, short in RUNS.items():

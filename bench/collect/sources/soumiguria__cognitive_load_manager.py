@@ -13,11 +13,11 @@ SOURCE = dict(
     repo="soumiguria/cognitive-load-manager",
     notes=(
         "Qwen2.5-1.5B-Instruct (Unsloth, LoRA r16), TRL GRPOTrainer, G = 4, 2 prompts per device x 2 "
-        "accumulation, lr 5e-6, 25 epochs x 40 steps planned (1000 optimiser steps); custom env (task "
+        "accumulation, lr 5e-6, 25 epochs planned (the Unsloth banner in the notebook says 2,000 total steps), interrupted by hand after 223 min; custom env (task "
         "scheduling: progress/milestone/completion bonuses, context-switch, delay and burnout penalties; one env "
         "step per completion). reward = 'mean' of reward_curve.json, written by the notebook's reward function "
         "once per call (per generation batch of 8 completions), so the logging unit is the reward-function call "
-        "(1117 calls), not the optimiser step; max/min of the call kept as reward_max/reward_min. Rises from "
+        "(1117 calls, about two per optimiser step with 2-step accumulation), not the optimiser step; the notebook output prints the same per-call means; max/min of the call kept as reward_max/reward_min. Rises from "
         "~0.11 to a plateau ~0.25 (the env's best single action scores 0.27)."
     ),
 )

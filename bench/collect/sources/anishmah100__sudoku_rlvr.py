@@ -5,6 +5,7 @@ continues the previous stage's LoRA weights; ``experiments/<exp>/train_log_stage
 ``log_history``."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -22,10 +23,14 @@ SOURCE = dict(
         "separate trainer run (step restarts at 1, new schedule, harder puzzles) initialised from the previous "
         "stage's adapter (stage 0 from the base model or from an earlier experiment's adapter, see each run's "
         "notes); stages shorter than 30 steps are left out by the builder. experiments/REGISTRY.md lists the "
-        "experiments; meta.json the configs read here."
+        "experiments (exp1..exp8, final commit); meta.json the configs read here. The first study (easy 4x4 "
+        "curriculum from the base model, lr 1e-5, results/train_log_stage*_4x4.json at the first commit) is "
+        "included as runs easy-4x4_stage0..4."
     ),
 )
 COMMIT = "adafb87f91cbb7d143202c35a6f3bec218958810"
+#: the first study (4x4 "easy" curriculum from the base model, configs/easy_curriculum.yaml), first commit
+C_EASY = "46a4ebf8c54eafdca89c759e028ad108e6609334"
 
 
 def _regime(r: np.ndarray) -> str:
@@ -71,4 +76,22 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
                 notes=(f"experiment {exp}, curriculum stage {k} ({size}x{size}, {clues} clues); initialised from {init}; "
                        f"batch_size = prompts per optimiser step"),
             ))  # fmt: skip
+    cfg_path = "configs/easy_curriculum.yaml"
+    text = raw.text(repo, C_EASY, cfg_path)
+    stages = [tuple(int(x) for x in m) for m in re.findall(r"size:\s*(\d+),\s*clues:\s*(\d+),\s*max_steps:\s*(\d+)", text)]
+    lr = float(re.search(r"^learning_rate:\s*([0-9.eE+-]+)", text, re.M).group(1))
+    g = int(re.search(r"^num_generations:\s*(\d+)", text, re.M).group(1))
+    for k, (size, clues, steps) in enumerate(stages):
+        path = f"results/train_log_stage{k}_4x4.json"
+        rid = f"sudoku-rlvr_easy-4x4_stage{k}"
+        d = trainer_state(json.dumps({"log_history": json.loads(raw.text(repo, C_EASY, path))}), run_id=rid)
+        datas.append(d.drop(columns=[c for c in ("epoch",) if c in d.columns]))
+        metas.append(dict(
+            run_id=rid, source_path=f"{path};{cfg_path}", commit=C_EASY, model="Qwen/Qwen2.5-3B-Instruct (LoRA r32)",
+            params_b=3.09, group_size=g, learning_rate=lr, batch_size=1,
+            dataset=f"Sudoku {size}x{size}, {clues} clues (generated)", algorithm="GRPO (TRL GRPOTrainer, Unsloth)",
+            max_steps=steps, regime=_regime(d["reward"].to_numpy()),
+            notes=(f"first study (easy 4x4 curriculum, configs/easy_curriculum.yaml), stage {k} ({clues} clues); "
+                   f"initialised from {'the base model' if k == 0 else f'stage {k - 1} adapter'}; 1 prompt x 8 per step"),
+        ))  # fmt: skip
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

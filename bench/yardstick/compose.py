@@ -41,7 +41,7 @@ def load(split: str | None = "selection", kinds=("oscillator", "degeneracy")):
     ev = f[f["key"].isin(keys) & (f["family"] != "*")] if len(f) else f
     M["bic_ensemble"] = bic_mix(fam_draws, ev)
     for k in kinds:
-        d, kf = store.read(k)
+        d, _ = store.read(k)
         M[k] = {key: v for key, v in d.items() if key in keys}
     return cf, cs, M, ev
 
@@ -85,8 +85,16 @@ def evidence_table(keys) -> pd.DataFrame:
     return E[E["key"].isin(set(keys))]
 
 
-def bma(M: dict, E: pd.DataFrame, components, *, beta: float = 1.0, prior: dict | None = None, fallback: str = "oscillator",
-        n: int = store.N_DRAWS) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
+def bma(
+    M: dict,
+    E: pd.DataFrame,
+    components,
+    *,
+    beta: float = 1.0,
+    prior: dict | None = None,
+    fallback: str = "oscillator",
+    n: int = store.N_DRAWS,
+) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
     """Per case, the mixture of ``components`` weighted by ``prior[c] exp(beta ev_c)`` (components without a
     finite evidence or draws left out; none left: ``fallback``'s draws). Returns the draws and the weights."""
     P = E[E["component"].isin(components)].pivot_table(index="key", columns="component", values="ev", aggfunc="first")

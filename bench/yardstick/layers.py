@@ -36,7 +36,7 @@ def source_weights(sources: pd.Series) -> np.ndarray:
 
 
 def _qs(x: np.ndarray, levels=LEVELS) -> tuple[float, np.ndarray, np.ndarray]:
-    lo = np.quantile(x, [1 - l for l in levels])
+    lo = np.quantile(x, [1 - lv for lv in levels])
     hi = np.quantile(x, list(levels))
     return float(np.median(x)), lo, hi
 
@@ -57,8 +57,8 @@ class SideStretch:
                 zl.append((med - r.truth) / np.maximum(med - lo, eps))
                 zh.append((r.truth - med) / np.maximum(hi - med, eps))
             zl, zh = np.array(zl), np.array(zh)
-            klo = np.array([weighted_quantile(zl[:, i], w, l) for i, l in enumerate(self.levels)])
-            khi = np.array([weighted_quantile(zh[:, i], w, l) for i, l in enumerate(self.levels)])
+            klo = np.array([weighted_quantile(zl[:, i], w, lv) for i, lv in enumerate(self.levels)])
+            khi = np.array([weighted_quantile(zh[:, i], w, lv) for i, lv in enumerate(self.levels)])
             # monotone in the level: a wider level never moves less far than a narrower one (in units of q)
             self.k[float(c)] = (np.maximum(klo, self.floor), np.maximum(khi, self.floor))
         return self
@@ -71,7 +71,9 @@ class SideStretch:
         eps = self.scale_floor * prange
         # target quantiles at the levels; the draws' own levels map piecewise linearly onto them
         src = np.concatenate([lo[::-1], [med], hi])
-        dst = np.concatenate([(med - klo * np.maximum(med - lo, eps))[::-1], [med], med + khi * np.maximum(hi - med, eps)])
+        dst = np.concatenate(
+            [(med - klo * np.maximum(med - lo, eps))[::-1], [med], med + khi * np.maximum(hi - med, eps)]
+        )
         dst = np.maximum.accumulate(dst)
         src = np.maximum.accumulate(src)
         y = np.interp(x, src, dst)  # piecewise linear in the draws' values between the levels' quantiles

@@ -1,9 +1,9 @@
 """Every ledger of the yardstick, in order, each stage resumable (a source's ledger is written whole).
 
-    nice .venv/bin/python -m bench.yardstick.run            # fits, kinds, evidence, peers, curves
-    nice .venv/bin/python -m bench.yardstick.run --fresh-kinds   # after the selection sources changed: the
-                                                            # priors of every case change, so the kinds'
-                                                            # ledgers and evidence are recomputed
+nice .venv/bin/python -m bench.yardstick.run            # fits, kinds, evidence, peers, curves
+nice .venv/bin/python -m bench.yardstick.run --fresh-kinds   # after the selection sources changed: the
+                                                        # priors of every case change, so the kinds'
+                                                        # ledgers and evidence are recomputed
 """
 
 from __future__ import annotations

@@ -52,34 +52,67 @@ def fits() -> pd.DataFrame:
             todo = [r for r in rs.run_ids if (r, round(c, 3), kind) not in have]
             for k in range(0, len(todo), 8):
                 part = todo[k : k + 8]
-                rows = fit_run_effects(rs.select(part), fraction=c, kind=kind, sampler=FIT_SAMPLER, source=src.to_dict())
+                rows = fit_run_effects(
+                    rs.select(part), fraction=c, kind=kind, sampler=FIT_SAMPLER, source=src.to_dict()
+                )
                 df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
                 df.to_csv(TABLE, index=False)
                 print(f"[{time.time() - t0:6.0f}s] fits {kind} @ {c}: {k + len(part)}/{len(todo)}", flush=True)
     return df
 
 
-def prior_for(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
+#: prior variants of a kind (ledger name ``<kind>_<variant>``): the same compiled graph, another prior
+VARIANTS = {
+    # the spike of a spike-and-slab prior on the gain: the run is at its fixed point already (R* = r0)
+    "spike": dict(gain_mu=0.0, gain_sd=0.01),
+}
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    kind, _, variant = name.partition("_")
+    return kind, (variant or None)
+
+
+def prior_for(table: pd.DataFrame, name: str, source: str) -> PopulationPrior:
     """The population prior of a run of ``source``: fitted on the selection sources other than it (and the
-    testbed), every source weighing the same (:func:`bayesgrpo.models.prior.fit_population`)."""
+    testbed), every source weighing the same (:func:`bayesgrpo.models.prior.fit_population`); a variant's
+    fields (:data:`VARIANTS`) replace the fitted ones at every fraction."""
+
+    kind, variant = split_name(name)
+    base = _prior(table, kind, source)
+    if variant is None:
+        return base
+    fields = VARIANTS[variant]
+    d = base.model_dump()
+    d.update(fields)
+    d["by_fraction"] = {k: (tuple(fields[k] for _ in base.fraction_grid) if k in fields else v)
+                        for k, v in base.by_fraction.items()}  # fmt: skip
+    d["name"] = f"{base.name}-{variant}"
+    return PopulationPrior(**d)
+
+
+def _prior(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
     from bayesgrpo.models.kinds import prior_kind as which
 
     pk = which(kind, lambda k: bool((table["kind"] == k).any()))
     rows = table[(table["kind"] == pk)]
-    rows = rows[rows["source"].map(lambda s: s == "testbed" or data.split_of(s) == "selection") & (rows["source"] != source)]
+    rows = rows[
+        rows["source"].map(lambda s: s == "testbed" or data.split_of(s) == "selection") & (rows["source"] != source)
+    ]
     return fit_population(rows, name=f"yardstick-{pk}-{store.slug(source)}", base=default_prior(kind))
 
 
-def kinds(kind: str, sampler: SamplerConfig, only=None) -> None:
+def kinds(name: str, sampler: SamplerConfig, only=None) -> None:
+    kind, _ = split_name(name)
     table = pd.read_csv(TABLE)
     rs = data.load()
     src = rs.meta["source_repo"].astype(str)
     t0 = time.time()
     for s in sorted(src.unique()):
-        if (only and s not in only) or store.done(kind, s):
+        if (only and s not in only) or store.done(name, s):
             continue
         ids = [r for r in rs.run_ids if src[r] == s]
-        prior = prior_for(table, kind, s)
+        prior = prior_for(table, name, s)
         with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = backtest(rs.select(ids), cutoffs=data.CUTOFFS, kind=kind, peers=(), sampler=sampler, prior=prior,
@@ -89,11 +122,11 @@ def kinds(kind: str, sampler: SamplerConfig, only=None) -> None:
         facts = res.cases[["run_id", "source", "cutoff", "ok", "message", "observed_until", "seconds", "r_hat_max",
                            "ess_min", "divergences", "p_stop_before_horizon", "p_plateaued", "scale", "level"]].copy()  # fmt: skip
         facts.insert(0, "key", [f"{r}|{c:g}" for r, c in zip(facts["run_id"], facts["cutoff"], strict=True)])
-        store.write(kind, s, draws, facts)
-        print(f"[{time.time() - t0:6.0f}s] {kind}: {s} ({len(ids)} runs, {len(draws)} cases)", flush=True)
+        store.write(name, s, draws, facts)
+        print(f"[{time.time() - t0:6.0f}s] {name}: {s} ({len(ids)} runs, {len(draws)} cases)", flush=True)
 
 
-def evidence(kind: str, only=None) -> None:
+def evidence(kname: str, only=None) -> None:
     """Each case's block evidence of ``kind`` (:func:`bayesgrpo.forecast.shape.run_evidence`, split as the curve
     families' block score: ``bench.yardstick.curves.SPLIT``), in the run's normalised units and in raw reward
     units (``- n_later log scale``), with the prior of the kind's ledger; ledger ``<kind>_evidence``."""
@@ -108,13 +141,14 @@ def evidence(kind: str, only=None) -> None:
     table = pd.read_csv(TABLE)
     rs = data.load()
     allc = C.build(rs)
+    kind, _ = split_name(kname)
     spec = get_kind(kind)
     t0 = time.time()
     for s in sorted({c.source for c in allc}):
-        name = f"{kind}_evidence"
+        name = f"{kname}_evidence"
         if (only and s not in only) or store.done(name, s):
             continue
-        prior = prior_for(table, kind, s)
+        prior = prior_for(table, kname, s)
         rows = []
         for c in (x for x in allc if x.source == s):
             sub = rs.select([c.run_id]).truncate(until_step=int(c.observed_until))
@@ -131,7 +165,7 @@ def evidence(kind: str, only=None) -> None:
             rows.append(dict(key=c.key, source=s, evidence=e, scale=infos[0].scale, n_later=n_later,
                              evidence_raw=e - n_later * math.log(infos[0].scale), cpu=time.process_time() - c0))  # fmt: skip
         store.write(name, s, {}, pd.DataFrame(rows))
-        print(f"[{time.time() - t0:6.0f}s] evidence {kind}: {s}", flush=True)
+        print(f"[{time.time() - t0:6.0f}s] evidence {kname}: {s}", flush=True)
 
 
 def main(argv=None):

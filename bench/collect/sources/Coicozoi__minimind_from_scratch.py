@@ -64,6 +64,18 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     for rid, commit, path, lr, ds, algo, regime, note in specs:
         d, total = _parse(raw.text(repo, commit, path), rid)
         datas.append(d)
-        metas.append(dict(run_id=rid, source_path=path, commit=commit, learning_rate=lr, dataset=ds,
-                          algorithm=algo, max_steps=total, regime=regime, notes=note, **common))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=path,
+                commit=commit,
+                learning_rate=lr,
+                dataset=ds,
+                algorithm=algo,
+                max_steps=total,
+                regime=regime,
+                notes=note,
+                **common,
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

@@ -28,8 +28,12 @@ ALGO = {"grpo": "GRPO", "gepo": "GEPO (group-expectation IS weights)", "gspo": "
 
 
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
-    paths = [DIR + "wandb_TrainReward.csv", DIR + "wandb_GradNorm.csv", DIR + "wandb_VarISweight.csv",
-             DIR + "wandb_online.csv"]
+    paths = [
+        DIR + "wandb_TrainReward.csv",
+        DIR + "wandb_GradNorm.csv",
+        DIR + "wandb_VarISweight.csv",
+        DIR + "wandb_online.csv",
+    ]
     tables = [wandb_csv(raw.text(SOURCE["repo"], COMMIT, p)) for p in paths]
     parts, meta = [], []
     for name, short in RUNS.items():
@@ -40,13 +44,24 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         rid = f"Hetero-RL_{short}-online-qwen3-1.7b"
         d.insert(0, "run_id", rid)
         parts.append(d)
-        meta.append(dict(
-            run_id=rid, source_path=";".join(paths), commit=COMMIT, model="Qwen/Qwen3-1.7B", params_b=1.7,
-            group_size=8, learning_rate=1e-6, batch_size=None, dataset="SimpleRL-Zoo MATH level 3-5",
-            algorithm=ALGO[short], max_steps=None, regime=REGIME[short],
-            notes="reward = train/reward (0/1 accuracy, batch mean), every step; config from recipes/OnlineRL/"
-                  "config_v1.yaml and sh_dir/Online_gXpo_4gpus.sh (4 GPUs x 8 per device x grad-accum 8, "
-                  "num_train_epochs 5; batch size not verified)",
-        ))
+        meta.append(
+            dict(
+                run_id=rid,
+                source_path=";".join(paths),
+                commit=COMMIT,
+                model="Qwen/Qwen3-1.7B",
+                params_b=1.7,
+                group_size=8,
+                learning_rate=1e-6,
+                batch_size=None,
+                dataset="SimpleRL-Zoo MATH level 3-5",
+                algorithm=ALGO[short],
+                max_steps=None,
+                regime=REGIME[short],
+                notes="reward = train/reward (0/1 accuracy, batch mean), every step; config from recipes/OnlineRL/"
+                "config_v1.yaml and sh_dir/Online_gXpo_4gpus.sh (4 GPUs x 8 per device x grad-accum 8, "
+                "num_train_epochs 5; batch size not verified)",
+            )
+        )
     data = to_schema(pd.concat(parts, ignore_index=True))
     return data, pd.DataFrame(meta)

@@ -28,12 +28,27 @@ PATH = "grpo_unsloth.ipynb"
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     rid = "Fine-tune-LLMS-with-grpo_qwen25-3b-gsm8k-g3"
     data = grpo_tables(raw.text(SOURCE["repo"], COMMIT, PATH), run_id=rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen2.5-3B-Instruct (Unsloth 4-bit, LoRA r=64)",
-        params_b=3.1, group_size=3, learning_rate=5e-6, batch_size=3, dataset="gsm8k", algorithm="GRPO (TRL/Unsloth)",
-        max_steps=350, regime="late-rising,noisy",
-        notes=("reward = TRL 'reward' = count_reward_func + soft_format + strict_format + int + correctness(2.0); "
-               "per_device_train_batch_size 1 x num_generations 3; max_completion_length 400, max_seq_length 512; "
-               "the progress table has no per-function columns (TRL commit e95f9fb of Feb 2025)"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen2.5-3B-Instruct (Unsloth 4-bit, LoRA r=64)",
+                params_b=3.1,
+                group_size=3,
+                learning_rate=5e-6,
+                batch_size=3,
+                dataset="gsm8k",
+                algorithm="GRPO (TRL/Unsloth)",
+                max_steps=350,
+                regime="late-rising,noisy",
+                notes=(
+                    "reward = TRL 'reward' = count_reward_func + soft_format + strict_format + int + correctness(2.0); "
+                    "per_device_train_batch_size 1 x num_generations 3; max_completion_length 400, max_seq_length 512; "
+                    "the progress table has no per-function columns (TRL commit e95f9fb of Feb 2025)"
+                ),
+            )
+        ]
+    )
     return data, meta

@@ -28,13 +28,27 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     rid = "SLM-RL-Comparation_grpo-qwen05b-24game"
     df = pd.read_csv(io.StringIO(raw.text(SOURCE["repo"], COMMIT, PATH)))
     # train_grpo.py writes the mean group reward under 'mean_advantage' and its within-group std under 'adv_std'
-    df = df.rename(columns={"mean_advantage": "reward", "adv_std": "reward_std", "policy_entropy": "entropy",
-                            "kl_div": "kl"})
+    df = df.rename(
+        columns={"mean_advantage": "reward", "adv_std": "reward_std", "policy_entropy": "entropy", "kl_div": "kl"}
+    )
     df.insert(0, "run_id", rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen2.5-0.5B-Instruct (4-bit, LoRA)",
-        params_b=0.494, group_size=4, learning_rate=1e-5, batch_size=8, dataset="24-points arithmetic game",
-        algorithm="GRPO (hand-written loop)", max_steps=float("nan"), regime="flat,custom-env",
-        notes="reward = mean env reward (CSV column mean_advantage), at its -0.5 floor; success_rate 0 on every step; step starts at 0",
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen2.5-0.5B-Instruct (4-bit, LoRA)",
+                params_b=0.494,
+                group_size=4,
+                learning_rate=1e-5,
+                batch_size=8,
+                dataset="24-points arithmetic game",
+                algorithm="GRPO (hand-written loop)",
+                max_steps=float("nan"),
+                regime="flat,custom-env",
+                notes="reward = mean env reward (CSV column mean_advantage), at its -0.5 floor; success_rate 0 on every step; step starts at 0",
+            )
+        ]
+    )
     return df, meta

@@ -30,9 +30,21 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     for rid, commit, path, g, beta, steps, n in RUNS:
         d = via_reader(raw.read(SOURCE["repo"], commit, path), suffix=".log", run_id=rid, fmt="trl_console")
         datas.append(d.drop(columns=[c for c in ("epoch",) if c in d.columns]))
-        metas.append(dict(run_id=rid, source_path=path, commit=commit, model="Qwen/Qwen2.5-3B-Instruct (SFT, LoRA)",
-                          params_b=3.09, group_size=g, learning_rate=5e-6, batch_size=32,
-                          dataset=f"HotpotQA answer synthesis with retrieved passages ({n} prompts)",
-                          algorithm="GRPO (TRL GRPOTrainer)", max_steps=steps, regime="flat,noisy" if g == 4 else "flat",
-                          notes=f"beta {beta}; reward = combined accuracy/grounding/length reward"))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=path,
+                commit=commit,
+                model="Qwen/Qwen2.5-3B-Instruct (SFT, LoRA)",
+                params_b=3.09,
+                group_size=g,
+                learning_rate=5e-6,
+                batch_size=32,
+                dataset=f"HotpotQA answer synthesis with retrieved passages ({n} prompts)",
+                algorithm="GRPO (TRL GRPOTrainer)",
+                max_steps=steps,
+                regime="flat,noisy" if g == 4 else "flat",
+                notes=f"beta {beta}; reward = combined accuracy/grounding/length reward",
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

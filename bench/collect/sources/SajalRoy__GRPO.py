@@ -28,13 +28,28 @@ PATH = "GRPO_Qwen.ipynb"
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     rid = "SajalRoy-GRPO_qwen3-4b-dapo-math"
     data = grpo_tables(raw.text(SOURCE["repo"], COMMIT, PATH), run_id=rid, cells=[55])
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="unsloth/Qwen3-4B-Base (LoRA r=32, SFT format warm-up)",
-        params_b=4.0, group_size=4, learning_rate=5e-6, batch_size=4, dataset="open-r1/DAPO-Math-17k-Processed",
-        algorithm="GRPO (TRL/Unsloth)", max_steps=100, regime="flat,short",
-        notes=("reward = TRL 'reward' = match_format_exactly + match_format_approximately + check_answer + "
-               "check_numbers (kept as reward_fn/*), floor -7.5; progress bar 33/100 when the notebook was saved "
-               "(interrupted), 31 table rows; config identical to Unsloth's Qwen3 (4B) GRPO notebook, numbers are "
-               "this user's own run"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="unsloth/Qwen3-4B-Base (LoRA r=32, SFT format warm-up)",
+                params_b=4.0,
+                group_size=4,
+                learning_rate=5e-6,
+                batch_size=4,
+                dataset="open-r1/DAPO-Math-17k-Processed",
+                algorithm="GRPO (TRL/Unsloth)",
+                max_steps=100,
+                regime="flat,short",
+                notes=(
+                    "reward = TRL 'reward' = match_format_exactly + match_format_approximately + check_answer + "
+                    "check_numbers (kept as reward_fn/*), floor -7.5; progress bar 33/100 when the notebook was saved "
+                    "(interrupted), 31 table rows; config identical to Unsloth's Qwen3 (4B) GRPO notebook, numbers are "
+                    "this user's own run"
+                ),
+            )
+        ]
+    )
     return data, meta

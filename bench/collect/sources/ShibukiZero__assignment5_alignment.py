@@ -39,8 +39,14 @@ def _one(path: str, rid: str) -> tuple[pd.DataFrame, dict]:
         "std_advantage": ro["std_advantage"],
     })  # fmt: skip
     tr = pd.DataFrame([r for r in recs if r["type"] == "train"])
-    tcols = {"token_entropy": "entropy", "clip_fraction": "clip_ratio", "approx_kl": "approx_kl",
-             "reference_kl": "kl", "loss": "loss", "grad_norm": "grad_norm"}
+    tcols = {
+        "token_entropy": "entropy",
+        "clip_fraction": "clip_ratio",
+        "approx_kl": "approx_kl",
+        "reference_kl": "kl",
+        "loss": "loss",
+        "grad_norm": "grad_norm",
+    }
     have = [c for c in tcols if c in tr.columns]
     t = tr[["grpo_step", *have]].apply(pd.to_numeric, errors="coerce").groupby("grpo_step").mean().rename(columns=tcols)
     out = out.merge(t.dropna(axis=1, how="all"), left_on="step", right_index=True, how="left")
@@ -48,10 +54,16 @@ def _one(path: str, rid: str) -> tuple[pd.DataFrame, dict]:
     e = ev.set_index("grpo_step")[["reward", "answer_accuracy", "format_accuracy"]].add_prefix("eval/")
     out = out.merge(e, left_on="step", right_index=True, how="left")
     cfg = tr.iloc[0]
-    info = dict(learning_rate=float(cfg["learning_rate"]), loss_type=cfg["loss_type"],
-                epochs=int(cfg["epochs_per_rollout_batch"]), train_batch=int(cfg["train_batch_size"]),
-                rollout_batch=int(cfg["rollout_batch_size"]), group_size=int(ro["group_size"].iloc[0]),
-                norm=cfg["loss_normalization"], kl_coef=float(cfg["kl_coef"]))
+    info = dict(
+        learning_rate=float(cfg["learning_rate"]),
+        loss_type=cfg["loss_type"],
+        epochs=int(cfg["epochs_per_rollout_batch"]),
+        train_batch=int(cfg["train_batch_size"]),
+        rollout_batch=int(cfg["rollout_batch_size"]),
+        group_size=int(ro["group_size"].iloc[0]),
+        norm=cfg["loss_normalization"],
+        kl_coef=float(cfg["kl_coef"]),
+    )
     return out, info
 
 
@@ -78,16 +90,18 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         study, _, name = posixpath.dirname(path)[len(ROOT) + 1 :].split("/")
         if study == "sft_kl_grpo" and name.startswith("sft_"):
             continue  # the SFT stage, not GRPO
-        slug = (name.replace("(", "").replace(")", "").replace(".", "p").replace("_", "-").lower())
+        slug = name.replace("(", "").replace(")", "").replace(".", "p").replace("_", "-").lower()
         rid = f"assignment5-alignment-shibuki_{study.replace('_', '-')}_{slug}"
         d, info = _one(path, rid)
         cfg_path = posixpath.join(posixpath.dirname(path), "config.json")
         planned = json.loads(raw.text(SOURCE["repo"], COMMIT, cfg_path))["n_grpo_steps"]
         datas.append(d)
         init = "SFT checkpoint (256 examples, 100 steps)" if "sft256" in name else "Qwen2.5-Math-1.5B base"
-        note = (f"study {study}, run {name}: loss_type {info['loss_type']}, {info['epochs']} epoch(s) per rollout "
-                f"batch, train batch {info['train_batch']}, loss normalisation {info['norm']}, kl_coef "
-                f"{info['kl_coef']}; init {init}; reward = mean 0/1 answer reward of the step's 256 rollouts")
+        note = (
+            f"study {study}, run {name}: loss_type {info['loss_type']}, {info['epochs']} epoch(s) per rollout "
+            f"batch, train batch {info['train_batch']}, loss normalisation {info['norm']}, kl_coef "
+            f"{info['kl_coef']}; init {init}; reward = mean 0/1 answer reward of the step's 256 rollouts"
+        )
         if name == "question_only":
             note += "; question_only prompt (no r1_zero format), so the reward starts high"
         metas.append(dict(

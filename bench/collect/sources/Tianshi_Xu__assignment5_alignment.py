@@ -41,9 +41,16 @@ def _segments(text: str) -> list[tuple[int, list[dict]]]:
         if m and cur is not None:
             rd = ast.literal_eval(m.group(4))
             n = rd["total_num"]
-            cur.append(dict(step=batch + 1, reward=rd["total_reward"] / n, format_rate=rd["total_format_reward"] / n,
-                            loss=float(m.group(1).rstrip(",")), grad_norm=float(m.group(2).rstrip(",")),
-                            entropy=float(m.group(3).rstrip(","))))
+            cur.append(
+                dict(
+                    step=batch + 1,
+                    reward=rd["total_reward"] / n,
+                    format_rate=rd["total_format_reward"] / n,
+                    loss=float(m.group(1).rstrip(",")),
+                    grad_norm=float(m.group(2).rstrip(",")),
+                    entropy=float(m.group(3).rstrip(",")),
+                )
+            )
     return segs
 
 
@@ -64,8 +71,21 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         d = pd.DataFrame(segs[0])
         d.insert(0, "run_id", rid)
         datas.append(d)
-        metas.append(dict(run_id=rid, source_path=path, commit=commit, model="Qwen/Qwen2.5-Math-1.5B (SFT on 1024 correct MATH traces)",
-                          params_b=1.54, group_size=8, learning_rate=1e-5, batch_size=batch, dataset="MATH (r1_zero prompt)",
-                          algorithm=f"GRPO, hand-written CS336 loop ({loss})", max_steps=200, regime=regime,
-                          notes=f"{note}; step = rollout batch index + 1"))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=path,
+                commit=commit,
+                model="Qwen/Qwen2.5-Math-1.5B (SFT on 1024 correct MATH traces)",
+                params_b=1.54,
+                group_size=8,
+                learning_rate=1e-5,
+                batch_size=batch,
+                dataset="MATH (r1_zero prompt)",
+                algorithm=f"GRPO, hand-written CS336 loop ({loss})",
+                max_steps=200,
+                regime=regime,
+                notes=f"{note}; step = rollout batch index + 1",
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

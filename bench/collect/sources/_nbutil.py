@@ -43,12 +43,16 @@ def grpo_tables(text: str, *, run_id: str, cells: list[int] | None = None) -> pd
 def log_records(records: list[dict], *, run_id: str) -> pd.DataFrame:
     """Trainer log records (dicts of TRL keys with a ``step``, parsed from a printed log) read through bayesgrpo's
     ``trainer_state`` reader, so that TRL keys map to the schema's channels as for a ``trainer_state.json``."""
-    return via_reader(json.dumps({"log_history": records}), suffix="_trainer_state.json", run_id=run_id,
-                      fmt="trainer_state")
+    return via_reader(
+        json.dumps({"log_history": records}), suffix="_trainer_state.json", run_id=run_id, fmt="trainer_state"
+    )
 
 
 def notebook_stream(text: str, cell: int) -> str:
     """The concatenated stdout/stderr stream text of one notebook cell."""
     nb = json.loads(text)
-    return "".join("".join(o.get("text", "")) if isinstance(o.get("text"), list) else str(o.get("text", ""))
-                   for o in nb["cells"][cell].get("outputs", []) or [] if o.get("output_type") == "stream")
+    return "".join(
+        "".join(o.get("text", "")) if isinstance(o.get("text"), list) else str(o.get("text", ""))
+        for o in nb["cells"][cell].get("outputs", []) or []
+        if o.get("output_type") == "stream"
+    )

@@ -36,7 +36,7 @@ def wandb_csv(text: str, *, skip_internal: bool = True) -> dict[str, pd.DataFram
     out: dict[str, dict[str, list]] = {}
     x = [num(r[0]) for r in body]
     for j, h in enumerate(head[1:], start=1):
-        if h.endswith("__MIN") or h.endswith("__MAX") or " - " not in h:
+        if h.endswith(("__MIN", "__MAX")) or " - " not in h:
             continue
         run, _, metric = h.rpartition(" - ")
         if skip_internal and metric.startswith("_"):
@@ -91,7 +91,9 @@ def verl_steps(text: str, maxlen: int | None = None) -> pd.DataFrame:
     return df
 
 
-def verl_train(text: str, run_id: str, reward_key: str = "critic/score/mean", maxlen: int | None = None) -> pd.DataFrame:
+def verl_train(
+    text: str, run_id: str, reward_key: str = "critic/score/mean", maxlen: int | None = None
+) -> pd.DataFrame:
     """:func:`verl_steps` keeping the steps that hold a training reward, mapped onto the schema."""
     df = verl_steps(text, maxlen)
     if reward_key not in df.columns:

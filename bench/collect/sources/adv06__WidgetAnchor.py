@@ -43,24 +43,45 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
             step = int(m.group(1))
         elif (m := _REW.match(line)) and step is not None:
             vals = [float(v) for v in m.group(1).split(",")]
-            rows[step] = dict(step=step, reward=float(np.mean(vals)), reward_std=float(np.std(vals)),
-                              render_rate=int(m.group(2)) / int(m.group(3)))
+            rows[step] = dict(
+                step=step,
+                reward=float(np.mean(vals)),
+                reward_std=float(np.std(vals)),
+                render_rate=int(m.group(2)) / int(m.group(3)),
+            )
             step = None
         elif m := _SUM.search(line):
             s = int(m.group(1))
             rows.setdefault(s, dict(step=s)).update(
-                loss=float(m.group(3)), kl=float(m.group(5)), clip_ratio=float(m.group(6)),
-                learning_rate=float(m.group(7)))
+                loss=float(m.group(3)),
+                kl=float(m.group(5)),
+                clip_ratio=float(m.group(6)),
+                learning_rate=float(m.group(7)),
+            )
     rid = "WidgetAnchor_glm41v-9b-widget2code"
     data = pd.DataFrame(sorted(rows.values(), key=lambda r: r["step"]))
     data = data[data["reward"].notna()].assign(run_id=rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT,
-        model="GLM-4.1V-9B-Thinking (SFT-merged, LoRA)", params_b=10.3, group_size=2, learning_rate=1e-5,
-        batch_size=2, dataset="widget screenshots -> TSX (1000 images)", algorithm="GRPO (own loop, PPO-clip eps 0.2)",
-        max_steps=500, regime="noisy,flat,custom-env",
-        notes=("reward = mean over the step's 2 candidates of (-1 if not rendered else widget2code similarity); "
-               "reward_std = population std of those 2; render_rate = rendered/2; loss, kl, clip_ratio, lr from the "
-               "10-step summary lines only; training_steps=500, the committed log ends at step 345 (interrupted)"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="GLM-4.1V-9B-Thinking (SFT-merged, LoRA)",
+                params_b=10.3,
+                group_size=2,
+                learning_rate=1e-5,
+                batch_size=2,
+                dataset="widget screenshots -> TSX (1000 images)",
+                algorithm="GRPO (own loop, PPO-clip eps 0.2)",
+                max_steps=500,
+                regime="noisy,flat,custom-env",
+                notes=(
+                    "reward = mean over the step's 2 candidates of (-1 if not rendered else widget2code similarity); "
+                    "reward_std = population std of those 2; render_rate = rendered/2; loss, kl, clip_ratio, lr from the "
+                    "10-step summary lines only; training_steps=500, the committed log ends at step 345 (interrupted)"
+                ),
+            )
+        ]
+    )
     return data, meta

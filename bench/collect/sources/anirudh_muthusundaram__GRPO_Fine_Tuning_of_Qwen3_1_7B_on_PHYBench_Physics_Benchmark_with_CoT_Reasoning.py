@@ -45,13 +45,28 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         recs.append(rec)
     rid = "PHYBench_qwen3-1.7b-grpo"
     data = log_records(recs, run_id=rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen3-1.7B (LoRA r=64, q/v)", params_b=1.7,
-        group_size=4, learning_rate=5e-7, batch_size=4, dataset="Eureka-Lab/PHYBench (100 full questions)",
-        algorithm="GRPO (TRL)", max_steps=550, regime="flat",
-        notes=("reward = TRL 'reward' = rewards/phybench_reward/mean (0.2*boxed + 0.3*>=6 lines + 0.5*EED score); "
-               "per_device_batch 2 x grad_accum 2 = 4 completions = 1 prompt x 4 generations per step; "
-               "completions always clipped at max_new_tokens 1024, so correctness never scores and the reward "
-               "stays near 0.3; printed by the notebook's ConsoleLoggerCallback (cell 4)"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen3-1.7B (LoRA r=64, q/v)",
+                params_b=1.7,
+                group_size=4,
+                learning_rate=5e-7,
+                batch_size=4,
+                dataset="Eureka-Lab/PHYBench (100 full questions)",
+                algorithm="GRPO (TRL)",
+                max_steps=550,
+                regime="flat",
+                notes=(
+                    "reward = TRL 'reward' = rewards/phybench_reward/mean (0.2*boxed + 0.3*>=6 lines + 0.5*EED score); "
+                    "per_device_batch 2 x grad_accum 2 = 4 completions = 1 prompt x 4 generations per step; "
+                    "completions always clipped at max_new_tokens 1024, so correctness never scores and the reward "
+                    "stays near 0.3; printed by the notebook's ConsoleLoggerCallback (cell 4)"
+                ),
+            )
+        ]
+    )
     return data, meta

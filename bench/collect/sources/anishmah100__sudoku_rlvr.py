@@ -36,7 +36,7 @@ C_EASY = "46a4ebf8c54eafdca89c759e028ad108e6609334"
 def _regime(r: np.ndarray) -> str:
     n = len(r)
     k = max(5, n // 8)
-    start, end, peak = r[:k].mean(), r[-k:].mean(), r.max()
+    start, end, _peak = r[:k].mean(), r[-k:].mean(), r.max()
     spread = max(float(np.ptp(r)), 1e-9)
     tags = []
     if (end - start) / spread > 0.2:
@@ -64,8 +64,11 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
             d = trainer_state(json.dumps({"log_history": hist}), run_id=rid)
             d = d.drop(columns=[c for c in ("epoch",) if c in d.columns])
             datas.append(d)
-            init = (f"stage {k - 1} adapter" if k else
-                    (f"adapter {cfg['resume_adapter']}" if cfg.get("resume_adapter") else "base model"))
+            init = (
+                f"stage {k - 1} adapter"
+                if k
+                else (f"adapter {cfg['resume_adapter']}" if cfg.get("resume_adapter") else "base model")
+            )
             size, clues = stage["size"], stage.get("clues")
             metas.append(dict(
                 run_id=rid, source_path=f"{path};{meta_path}", commit=COMMIT, model=cfg["model"] + " (LoRA r32)",
@@ -78,7 +81,9 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
             ))  # fmt: skip
     cfg_path = "configs/easy_curriculum.yaml"
     text = raw.text(repo, C_EASY, cfg_path)
-    stages = [tuple(int(x) for x in m) for m in re.findall(r"size:\s*(\d+),\s*clues:\s*(\d+),\s*max_steps:\s*(\d+)", text)]
+    stages = [
+        tuple(int(x) for x in m) for m in re.findall(r"size:\s*(\d+),\s*clues:\s*(\d+),\s*max_steps:\s*(\d+)", text)
+    ]
     lr = float(re.search(r"^learning_rate:\s*([0-9.eE+-]+)", text, re.M).group(1))
     g = int(re.search(r"^num_generations:\s*(\d+)", text, re.M).group(1))
     for k, (size, clues, steps) in enumerate(stages):

@@ -28,13 +28,27 @@ PATH = "Qwen_GRPO.ipynb"
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     rid = "Grpo_experiments_qwen25-3b-gsm8k-openthoughts"
     data = grpo_tables(raw.text(SOURCE["repo"], COMMIT, PATH), run_id=rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen2.5-3B-Instruct (Unsloth 4-bit, LoRA r=32)",
-        params_b=3.1, group_size=8, learning_rate=5e-6, batch_size=8,
-        dataset="gsm8k train + open-thoughts/OpenThoughts-114k (concatenated)", algorithm="GRPO (TRL/Unsloth)",
-        max_steps=250, regime="flat",
-        notes=("reward = TRL 'reward' = sum of rewards/xmlcount, soft_format, strict_format, int, correctness "
-               "(kept as reward_fn/*); per_device_train_batch_size 1 x 8 generations; max_completion_length 200; "
-               "OpenThoughts answers are whole solutions so exact-match correctness ~never fires; reward at its floor"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen2.5-3B-Instruct (Unsloth 4-bit, LoRA r=32)",
+                params_b=3.1,
+                group_size=8,
+                learning_rate=5e-6,
+                batch_size=8,
+                dataset="gsm8k train + open-thoughts/OpenThoughts-114k (concatenated)",
+                algorithm="GRPO (TRL/Unsloth)",
+                max_steps=250,
+                regime="flat",
+                notes=(
+                    "reward = TRL 'reward' = sum of rewards/xmlcount, soft_format, strict_format, int, correctness "
+                    "(kept as reward_fn/*); per_device_train_batch_size 1 x 8 generations; max_completion_length 200; "
+                    "OpenThoughts answers are whole solutions so exact-match correctness ~never fires; reward at its floor"
+                ),
+            )
+        ]
+    )
     return data, meta

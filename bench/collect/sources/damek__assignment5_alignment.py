@@ -43,8 +43,15 @@ def _parse(text: str, rid: str) -> pd.DataFrame:
             evals[pending] = (counts[0] / n, (counts[0] + counts[1]) / n)
             pending = None
         else:
-            rows.append(dict(run_id=rid, step=len(rows), reward=counts[0] / n, format_rate=(counts[0] + counts[1]) / n,
-                             n_rollouts=n))
+            rows.append(
+                dict(
+                    run_id=rid,
+                    step=len(rows),
+                    reward=counts[0] / n,
+                    format_rate=(counts[0] + counts[1]) / n,
+                    n_rollouts=n,
+                )
+            )
     df = pd.DataFrame(rows)
     df["eval/answer_reward"] = df["step"].map({k: v[0] for k, v in evals.items()})
     df["eval/format_rate"] = df["step"].map({k: v[1] for k, v in evals.items()})
@@ -69,8 +76,21 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         d = _parse(raw.text(repo, commit, path), rid)
         assert (d["n_rollouts"] == 256).all()
         datas.append(d.drop(columns="n_rollouts"))
-        metas.append(dict(run_id=rid, source_path=path, commit=commit, model="Qwen/Qwen2.5-Math-1.5B", params_b=1.54,
-                          group_size=8, learning_rate=lr, batch_size=256, dataset=ds,
-                          algorithm="GRPO, hand-written CS336 loop (reinforce_with_baseline)", max_steps=200,
-                          regime=regime, notes=note))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=path,
+                commit=commit,
+                model="Qwen/Qwen2.5-Math-1.5B",
+                params_b=1.54,
+                group_size=8,
+                learning_rate=lr,
+                batch_size=256,
+                dataset=ds,
+                algorithm="GRPO, hand-written CS336 loop (reinforce_with_baseline)",
+                max_steps=200,
+                regime=regime,
+                notes=note,
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

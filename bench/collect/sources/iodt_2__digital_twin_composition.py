@@ -20,14 +20,27 @@ PATH = "results/llm-fill-in/reward.csv"
 
 
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
-    (name, d), = wandb_csv(raw.text(SOURCE["repo"], COMMIT, PATH)).items()
+    ((name, d),) = wandb_csv(raw.text(SOURCE["repo"], COMMIT, PATH)).items()
     rid = "digital-twin-composition_qwen2-0.5b-dtdl-fill"
     d.insert(0, "run_id", rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen2-0.5B-Instruct", params_b=0.5,
-        group_size=None, learning_rate=1e-6, batch_size=None, dataset="DTDL interface fill-in (own, llm-fill-ft.ds)",
-        algorithm="GRPO (TRL, default GRPOConfig)", max_steps=None, regime="rising,flat",
-        notes=f"W&B run {name}; 1.fine-tune-GRPO-llm.py sets only output_dir and num_train_epochs=1, so G, lr and "
-              "batch are TRL defaults of the installed version (lr 1e-6; G not recorded); logged every 10 steps; rises 0.07 -> 0.77 within the first 50 steps, then flat at ~0.77",
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen2-0.5B-Instruct",
+                params_b=0.5,
+                group_size=None,
+                learning_rate=1e-6,
+                batch_size=None,
+                dataset="DTDL interface fill-in (own, llm-fill-ft.ds)",
+                algorithm="GRPO (TRL, default GRPOConfig)",
+                max_steps=None,
+                regime="rising,flat",
+                notes=f"W&B run {name}; 1.fine-tune-GRPO-llm.py sets only output_dir and num_train_epochs=1, so G, lr and "
+                "batch are TRL defaults of the installed version (lr 1e-6; G not recorded); logged every 10 steps; rises 0.07 -> 0.77 within the first 50 steps, then flat at ~0.77",
+            )
+        ]
+    )
     return to_schema(d), meta

@@ -25,14 +25,29 @@ SOURCE = dict(
     ),
 )
 COMMIT = "17245cf866ff2cc55c890fd37827e6641f7358ae"
-RUNS = ["20251129_221801-i80f2v90", "20251130_144822-gjvwlq13", "20251130_194146-f6sves9c",
-        "20251130_224918-ry3hgbx5", "20251201_182421-xx1oj7kk", "20251202_000304-yeu8r64c",
-        "20251202_120842-do7bl4gg", "20251203_152244-bd2o9c4a", "20251203_214315-cr3q4lay",
-        "20251205_203738-5qinw90x"]
+RUNS = [
+    "20251129_221801-i80f2v90",
+    "20251130_144822-gjvwlq13",
+    "20251130_194146-f6sves9c",
+    "20251130_224918-ry3hgbx5",
+    "20251201_182421-xx1oj7kk",
+    "20251202_000304-yeu8r64c",
+    "20251202_120842-do7bl4gg",
+    "20251203_152244-bd2o9c4a",
+    "20251203_214315-cr3q4lay",
+    "20251205_203738-5qinw90x",
+]
 REGIME = {
-    "i80f2v90": "collapse,flat", "gjvwlq13": "decline", "f6sves9c": "rising,noisy", "ry3hgbx5": "rising",
-    "xx1oj7kk": "flat,noisy", "yeu8r64c": "decline", "do7bl4gg": "rising", "bd2o9c4a": "rising,noisy",
-    "cr3q4lay": "rising", "5qinw90x": "rising,noisy",
+    "i80f2v90": "collapse,flat",
+    "gjvwlq13": "decline",
+    "f6sves9c": "rising,noisy",
+    "ry3hgbx5": "rising",
+    "xx1oj7kk": "flat,noisy",
+    "yeu8r64c": "decline",
+    "do7bl4gg": "rising",
+    "bd2o9c4a": "rising,noisy",
+    "cr3q4lay": "rising",
+    "5qinw90x": "rising,noisy",
 }
 
 
@@ -44,10 +59,15 @@ def _config(repo: str, run: str) -> tuple[dict, str | None]:
     except raw.RawMissing:
         return {}, None
     out = {}
-    for key, pat in (("group_size", r'"do_sample": true, "n": (\d+)'), ("learning_rate", r'"optim": \{"lr": ([0-9.e-]+)'),
-                     ("batch_size", r'"train_batch_size": (\d+)'), ("ppo_mini_batch_size", r'"ppo_mini_batch_size": (\d+)'),
-                     ("kl_coef", r'"kl_coef": ([0-9.e-]+)'), ("experiment_name", r'"experiment_name": "([^"]+)"'),
-                     ("adv_estimator", r'"adv_estimator": "([^"]+)"')):
+    for key, pat in (
+        ("group_size", r'"do_sample": true, "n": (\d+)'),
+        ("learning_rate", r'"optim": \{"lr": ([0-9.e-]+)'),
+        ("batch_size", r'"train_batch_size": (\d+)'),
+        ("ppo_mini_batch_size", r'"ppo_mini_batch_size": (\d+)'),
+        ("kl_coef", r'"kl_coef": ([0-9.e-]+)'),
+        ("experiment_name", r'"experiment_name": "([^"]+)"'),
+        ("adv_estimator", r'"adv_estimator": "([^"]+)"'),
+    ):
         m = re.search(pat, b)
         if m:
             out[key] = m.group(1)
@@ -64,18 +84,31 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         d = verl_train(raw.text(repo, COMMIT, path), rid, maxlen=4096)
         parts.append(d)
         cfg, cpath = _config(repo, run)
-        coef = d["actor/reward_kl_penalty_coeff"].dropna() if "actor/reward_kl_penalty_coeff" in d else pd.Series(dtype=float)
+        coef = (
+            d["actor/reward_kl_penalty_coeff"].dropna()
+            if "actor/reward_kl_penalty_coeff" in d
+            else pd.Series(dtype=float)
+        )
         lr0 = d["actor/lr"].dropna() if "actor/lr" in d else pd.Series(dtype=float)
         extra = ", ".join(f"{k}={v}" for k, v in cfg.items()) if cfg else "run-*.wandb not in the snapshot (>= 4 MiB)"
-        meta.append(dict(
-            run_id=rid, source_path=path + (f";{cpath}" if cpath else ""), commit=COMMIT,
-            model="Qwen2.5-3B-Instruct (multi-turn SFT, global_step_372)", params_b=3.1,
-            group_size=float(cfg["group_size"]) if "group_size" in cfg else None,
-            learning_rate=float(cfg["learning_rate"]) if "learning_rate" in cfg else (float(lr0.iloc[0]) if len(lr0) else None),
-            batch_size=float(cfg["batch_size"]) if "batch_size" in cfg else None,
-            dataset="ReTool/Open-AgentRL multi-turn tool-use math", algorithm="GRPO + on-policy distillation KL (verl)",
-            max_steps=None, regime=REGIME[short],
-            notes=f"W&B run {run}; reward_kl_penalty_coeff {coef.iloc[0] if len(coef) else 'n/a'}; {extra}; "
-                  "every 10th step missing (validation lines cut at 4096 characters)",
-        ))
+        meta.append(
+            dict(
+                run_id=rid,
+                source_path=path + (f";{cpath}" if cpath else ""),
+                commit=COMMIT,
+                model="Qwen2.5-3B-Instruct (multi-turn SFT, global_step_372)",
+                params_b=3.1,
+                group_size=float(cfg["group_size"]) if "group_size" in cfg else None,
+                learning_rate=float(cfg["learning_rate"])
+                if "learning_rate" in cfg
+                else (float(lr0.iloc[0]) if len(lr0) else None),
+                batch_size=float(cfg["batch_size"]) if "batch_size" in cfg else None,
+                dataset="ReTool/Open-AgentRL multi-turn tool-use math",
+                algorithm="GRPO + on-policy distillation KL (verl)",
+                max_steps=None,
+                regime=REGIME[short],
+                notes=f"W&B run {run}; reward_kl_penalty_coeff {coef.iloc[0] if len(coef) else 'n/a'}; {extra}; "
+                "every 10th step missing (validation lines cut at 4096 characters)",
+            )
+        )
     return pd.concat(parts, ignore_index=True), pd.DataFrame(meta)

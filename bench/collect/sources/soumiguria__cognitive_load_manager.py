@@ -32,11 +32,23 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         "run_id": rid, "step": [r["step"] for r in recs], "reward": [r["mean"] for r in recs],
         "reward_max": [r["max"] for r in recs], "reward_min": [r["min"] for r in recs],
     })  # fmt: skip
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT, model="Qwen/Qwen2.5-1.5B-Instruct (Unsloth, LoRA r16)",
-        params_b=1.54, group_size=4, learning_rate=5e-6, batch_size=4,
-        dataset="Cognitive Load Manager env (OpenEnv, task scheduling)", algorithm="GRPO (TRL GRPOTrainer)",
-        max_steps=float("nan"), regime="rising,noisy,custom-env",
-        notes="step = reward-function call (8 completions each), 1117 calls; reward = mean env step reward",
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="Qwen/Qwen2.5-1.5B-Instruct (Unsloth, LoRA r16)",
+                params_b=1.54,
+                group_size=4,
+                learning_rate=5e-6,
+                batch_size=4,
+                dataset="Cognitive Load Manager env (OpenEnv, task scheduling)",
+                algorithm="GRPO (TRL GRPOTrainer)",
+                max_steps=float("nan"),
+                regime="rising,noisy,custom-env",
+                notes="step = reward-function call (8 completions each), 1117 calls; reward = mean env step reward",
+            )
+        ]
+    )
     return data, meta

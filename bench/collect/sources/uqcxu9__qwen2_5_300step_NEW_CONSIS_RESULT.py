@@ -42,11 +42,23 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         rid = f"qwen2.5_300step_{name}"
         d = via_reader(raw.read(SOURCE["repo"], commit, path), suffix=".log", run_id=rid, fmt="verl_console")
         datas.append(d)
-        metas.append(dict(run_id=rid, source_path=path, commit=commit, model="Qwen/Qwen2.5-7B-Instruct (LoRA r64)",
-                          params_b=7.6, group_size=4, learning_rate=1e-5, batch_size=2,
-                          dataset="AI-Economist economic decision env (custom reward.py)", algorithm="GRPO (verl)",
-                          max_steps=planned, regime=regime,
-                          notes="reward = critic/score/mean (shaped economic reward, can be negative); "
-                                "config (lr, n, batch) from the final RL/config/econ_grpo_small.yaml, "
-                                "earlier versions may differ"))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=path,
+                commit=commit,
+                model="Qwen/Qwen2.5-7B-Instruct (LoRA r64)",
+                params_b=7.6,
+                group_size=4,
+                learning_rate=1e-5,
+                batch_size=2,
+                dataset="AI-Economist economic decision env (custom reward.py)",
+                algorithm="GRPO (verl)",
+                max_steps=planned,
+                regime=regime,
+                notes="reward = critic/score/mean (shaped economic reward, can be negative); "
+                "config (lr, n, batch) from the final RL/config/econ_grpo_small.yaml, "
+                "earlier versions may differ",
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

@@ -28,14 +28,28 @@ PATH = "GRPO.ipynb"
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     rid = "prompt_rewriting_llama32-3b-gsm8k-rewriter"
     data = grpo_tables(raw.text(SOURCE["repo"], COMMIT, PATH), run_id=rid)
-    meta = pd.DataFrame([dict(
-        run_id=rid, source_path=PATH, commit=COMMIT,
-        model="unsloth/Llama-3.2-3B-Instruct-bnb-4bit", params_b=3.2, group_size=6, learning_rate=5e-6,
-        batch_size=6, dataset="gsm8k (50 test-split questions, question rewriting)", algorithm="GRPO (TRL/Unsloth)",
-        max_steps=50, regime="noisy,flat",
-        notes=("reward = TRL 'reward' (= rewards/grpo_reward_fn/mean): 2*(+1/-1 frozen Llama-3.2-3B answer "
-               "correct on the rewritten question) + 0.3*BERTScore F1 - 0.1*|len-60|/60; per_device_train_batch_size 6 "
-               "= one prompt x 6 generations per step; num_train_epochs 1 over 50 questions -> 50 steps; "
-               "the notebook also holds ORPO/DPO runs (not GRPO, not read)"),
-    )])
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=COMMIT,
+                model="unsloth/Llama-3.2-3B-Instruct-bnb-4bit",
+                params_b=3.2,
+                group_size=6,
+                learning_rate=5e-6,
+                batch_size=6,
+                dataset="gsm8k (50 test-split questions, question rewriting)",
+                algorithm="GRPO (TRL/Unsloth)",
+                max_steps=50,
+                regime="noisy,flat",
+                notes=(
+                    "reward = TRL 'reward' (= rewards/grpo_reward_fn/mean): 2*(+1/-1 frozen Llama-3.2-3B answer "
+                    "correct on the rewritten question) + 0.3*BERTScore F1 - 0.1*|len-60|/60; per_device_train_batch_size 6 "
+                    "= one prompt x 6 generations per step; num_train_epochs 1 over 50 questions -> 50 steps; "
+                    "the notebook also holds ORPO/DPO runs (not GRPO, not read)"
+                ),
+            )
+        ]
+    )
     return data, meta

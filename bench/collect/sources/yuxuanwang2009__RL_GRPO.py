@@ -60,8 +60,21 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
             d["accuracy"] = m["train_accuracies_avg"]
             d["eval/val_accuracy"] = m["val_accuracies_avg"]
         datas.append(d)
-        metas.append(dict(run_id=rid, source_path=PATH, commit=commit, model=model, params_b=params, group_size=g,
-                          learning_rate=lr, batch_size=4, dataset=ds, algorithm="GRPO (hand-written, PPO-clip + KL)",
-                          max_steps=iters, regime=_regime(d["reward"].to_numpy()),
-                          notes=f"reward = trailing mean of batch-mean shaped reward ({note}); logged every 10 iterations"))
+        metas.append(
+            dict(
+                run_id=rid,
+                source_path=PATH,
+                commit=commit,
+                model=model,
+                params_b=params,
+                group_size=g,
+                learning_rate=lr,
+                batch_size=4,
+                dataset=ds,
+                algorithm="GRPO (hand-written, PPO-clip + KL)",
+                max_steps=iters,
+                regime=_regime(d["reward"].to_numpy()),
+                notes=f"reward = trailing mean of batch-mean shaped reward ({note}); logged every 10 iterations",
+            )
+        )
     return pd.concat(datas, ignore_index=True), pd.DataFrame(metas)

@@ -29,8 +29,9 @@ FMT01 = "runs/qwen-2.5-3b-r1-countdown_0.1format_reward/runs/Feb20_05-48-04_fdse
 
 
 def _tb(path: str, rid: str) -> pd.DataFrame:
-    return via_reader(raw.read(SOURCE["repo"], COMMIT, path), suffix="." + path.rsplit("/", 1)[-1],
-                      run_id=rid, fmt="tensorboard")
+    return via_reader(
+        raw.read(SOURCE["repo"], COMMIT, path), suffix="." + path.rsplit("/", 1)[-1], run_id=rid, fmt="tensorboard"
+    )
 
 
 def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -41,14 +42,34 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
         joined = pd.concat([joined[joined["step"] < later["step"].min()], later], ignore_index=True)
     rid2 = "mini-R1_qwen25-3b-countdown-fmt0.1"
     second = _tb(FMT01, rid2)
-    common = dict(commit=COMMIT, model="Qwen/Qwen2.5-3B-Instruct", params_b=3.1, group_size=8,
-                  learning_rate=5e-7, batch_size=None, dataset="Jiayi-Pan/Countdown-Tasks-3to4",
-                  algorithm="GRPO (TRL 0.14/0.15, beta 0.001)", max_steps=1875)
-    meta = pd.DataFrame([
-        dict(run_id=rid, source_path=";".join(PARTS), regime="rising", **common,
-             notes="reward = format (0/1) + equation (0/1); fast rise 0.7->1.45 in ~200 steps then slow creep; "
-                   "3 resumed parts joined (later file wins on steps 602-654); stops at 1210 of 1875"),
-        dict(run_id=rid2, source_path=FMT01, regime="rising", **common,
-             notes="same recipe with the format reward weighted 0.1 (reward max 1.1); steps 2-900 of 1875"),
-    ])
+    common = dict(
+        commit=COMMIT,
+        model="Qwen/Qwen2.5-3B-Instruct",
+        params_b=3.1,
+        group_size=8,
+        learning_rate=5e-7,
+        batch_size=None,
+        dataset="Jiayi-Pan/Countdown-Tasks-3to4",
+        algorithm="GRPO (TRL 0.14/0.15, beta 0.001)",
+        max_steps=1875,
+    )
+    meta = pd.DataFrame(
+        [
+            dict(
+                run_id=rid,
+                source_path=";".join(PARTS),
+                regime="rising",
+                **common,
+                notes="reward = format (0/1) + equation (0/1); fast rise 0.7->1.45 in ~200 steps then slow creep; "
+                "3 resumed parts joined (later file wins on steps 602-654); stops at 1210 of 1875",
+            ),
+            dict(
+                run_id=rid2,
+                source_path=FMT01,
+                regime="rising",
+                **common,
+                notes="same recipe with the format reward weighted 0.1 (reward max 1.1); steps 2-900 of 1875",
+            ),
+        ]
+    )
     return pd.concat([joined, second], ignore_index=True), meta

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.errors import DataWarning, ForecastError, OptionError
-from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, STEP, RunSet
 
 __all__ = [
     "RunPlan", "Plans", "PlanOptions", "plan_runs", "truncate", "logging_interval", "is_unit_interval",
@@ -50,6 +50,7 @@ __all__ = [
     "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_GRID_STEPS", "MAX_FUTURE_STEPS",
     "MAX_STORED_STEPS",
     "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error", "parse_reward_range", "INFER_MIN_SHARE", "RATE_RESOLUTION",
+    "run_where",
 ]  # fmt: skip
 
 #: a forecast needs at least this many logged reward points
@@ -427,8 +428,14 @@ def _grid_error(where: str, s) -> str | None:
             "earlier prefix (--until-step) or log the run more evenly")  # fmt: skip
 
 
-def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, source, bound_rows):
-    where = f"run {rid!r}" + (f" ({source})" if source else "")
+def run_where(runs: RunSet, rid: str) -> str:
+    """How every message names a run: ``run 'x' (its own log file)``, else the run set's source."""
+    src = runs.meta.loc[rid].get(SOURCE_FILE) if SOURCE_FILE in runs.meta.columns else None
+    src = src if isinstance(src, str) and src else runs.source
+    return f"run {rid!r}" + (f" ({src})" if src else "")
+
+
+def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, where, bound_rows):
     s = g_obs[STEP].to_numpy(dtype=np.int64)
     r = g_obs[REWARD].to_numpy(dtype=float)
     n = int(s.size)
@@ -504,7 +511,7 @@ def plan_runs(
     for rid in runs.run_ids:
         bound_rows = None if bounds_from is None else bounds_from.run(rid)[REWARD].to_numpy(dtype=float)
         plans[rid] = _plan_one(rid, obs_groups.get(rid, empty), full_groups.get(rid, empty), runs.meta.loc[rid],
-                               horizon=horizon, opts=opts, n_draws=n_draws, source=runs.source,
+                               horizon=horizon, opts=opts, n_draws=n_draws, where=run_where(runs, rid),
                                bound_rows=bound_rows)  # fmt: skip
     truncated = until_step is not None or until_fraction is not None
     return Plans(observed=observed, full=runs, plans=plans, truncated=truncated, options=opts)

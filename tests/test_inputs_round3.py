@@ -233,3 +233,95 @@ def test_a_truncated_csv_gz_is_read_up_to_its_last_whole_line(tmp_path):
     assert res.exit_code == 0, res.output
     assert f"warning: {p}: the gzip stream ends early" in said(res) and "has no line break yet" in said(res)
     assert summary_ids(res)[0] == "run0"
+
+
+# ============================================================================ 7. a run's warning names its own file
+def test_a_per_run_warning_names_the_runs_own_file_not_every_input(tmp_path, mock_sampler):
+    s = np.arange(1, 101)
+    a, short = tmp_path / "a.csv", tmp_path / "short.csv"
+    pd.DataFrame({"step": s, "reward": curve(s)}).to_csv(a, index=False)
+    pd.DataFrame({"step": s[:4], "reward": curve(s[:4])}).to_csv(short, index=False)
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", a, short, "--horizon", 300, "--out", out, *FAST)
+    assert res.exit_code == 0, res.output
+    assert f"warning: run 'short' ({short}) has 4 logged reward point(s)" in said(res)
+    assert str(a) not in pd.read_csv(out).set_index("run_id").loc["short", "error"]
+
+
+# ============================================================================ 8. one bad value, one bad file: the rest go on
+def test_an_infinite_reward_is_dropped_with_a_warning_and_the_batch_goes_on(tmp_path, mock_sampler):
+    s = np.arange(1, 101)
+    r = curve(s)
+    a, b = tmp_path / "a.csv", tmp_path / "inf.csv"
+    pd.DataFrame({"step": s, "reward": r}).to_csv(a, index=False)
+    r[50] = np.inf
+    pd.DataFrame({"step": s, "reward": r}).to_csv(b, index=False)
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", a, b, "--horizon", 300, "--out", out, *FAST)
+    assert res.exit_code == 0, res.output
+    t = pd.read_csv(out).set_index("run_id")
+    assert list(t["status"]) == ["ok", "ok"] and t.loc["inf", "n_obs"] == 99
+    assert f"dropped 1 row(s) with an infinite reward in {b}, first at file {b}, run 'inf', line 52" in said(res)
+
+
+def test_a_verl_jsonl_cut_mid_line_is_read_up_to_its_last_whole_record(tmp_path):
+    p = tmp_path / "grpo.jsonl"
+    recs = [json.dumps({"step": k, "data": {"critic/score/mean": float(curve([1, k])[1])}}) for k in range(1, 31)]
+    p.write_text("\n".join(recs) + "\n" + recs[0][:25])  # the next record, half written
+    res = invoke("summary", p)
+    assert res.exit_code == 0, res.output
+    assert "1..30" in res.stdout and f"{p}, line 31: incomplete last JSON line" in said(res)
+
+
+def test_one_unreadable_file_of_several_is_a_warning_and_the_others_are_forecast(tmp_path, mock_sampler):
+    s = np.arange(1, 101)
+    a, bad = tmp_path / "a.csv", tmp_path / "bad.json"
+    pd.DataFrame({"step": s, "reward": curve(s)}).to_csv(a, index=False)
+    bad.write_text("{not json")
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", a, bad, "--horizon", 300, "--out", out, *FAST)
+    assert res.exit_code == 0, res.output
+    assert list(pd.read_csv(out)["run_id"]) == ["a"]
+    assert f'warning: {bad}: JSON file without a "log_history" key' in said(res) and "this file is left out" in said(
+        res
+    )
+    one_error_line(invoke("forecast", a, bad, "--horizon", 300, "--strict", *FAST), str(bad))
+
+
+# ============================================================================ 15. TensorBoard runs in one folder
+def test_tensorboard_event_files_of_different_runs_in_one_folder_are_different_runs(tmp_path):
+    pytest.importorskip("tbparse")
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "tb"
+    for k in range(3):  # three runs started one after the other, all writing into one folder
+        w = SummaryWriter(log_dir=str(folder), filename_suffix=f".run{k}")
+        for s in range(1, 41):
+            w.add_scalar("train/reward", 0.1 * k + s / 100, s, walltime=1000.0 * k + s)
+        w.close()
+    w = SummaryWriter(log_dir=str(folder), filename_suffix=".resumed")  # the third run resumed at step 30
+    for s in range(30, 61):
+        w.add_scalar("train/reward", 0.25 + s / 100, s, walltime=5000.0 + s)
+    w.close()
+    res = invoke("summary", folder)
+    assert res.exit_code == 0, res.output
+    assert summary_ids(res) == ["tb", "tb#2", "tb#3"]
+    steps = {ln.split()[0]: ln.split()[2] for ln in res.stdout.splitlines() if ln.startswith("tb")}
+    assert steps == {"tb": "1..40", "tb#2": "1..40", "tb#3": "1..60"}  # the resumed part joins its run
+    assert "its event files hold 3 runs" in said(res)
+
+
+# ============================================================================ 6. the planned length a log states
+def test_the_planned_length_a_verl_or_trl_console_log_states_is_the_horizon(tmp_path, mock_sampler):
+    p = tmp_path / "verl.log"
+    lines = ["(TaskRunner pid=7) Total training steps: 240\n"]
+    lines += [f"(TaskRunner pid=7) step:{k} - critic/score/mean:{curve([1, k])[1]:.4f} - actor/entropy:1.2\n"
+              for k in range(1, 61)]  # fmt: skip
+    p.write_text("".join(lines))
+    trl = DATA / "formats" / "trl_console"
+    trl_log = next(trl.glob("new-trl_vllm*.log"))  # prints 'Total optimization steps = 200'
+    for log, horizon in ((p, 240), (trl_log, 200)):
+        out = tmp_path / "t.csv"
+        res = invoke("forecast", log, "--until-fraction", 0.2, "--out", out, *FAST)
+        assert res.exit_code == 0, res.output
+        assert int(pd.read_csv(out)["horizon"].iloc[0]) == horizon, res.output

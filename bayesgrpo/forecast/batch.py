@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, warning_type
-from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs
+from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs, run_where
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def _max_steps_warnings(plans: Plans) -> None:
     for p in plans:
         ms = meta_number(plans.full.meta.loc[p.run_id], "max_steps")
         if p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
-            where = f"run {p.run_id!r}" + (f" ({plans.full.source})" if plans.full.source else "")
+            where = run_where(plans.full, p.run_id)
             warnings.warn(f"{where}: --horizon {int(p.horizon)} differs from its max_steps {int(ms)} (metadata); the "
                           f"table is the forecast of the planned {int(ms)} steps read at step {int(p.horizon)}",
                           DataWarning, stacklevel=4)  # fmt: skip

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import DataWarning, LogFormatError, OptionError
+from bayesgrpo.errors import DataValidationError, DataWarning, LogFormatError, OptionError
 from bayesgrpo.io._common import (
     fmt_error,
     is_bad_number,
@@ -536,15 +536,35 @@ def _reader_default_id(p: Path) -> str:
     return default_run_id(p)
 
 
-def read_many(paths, *, format: str | None = None, meta=None, on_duplicate: str = "last", **options) -> RunSet:
+def read_many(
+    paths, *, format: str | None = None, meta=None, on_duplicate: str = "last", errors: str = "raise", **options
+) -> RunSet:
     """Read several logs (each as :func:`read_runs`) into one :class:`RunSet` with unique run ids.
 
     Clashing run ids get a ``#2``, ``#3``, ... suffix (with a :class:`DataWarning`). ``meta`` is
-    applied after concatenation (so it can describe runs of every file).
+    applied after concatenation (so it can describe runs of every file). ``errors="warn"``: a file
+    that cannot be read is left out with a DataWarning carrying its one-line error, and the others are
+    read (an option error, or no readable file at all, still raises).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    sets = [read_runs(p, format=format, on_duplicate=on_duplicate, **options) for p in paths]
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors must be 'raise' or 'warn', got {errors!r}")
+    sets, kept, failed = [], [], []
+    for p in paths:
+        try:
+            sets.append(read_runs(p, format=format, on_duplicate=on_duplicate, **options))
+            kept.append(p)
+        except OptionError:
+            raise
+        except (LogFormatError, DataValidationError) as e:
+            if errors == "raise":
+                raise
+            failed.append(e)
+            warnings.warn(f"{e} -- this file is left out; the others are read", DataWarning, stacklevel=2)
+    if failed and not sets:
+        raise failed[0]
+    paths = kept
     if not sets:
         raise ValueError("read_many got no paths")
     datas, metas, seen = [], [], set()

@@ -381,9 +381,12 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, int
         h, src = int(h), "option"
     else:
         cands = []
+        last = last_obs if last_full is None else max(last_full, last_obs)
         ms = meta_number(meta_row, "max_steps")
-        if math.isfinite(ms) and ms > 0:
+        if math.isfinite(ms) and ms >= last:
             cands.append((int(ms), "max_steps"))
+        elif math.isfinite(ms) and ms > 0:  # the run went on past it: not its planned length (batch warns)
+            cands.append((last, "log"))
         if last_full is not None and last_full > last_obs:
             cands.append((last_full, "log"))
         if not cands:
@@ -392,10 +395,12 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, int
     return h, src
 
 
-def _planned(meta_row, last_obs: int, horizon: int) -> int:
-    """The planned length the prior is conditioned on: ``max_steps`` after the last logged step, else the horizon."""
+def _planned(meta_row, last_obs: int, last_full: int | None, horizon: int) -> int:
+    """The planned length the prior is conditioned on: ``max_steps`` after the last logged step (of the
+    observed prefix, and not before the end of the log: a run that went on past it did not plan it), else
+    the horizon."""
     ms = meta_number(meta_row, "max_steps")
-    return int(ms) if math.isfinite(ms) and ms > last_obs else horizon
+    return int(ms) if math.isfinite(ms) and ms > last_obs and ms >= (last_full or 0) else horizon
 
 
 def horizon_error(where: str, horizon: int | None, last: int, n_draws: int | None = None, interval: int = 1):
@@ -461,7 +466,7 @@ def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_dra
         bad = _contradiction(s, r, lo, hi)
         err = f"{where}: {bad}" if bad else None
     return RunPlan(**base, s0=int(s[0]), last_step=int(s[-1]), interval=interval, horizon=h, horizon_from=src,
-                   planned=_planned(meta_row, int(s[-1]), h) if h is not None else None, reward_min=lo, reward_max=hi,
+                   planned=_planned(meta_row, int(s[-1]), last_full, h) if h is not None else None, reward_min=lo, reward_max=hi,
                    bounds=bsrc, error=err, complete=complete)  # fmt: skip
 
 

@@ -325,3 +325,39 @@ def test_the_planned_length_a_verl_or_trl_console_log_states_is_the_horizon(tmp_
         res = invoke("forecast", log, "--until-fraction", 0.2, "--out", out, *FAST)
         assert res.exit_code == 0, res.output
         assert int(pd.read_csv(out)["horizon"].iloc[0]) == horizon, res.output
+
+
+# ============================================================================ 9. horizons before the end of the log
+def test_a_horizon_before_the_last_logged_step_is_said_and_max_steps_below_the_log_is_not_the_plan(
+    tmp_path, mock_sampler
+):
+    s = np.arange(1, 101)
+    a = tmp_path / "a.csv"
+    pd.DataFrame({"step": s, "reward": curve(s, tau=30.0)}).to_csv(a, index=False)
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", a, "--horizon", 50, "--out", out, *FAST)
+    assert res.exit_code == 0, res.output
+    assert (
+        f"warning: run 'a' ({a}): --horizon 50 is before its last logged step 100: the run is complete at step 50"
+        in said(res)
+    )
+    row = pd.read_csv(out).iloc[0]
+    assert row["status"] == "complete" and row["final_mean"] == pytest.approx(curve(s, tau=30.0)[45:50].mean())
+    m = tmp_path / "meta.csv"
+    pd.DataFrame([{"run_id": "a", "max_steps": 60}]).to_csv(m, index=False)
+    res = invoke("forecast", a, "--meta", m, "--out", out, *FAST)
+    assert "its max_steps 60 (metadata) is before its last logged step 100; the run went on past it" in said(res)
+    row = pd.read_csv(out).iloc[0]  # complete at the end of the log, not at step 60
+    assert (row["status"], row["horizon"]) == ("complete", 100)
+    assert row["final_mean"] == pytest.approx(curve(s, tau=30.0)[90:].mean())
+    res = invoke("forecast", a, "--meta", m, "--until-step", 40, "--out", out, *FAST)  # what step 40 would have said
+    row = pd.read_csv(out).iloc[0]
+    assert (row["status"], row["horizon"]) == ("ok", 100)
+    # the prior is conditioned on the share of the run to its horizon (39 of 99 steps), not of the max_steps 60
+    from bayesgrpo.io import read_runs
+    from bayesgrpo.plan import plan_runs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        plans = plan_runs(read_runs(a, meta=m), until_step=40)
+    assert plans["a"].planned == 100 and plans["a"].fraction == pytest.approx(39 / 99)

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
 from bayesgrpo.errors import DataWarning, ForecastError, OptionError
-from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
+from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, STEP, RunSet
 
 __all__ = [
     "RunPlan", "Plans", "PlanOptions", "plan_runs", "truncate", "logging_interval", "is_unit_interval",
@@ -50,6 +50,7 @@ __all__ = [
     "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_GRID_STEPS", "MAX_FUTURE_STEPS",
     "MAX_STORED_STEPS",
     "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error", "parse_reward_range", "INFER_MIN_SHARE", "RATE_RESOLUTION",
+    "run_where",
 ]  # fmt: skip
 
 #: a forecast needs at least this many logged reward points
@@ -380,9 +381,12 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, int
         h, src = int(h), "option"
     else:
         cands = []
+        last = last_obs if last_full is None else max(last_full, last_obs)
         ms = meta_number(meta_row, "max_steps")
-        if math.isfinite(ms) and ms > 0:
+        if math.isfinite(ms) and ms >= last:
             cands.append((int(ms), "max_steps"))
+        elif math.isfinite(ms) and ms > 0:  # the run went on past it: not its planned length (batch warns)
+            cands.append((last, "log"))
         if last_full is not None and last_full > last_obs:
             cands.append((last_full, "log"))
         if not cands:
@@ -391,10 +395,12 @@ def _horizon(spec, rid: str, meta_row, last_obs: int, last_full: int | None, int
     return h, src
 
 
-def _planned(meta_row, last_obs: int, horizon: int) -> int:
-    """The planned length the prior is conditioned on: ``max_steps`` after the last logged step, else the horizon."""
+def _planned(meta_row, last_obs: int, last_full: int | None, horizon: int) -> int:
+    """The planned length the prior is conditioned on: ``max_steps`` after the last logged step (of the
+    observed prefix, and not before the end of the log: a run that went on past it did not plan it), else
+    the horizon."""
     ms = meta_number(meta_row, "max_steps")
-    return int(ms) if math.isfinite(ms) and ms > last_obs else horizon
+    return int(ms) if math.isfinite(ms) and ms > last_obs and ms >= (last_full or 0) else horizon
 
 
 def horizon_error(where: str, horizon: int | None, last: int, n_draws: int | None = None, interval: int = 1):
@@ -427,8 +433,14 @@ def _grid_error(where: str, s) -> str | None:
             "earlier prefix (--until-step) or log the run more evenly")  # fmt: skip
 
 
-def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, source, bound_rows):
-    where = f"run {rid!r}" + (f" ({source})" if source else "")
+def run_where(runs: RunSet, rid: str) -> str:
+    """How every message names a run: ``run 'x' (its own log file)``, else the run set's source."""
+    src = runs.meta.loc[rid].get(SOURCE_FILE) if SOURCE_FILE in runs.meta.columns else None
+    src = src if isinstance(src, str) and src else runs.source
+    return f"run {rid!r}" + (f" ({src})" if src else "")
+
+
+def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_draws, where, bound_rows):
     s = g_obs[STEP].to_numpy(dtype=np.int64)
     r = g_obs[REWARD].to_numpy(dtype=float)
     n = int(s.size)
@@ -454,7 +466,7 @@ def _plan_one(rid, g_obs, g_full, meta_row, *, horizon, opts: PlanOptions, n_dra
         bad = _contradiction(s, r, lo, hi)
         err = f"{where}: {bad}" if bad else None
     return RunPlan(**base, s0=int(s[0]), last_step=int(s[-1]), interval=interval, horizon=h, horizon_from=src,
-                   planned=_planned(meta_row, int(s[-1]), h) if h is not None else None, reward_min=lo, reward_max=hi,
+                   planned=_planned(meta_row, int(s[-1]), last_full, h) if h is not None else None, reward_min=lo, reward_max=hi,
                    bounds=bsrc, error=err, complete=complete)  # fmt: skip
 
 
@@ -504,7 +516,7 @@ def plan_runs(
     for rid in runs.run_ids:
         bound_rows = None if bounds_from is None else bounds_from.run(rid)[REWARD].to_numpy(dtype=float)
         plans[rid] = _plan_one(rid, obs_groups.get(rid, empty), full_groups.get(rid, empty), runs.meta.loc[rid],
-                               horizon=horizon, opts=opts, n_draws=n_draws, source=runs.source,
+                               horizon=horizon, opts=opts, n_draws=n_draws, where=run_where(runs, rid),
                                bound_rows=bound_rows)  # fmt: skip
     truncated = until_step is not None or until_fraction is not None
     return Plans(observed=observed, full=runs, plans=plans, truncated=truncated, options=opts)

@@ -538,25 +538,20 @@ def _numeric(data: pd.DataFrame, source: str | None) -> pd.DataFrame:
 
 
 def _drop_missing_rewards(df: pd.DataFrame, source: str | None) -> pd.DataFrame:
-    """Refuse infinite rewards; drop NaN ones with a warning naming the first row and the runs."""
+    """Drop rows whose reward is NaN (missing) or infinite (a diverged reward is no point of the curve),
+    with a warning naming the first row and the runs; the runs' other rows go on."""
     rew = df[REWARD].to_numpy(dtype=float)
-    inf = np.isinf(rew)
-    if inf.any():
-        i = df.index[inf][0]
-        raise DataValidationError(f"reward is infinite ({_where(df, i, source)}); {int(inf.sum())} such row(s).")
-    nan = np.isnan(rew)
-    if not nan.any():
-        return df
-    idx = df.index[nan]
-    runs = sorted(set(df.loc[idx, RUN]))
-    where_src = f" in {source}" if source else ""
-    warnings.warn(
-        f"dropped {int(nan.sum())} row(s) with a missing (NaN) reward{where_src}, first at "
-        f"{_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
-        DataWarning,
-        stacklevel=4,
-    )
-    return df.loc[~nan]
+    keep = np.ones(len(df), bool)
+    for bad, what in ((np.isnan(rew), "a missing (NaN)"), (np.isinf(rew), "an infinite")):
+        if not bad.any():
+            continue
+        idx = df.index[bad]
+        runs = sorted(set(df.loc[idx, RUN]))
+        warnings.warn(f"dropped {int(bad.sum())} row(s) with {what} reward{f' in {source}' if source else ''}, first "
+                      f"at {_where(df, idx[0], source)}; runs affected: {runs[:5]}{' ...' if len(runs) > 5 else ''}",
+                      DataWarning, stacklevel=4)  # fmt: skip
+        keep &= ~bad
+    return df if keep.all() else df.loc[keep]
 
 
 def _sorted_unique(df: pd.DataFrame, source: str | None, on_duplicate: str) -> pd.DataFrame:

@@ -37,12 +37,18 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 
 STAMP="$VENV/.bayesgrpo-install-${EXTRAS:-base}"
-WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+# the test set-up pins the stack the bit-for-bit tests were recorded with (scripts/constraints-test.txt),
+# so the suite runs the same on any machine on any day, whatever pip would resolve newest
+CONSTRAINTS=()
+[ "$EXTRAS" = "test" ] && CONSTRAINTS=(-c "$ROOT/scripts/constraints-test.txt")
+WANT="$(cat "$ROOT/pyproject.toml" ${CONSTRAINTS[1]:+"${CONSTRAINTS[1]}"} | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
   echo "[bayesgrpo] installing bayesgrpo${EXTRAS:+[$EXTRAS]} into .venv (first time: about 1-2 minutes)" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
-    | grep -v -e "^WARNING: Location" -e "is ignored: it is neither" >&2 || true
+  # setuptools' "Editable installation" notice (a box of stars on every editable install) is information
+  # only: it is dropped with pip's other noise
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${CONSTRAINTS[@]}" -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 \
+    | awk '/Editable installation\./ {box = 1} !box && !/^WARNING: Location/ && !/is ignored: it is neither/ {print} /with strategy, WheelFile/ {box = 0}' >&2 || true
   "$VENV/bin/python" -c "import bayesgrpo, pymc; assert int(pymc.__version__.split('.')[0]) >= 6, pymc.__version__" \
     || { echo "[bayesgrpo] error: installation failed (see messages above)" >&2; exit 1; }
   echo "$WANT" > "$STAMP"

@@ -624,7 +624,10 @@ def test_committed_verl_console_quirks():
     path = cf("verl_console", "Bihan")  # resumed at 101, 3-decimal values, validation in the step-110 line, cut off
     raw = path.read_bytes()
     assert b"\x1b[36m(TaskRunner pid=14640)\x1b[0m step:101 - " in raw and not raw.endswith(b"\n")
-    with pytest.warns(DataWarning, match=r"line 110: last metric line is incomplete \(run cut off\?\); dropped it"):
+    with pytest.warns(
+        DataWarning,
+        match=r"line 110: last metric line has no line break yet \(still being written, or cut\?\); dropped it",
+    ):
         rs = read_runs(path)
     assert at(rs, 110, "eval/openai/gsm8k/reward/mean@1") == 0.892 and math.isnan(
         at(rs, 109, "eval/openai/gsm8k/reward/mean@1")
@@ -715,7 +718,7 @@ def test_committed_from_scratch_quirks():
         "from_scratch", "AxiomForgeAI__metrics.csv"
     )  # CRLF, sparse eval_* columns, string column, cut-off last line
     assert path.read_bytes().count(b"\r\n") == 12
-    with pytest.warns(DataWarning, match=r"line 13: incomplete last line \(13 of 32 fields"):
+    with pytest.warns(DataWarning, match=r"line 13: last line \(13 of 32 fields\) has no line break yet"):
         rs = read_runs(path)
     assert (
         at(rs, 5, "eval/combined") == 0.9192
@@ -730,7 +733,10 @@ def test_committed_from_scratch_quirks():
     with pytest.warns(DataWarning) as rec:
         rs = read_runs(path)
     msgs = " | ".join(str(w.message) for w in rec)
-    assert "line 12: incomplete last JSON line (run cut off?); dropped it" in msgs and "missing (NaN) reward" in msgs
+    assert (
+        "line 12: incomplete last JSON line (run cut off, or still being written?); dropped it" in msgs
+        and "missing (NaN) reward" in msgs
+    )
     assert (
         at(rs, 5, "loss") == 8.118284122815567e-05
         and at(rs, 5, "accuracy") == 0.9192
@@ -889,19 +895,23 @@ def test_csv_cut_off_last_line_dropped_with_warning(tmp_path):
     """Regression: a metrics CSV whose last line was cut while being written (killed run, or read
     while the run is still writing) used to raise 'N fields, expected M'; the line is now dropped
     with a warning, like the JSONL and verl readers do. A short line that ends with a line break is
-    still an error (see test_csv_non_numeric_reward_and_bad_row)."""
+    still an error (see test_csv_non_numeric_reward_and_bad_row). Issue 33: a last line with every
+    field but no line break waits too (``2,0.2,0.5`` may be ``2,0.2,0.55`` a moment later)."""
     p = tmp_path / "metrics.csv"
     p.write_bytes(b"step,mean_reward,loss\r\n1,0.1,0.0\r\n2,0.2,0.0\r\n3,0.")
-    with pytest.warns(DataWarning, match=r"metrics.csv, line 4: incomplete last line \(2 of 3 fields"):
+    with pytest.warns(DataWarning, match=r"metrics.csv, line 4: last line \(2 of 3 fields\) has no line break yet"):
         rs = read_runs(p)
     assert list(rs.data["step"]) == [1, 2] and list(rs.data["reward"]) == [0.1, 0.2]
     p.write_bytes(b"step,mean_reward,loss\n1,0.1,0.0\n2,0.2")  # cut between fields
-    with pytest.warns(DataWarning, match="line 3: incomplete last line"):
+    with pytest.warns(DataWarning, match="line 3: last line"):
         assert len(read_runs(p).data) == 1
-    p.write_bytes(b"step,mean_reward,loss\n1,0.1,0.0\n2,0.2,0.5")  # complete last line without a line break
+    p.write_bytes(b"step,mean_reward,loss\n1,0.1,0.0\n2,0.2,0.5")  # every field, no line break: waits
+    with pytest.warns(DataWarning, match=r"line 3: last line \(3 of 3 fields\) has no line break yet"):
+        assert list(read_runs(p).data["loss"]) == [0.0]
+    p.write_bytes(b'"step","mean_reward"\n"1","0.1"\n"2","0.2"')  # a closing quote ends the line (W&B exports)
     with warnings.catch_warnings():
         warnings.simplefilter("error", DataWarning)
-        assert list(read_runs(p).data["loss"]) == [0.0, 0.5]
+        assert list(read_runs(p).data["reward"]) == [0.1, 0.2]
 
 
 def test_long_csv_non_numeric_reward(tmp_path):

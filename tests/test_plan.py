@@ -45,7 +45,9 @@ def test_horizon_rule_and_where_it_came_from():
     p = plan_runs(runs, horizon={"a": 300, "c": 120})
     assert (p["a"].horizon, p["a"].horizon_from, p["a"].planned) == (300, "option", 200)  # planned stays max_steps
     assert (p["c"].horizon, p["c"].horizon_from, p["c"].planned) == (120, "option", 120)
-    assert p["b"].horizon_from == "max_steps"  # a run missing from the dict: the default rule
+    # a run missing from the dict: the default rule; its max_steps 30 is before the log's end (50): the run went
+    # on past it, so it is complete at its last logged step (issue 33; forecast_batch warns)
+    assert (p["b"].horizon, p["b"].horizon_from, p["b"].complete) == (50, "log", True)
     cut = plan_runs(runs, until_fraction=0.5)  # truncated: at least the log's own last step
     assert (cut["c"].horizon, cut["c"].horizon_from, cut["c"].last_step) == (50, "log", 25)
     assert (cut["a"].horizon, cut["a"].horizon_from) == (200, "max_steps")

@@ -36,9 +36,9 @@ def test_missing_columns_and_bad_values_name_row():
     with pytest.raises(DataValidationError, match=r"reward 'oops' is not a number \(file x.csv, run 'b', row 5\)"):
         RunSet.from_frames(df, source="x.csv")
     df = frame()
-    df.loc[2, "reward"] = np.inf
-    with pytest.raises(DataValidationError, match=r"infinite.*run 'a', row 2"):
-        RunSet.from_frames(df)
+    df.loc[2, "reward"] = np.inf  # issue 33: dropped like a NaN, with a warning; the run's other rows go on
+    with pytest.warns(DataWarning, match=r"dropped 1 row\(s\) with an infinite reward.*run 'a', row 2"):
+        assert len(RunSet.from_frames(df).data) == len(df) - 1
     df = frame().astype({"step": float})
     df.loc[1, "step"] = 2.5
     with pytest.raises(DataValidationError, match=r"step 2\.5 is not an integer"):

@@ -160,9 +160,10 @@ def parse_reward_range(text: str | None):
 
 def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: list[str] | None = None,
                  exclude: list[str] | None = None, option: str = "RUNS", reward_range=None,
-                 reward_key: str | None = None):  # fmt: skip
+                 reward_key: str | None = None, strict: bool = False):  # fmt: skip
     """Read one or many logs into a RunSet and apply ``--reward-key`` / ``--run`` / ``--exclude`` /
-    ``--reward-range`` (one-line errors)."""
+    ``--reward-range`` (one-line errors). Of several files, one that cannot be read is a warning and
+    the others are read (``--strict``: fatal)."""
     from bayesgrpo.io import FORMATS, read_many, read_runs
 
     if fmt is not None and fmt not in FORMATS:
@@ -181,7 +182,7 @@ def read_runsets(paths: list[Path], meta: Path | None, fmt: str | None, *, run: 
             status(f"{p}: a Hugging Face output folder; reading {ts.relative_to(p)} (the furthest trainer_state.json)")
     with guard():
         rs = (read_runs(paths[0], format=fmt, meta=meta, **kw) if len(paths) == 1
-              else read_many(paths, format=fmt, meta=meta, **kw))  # fmt: skip
+              else read_many(paths, format=fmt, meta=meta, errors="raise" if strict else "warn", **kw))  # fmt: skip
     ids = list(rs.run_ids)
     if run:
         unknown = [r for r in run if r not in ids]
@@ -206,7 +207,8 @@ def read_options(paths: list[Path], options: dict):
     ``--exclude`` and, where the verb has it, ``--reward-range``)."""
     bounds = parse_reward_range(options.get("reward_range"))
     return read_runsets(paths, options["meta"], options["fmt"], run=options["run"], exclude=options["exclude"],
-                        reward_range=bounds, reward_key=options.get("reward_key"))  # fmt: skip
+                        reward_range=bounds, reward_key=options.get("reward_key"),
+                        strict=bool(options.get("strict")))  # fmt: skip
 
 
 def read_context(options: dict):

@@ -120,7 +120,9 @@ def run_forecast(
     with C.guard():
         check_options(workers=workers, scheduler=scheduler)
     t_start = time.perf_counter()
-    runs = C.read_runsets(runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds, reward_key=reward_key)
+    runs = C.read_runsets(
+        runs_paths, meta, fmt, run=run, exclude=exclude, reward_range=bounds, reward_key=reward_key, strict=strict
+    )
     if check_runs is not None:
         check_runs(runs)
     ctx = C.read_runsets(context, context_meta, None, option="--context") if context else None

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, warning_type
-from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs
+from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs, run_where
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 if TYPE_CHECKING:
@@ -198,13 +198,25 @@ def _observed_final(plans: Plans, p: RunPlan) -> float:
 
 def _max_steps_warnings(plans: Plans) -> None:
     """One horizon: a forecast to ``--horizon`` is the forecast of the planned run (metadata
-    ``max_steps``) read at that step; say so where the two differ."""
+    ``max_steps``) read at that step; say so where the two differ, where ``--horizon`` is before the
+    last observed step (the run is complete there), and where ``max_steps`` is before the end of the log
+    (the run went on past it: not its planned length, :func:`bayesgrpo.plan._horizon`)."""
     for p in plans:
         ms = meta_number(plans.full.meta.loc[p.run_id], "max_steps")
-        if p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
-            where = f"run {p.run_id!r}" + (f" ({plans.full.source})" if plans.full.source else "")
+        where = run_where(plans.full, p.run_id)
+        if np.isfinite(ms) and p.last_logged is not None and 0 < ms < p.last_logged:
+            warnings.warn(f"{where}: its max_steps {int(ms)} (metadata) is before its last logged step "
+                          f"{p.last_logged}; the run went on past it, so it is not the run's planned length"
+                          + (f" (horizon: {p.horizon}, {p.horizon_from})" if p.horizon is not None else ""),
+                          DataWarning, stacklevel=4)  # fmt: skip
+        elif p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
             warnings.warn(f"{where}: --horizon {int(p.horizon)} differs from its max_steps {int(ms)} (metadata); the "
                           f"table is the forecast of the planned {int(ms)} steps read at step {int(p.horizon)}",
+                          DataWarning, stacklevel=4)  # fmt: skip
+        if p.horizon_from == "option" and p.horizon is not None and p.last_step is not None and p.horizon < p.last_step:
+            warnings.warn(f"{where}: --horizon {int(p.horizon)} is before its last logged step {p.last_step}: the run "
+                          f"is complete at step {int(p.horizon)} (its final reward is the one logged up to it; the later "
+                          "steps are not used). To see what a forecast at an earlier step said, use --until-step",
                           DataWarning, stacklevel=4)  # fmt: skip
 
 

@@ -129,6 +129,8 @@ class LogSource:
                 kw = {"reward_key": self.reward_key} if self.reward_key else {}
                 rs = read_runs(t, format=self.fmt, run_id=self.path.name if self.path and self.path.is_dir() else None,
                                **kw)  # fmt: skip
+        except errs.OptionError:  # --reward-key naming no logged key: no later write mends it
+            raise
         except errs.BayesGRPOError as e:
             # a file caught mid-write (truncated JSON, half a line) or not yet holding a reward
             log.debug("bayesgrpo watch: %s not readable yet (%s)", t, e)

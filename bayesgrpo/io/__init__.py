@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.errors import DataWarning, LogFormatError
+from bayesgrpo.errors import DataValidationError, DataWarning, LogFormatError, OptionError
 from bayesgrpo.io._common import (
     fmt_error,
     is_bad_number,
@@ -129,22 +129,16 @@ def _reader(fmt: str):
 
 # ----------------------------------------------------------------------------- detection
 def _head(path: Path, n: int = _SNIFF_BYTES) -> str:
-    from bayesgrpo.io._common import open_binary
+    from bayesgrpo.io._text import read_bytes
 
-    with open_binary(path) as fh:
-        raw = fh.read(n)
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    return raw.decode("utf-8", errors="replace")
+    return read_bytes(path, n, warn=False).decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def _csv_header(path: Path) -> list[str]:
-    import csv
+    """The header of a delimited table (its delimiter sniffed, comment lines skipped: io._text)."""
+    from bayesgrpo.io._text import logical_suffix, sniff_table
 
-    first = _head(path, 64 * 1024).splitlines()
-    if not first:
-        return []
-    return next(csv.reader([first[0]]))
+    return sniff_table(_head(path, 64 * 1024), "\t" if logical_suffix(path) == ".tsv" else ",")[2]
 
 
 def detect_format(path) -> str:
@@ -182,7 +176,7 @@ def detect_format(path) -> str:
     name = p.name.lower()
     if "tfevents" in name:
         return "tensorboard"
-    from bayesgrpo.io._common import logical_suffix
+    from bayesgrpo.io._text import logical_suffix
 
     suf = logical_suffix(p)  # runs.csv.gz is read as a CSV
     if suf == ".ipynb":
@@ -265,8 +259,13 @@ def _load_meta(meta) -> pd.DataFrame | None:
         elif mp.suffix.lower() in (".parquet", ".pq"):
             m = pd.read_parquet(mp)
         else:
+            import io
+
+            from bayesgrpo.io._text import read_table
+
+            t = read_table(mp, log=False)  # the delimiter sniffed, comments skipped, Latin-1 if not UTF-8 (io._text)
             try:
-                m = pd.read_csv(mp)
+                m = pd.read_csv(io.StringIO(t.text), sep=t.delimiter)
             except Exception as e:  # noqa: BLE001 - pandas raises many types
                 raise fmt_error(mp, None, f"cannot read metadata CSV ({e})") from None
     if RUN not in m.columns and m.index.name == RUN:
@@ -385,18 +384,33 @@ def _finish(
     return RunSet.from_frames(data, meta, source=str(path), on_duplicate=on_duplicate)
 
 
+def _reward_source(data: pd.DataFrame, reward_key: str, path) -> str:
+    """The logged column ``--reward-key`` names: a key as logged, or the name the tables show it under
+    (``reward_fn/acc`` for ``rewards/acc/mean``, W&B's ``train/reward`` for ``reward``); else a one-line
+    error listing the keys it accepts."""
+    from bayesgrpo.io._common import canonical_name, strip_train_prefix
+
+    keys = [str(c) for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE)]
+    if reward_key in keys:
+        return reward_key
+    for k in keys:
+        if reward_key in (canonical_name(k), strip_train_prefix(k)) or k == strip_train_prefix(reward_key):
+            return k
+    shown = ", ".join(keys[:12]) + (" ..." if len(keys) > 12 else "")
+    raise OptionError(f"--reward-key {reward_key!r} is not one of the logged keys of {path} ({shown})")
+
+
 def _map_and_finish(data, meta, path, **kw) -> RunSet:
     reward_key = kw.pop("reward_key", None)
     reward_std = kw.pop("reward_std", None) or reward_std_definition(meta)  # the caller's, else the log's own
     data = numeric_columns(data)
+    if reward_key:
+        reward_key = _reward_source(data, reward_key, path)
     data, used = map_metric_columns(data, reward_key=reward_key, reward_std=reward_std)
-    metrics = [c for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE, REWARD)]
-    if reward_key and reward_key not in metrics and REWARD not in data.columns:
-        shown = ", ".join(map(str, metrics[:12])) + (" ..." if len(metrics) > 12 else "")
-        raise LogFormatError(f"{path}: --reward-key {reward_key!r} is not one of its metrics ({shown})")
     if REWARD not in data.columns:
+        raw = [c for c in data.columns if c not in (RUN, STEP, SOURCE_FILE, SOURCE_LINE)]
         raise LogFormatError(
-            f"{path}: no reward series found (metrics: {', '.join(map(str, metrics[:12]))}); expected a reward metric "
+            f"{path}: no reward series found (logged keys: {', '.join(map(str, raw[:12]))}); expected a reward metric "
             "such as 'reward', 'critic/score/mean', 'mean_reward', or name it with --reward-key KEY "
             "(reward_key= in Python)"
         )
@@ -522,15 +536,35 @@ def _reader_default_id(p: Path) -> str:
     return default_run_id(p)
 
 
-def read_many(paths, *, format: str | None = None, meta=None, on_duplicate: str = "last", **options) -> RunSet:
+def read_many(
+    paths, *, format: str | None = None, meta=None, on_duplicate: str = "last", errors: str = "raise", **options
+) -> RunSet:
     """Read several logs (each as :func:`read_runs`) into one :class:`RunSet` with unique run ids.
 
     Clashing run ids get a ``#2``, ``#3``, ... suffix (with a :class:`DataWarning`). ``meta`` is
-    applied after concatenation (so it can describe runs of every file).
+    applied after concatenation (so it can describe runs of every file). ``errors="warn"``: a file
+    that cannot be read is left out with a DataWarning carrying its one-line error, and the others are
+    read (an option error, or no readable file at all, still raises).
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    sets = [read_runs(p, format=format, on_duplicate=on_duplicate, **options) for p in paths]
+    if errors not in ("raise", "warn"):
+        raise ValueError(f"errors must be 'raise' or 'warn', got {errors!r}")
+    sets, kept, failed = [], [], []
+    for p in paths:
+        try:
+            sets.append(read_runs(p, format=format, on_duplicate=on_duplicate, **options))
+            kept.append(p)
+        except OptionError:
+            raise
+        except (LogFormatError, DataValidationError) as e:
+            if errors == "raise":
+                raise
+            failed.append(e)
+            warnings.warn(f"{e} -- this file is left out; the others are read", DataWarning, stacklevel=2)
+    if failed and not sets:
+        raise failed[0]
+    paths = kept
     if not sets:
         raise ValueError("read_many got no paths")
     datas, metas, seen = [], [], set()

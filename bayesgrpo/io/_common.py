@@ -351,32 +351,6 @@ def default_run_id(path: Path) -> str:
     return name
 
 
-def open_binary(path: Path):
-    """Open a file for reading bytes, transparently decompressing ``.gz``."""
-    if str(path).lower().endswith(".gz"):
-        import gzip
-
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def logical_suffix(path: Path) -> str:
-    """Lower-case suffix ignoring a trailing ``.gz`` (``runs.csv.gz`` -> ``.csv``)."""
-    name = Path(path).name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    return Path(name).suffix
-
-
-def read_text(path: Path) -> str:
-    """Whole file as text (UTF-8, undecodable bytes replaced); ``\\r\\n`` kept as is."""
-    with open_binary(path) as fh:
-        raw = fh.read()
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    return raw.decode("utf-8", errors="replace")
-
-
 def single_run_frame(records: list[dict], path: Path, *, empty: str, **meta) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(data, meta) of a file holding one run; ``empty`` says what was expected when there is no record."""
     if not records:

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from bayesgrpo.io._common import fmt_error
+from bayesgrpo.io._text import read_table
 from bayesgrpo.schema import REWARD, RUN, SOURCE_FILE, SOURCE_LINE, STEP
 
 __all__ = ["read_long"]
 
 
 def read_long(path: Path):
-    """Read a long table; ``source_line`` is the CSV line (header = line 1), absent for Parquet.
+    """Read a long table; ``source_line`` is the CSV line, absent for Parquet. A CSV's delimiter is the
+    header's, ``#`` lines are comments, an unfinished last line waits (:func:`bayesgrpo.io._text.read_table`).
 
     A ``source_file`` column in the file is kept (it names the original log); otherwise this file.
     """
@@ -26,17 +29,16 @@ def read_long(path: Path):
                 path, None, f"cannot read Parquet ({type(e).__name__}: {e}); expected a long table run_id, step, reward"
             ) from None
     else:
-        from bayesgrpo.io._common import logical_suffix
-
-        sep = "\t" if logical_suffix(path) == ".tsv" else ","
+        t = read_table(path)
         try:
-            df = pd.read_csv(path, sep=sep, dtype={RUN: str}, keep_default_na=True)
+            df = pd.read_csv(io.StringIO(t.text), sep=t.delimiter, dtype={RUN: str}, keep_default_na=True)
         except pd.errors.ParserError as e:
             raise fmt_error(path, None, f"malformed CSV ({e}); expected a long table run_id, step, reward") from None
         except pd.errors.EmptyDataError:
             raise fmt_error(path, None, "empty file; expected a header line run_id,step,reward,...") from None
         if SOURCE_LINE not in df.columns:
-            df[SOURCE_LINE] = df.index + 2
+            lines = t.data_lines()
+            df[SOURCE_LINE] = lines if len(lines) == len(df) else df.index + t.header_line + 2
     missing = [c for c in (RUN, STEP, REWARD) if c not in df.columns]
     if missing:
         raise fmt_error(

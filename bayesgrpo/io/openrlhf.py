@@ -18,7 +18,8 @@ import ast
 import re
 from pathlib import Path
 
-from bayesgrpo.io._common import last_line_index, num, read_text, single_run_frame, unparsable_line
+from bayesgrpo.io._common import last_line_index, num, single_run_frame, unparsable_line
+from bayesgrpo.io._text import read_text
 from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_openrlhf_console", "OPENRLHF_LINE"]

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
-import warnings
 from pathlib import Path
 
-from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import fmt_error, num, read_text, single_run_frame
-from bayesgrpo.schema import SOURCE_LINE, STEP
+import pandas as pd
+
+from bayesgrpo.io._common import default_run_id, fmt_error, num, records_frame, single_run_frame
+from bayesgrpo.io._text import finished_lines, json_lines, read_table, read_text
+from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
 
 __all__ = ["read_metrics_csv", "read_metrics_jsonl", "read_minimind_log", "STEP_KEYS"]
 
@@ -56,29 +56,21 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def read_metrics_csv(path: Path):
     """Per-step metrics CSV (any columns; CRLF and quoting handled; empty cells -> NaN).
 
-    A last line cut off while it was written (run killed, or the file read while the run is still
-    writing it: no line break at the end of the file and fewer fields than the header) is dropped
-    with a DataWarning; a short row elsewhere raises.
+    The delimiter is the header's, ``#`` lines are comments, and a last line without its line break (a
+    run cut off, or a file still being written) waits, with a DataWarning
+    (:func:`bayesgrpo.io._text.read_table`); a short row elsewhere raises. A ``run_id`` column names
+    each row's run (several runs in one file); otherwise the file holds one run.
     """
     path = Path(path)
-    text = read_text(path)
-    delim = "\t" if path.suffix.lower() == ".tsv" else ","
-    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delim))
-    if not rows or not rows[0]:
+    t = read_table(path)
+    rows = list(csv.reader(io.StringIO(t.text, newline=""), delimiter=t.delimiter))
+    if t.header_line < 0:
         raise fmt_error(path, "line 1", "empty file; expected a header line of metric names")
-    header = [h.strip() for h in rows[0]]
-    sk = _step_key(header, path, "line 1")
-    cut_off = len(rows) > 1 and not text.endswith(("\n", "\r")) and len(rows[-1]) < len(header)
+    header, h = t.header, t.header_line + 1
+    sk = _step_key(header, path, f"line {h}")
     recs = []
-    for i, row in enumerate(rows[1:], start=2):
+    for i, row in enumerate(rows[h:], start=h + 1):
         if not row or all(not c.strip() for c in row):
-            continue
-        if cut_off and i == len(rows):
-            warnings.warn(
-                f"{path}, line {i}: incomplete last line ({len(row)} of {len(header)} fields, no line break; run cut off?); dropped it",
-                DataWarning,
-                stacklevel=3,
-            )
             continue
         if len(row) != len(header):
             raise fmt_error(path, f"line {i}", f"{len(row)} fields, expected {len(header)} (one per header column)")
@@ -87,7 +79,14 @@ def read_metrics_csv(path: Path):
         rec[STEP] = st
         rec[SOURCE_LINE] = i
         recs.append(rec)
-    return single_run_frame(recs, path, empty="no data rows; expected one row per step", step_key=sk)
+    if RUN not in header:
+        return single_run_frame(recs, path, empty="no data rows; expected one row per step", step_key=sk)
+    if not recs:
+        raise fmt_error(path, None, "no data rows; expected one row per step")
+    df = records_frame(recs, path)
+    empty = df[RUN].astype(str).str.strip() == ""
+    df.loc[empty, RUN] = default_run_id(path)
+    return df, pd.DataFrame({RUN: pd.unique(df[RUN]), "step_key": sk})
 
 
 def read_metrics_jsonl(path: Path):
@@ -97,25 +96,9 @@ def read_metrics_jsonl(path: Path):
     line elsewhere raises.
     """
     path = Path(path)
-    text = read_text(path)
-    lines = text.split("\n")
-    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     recs, sk = [], None
-    for i, ln in enumerate(lines):
-        if not ln.strip():
-            continue
-        where = f"line {i + 1}"
-        try:
-            obj = json.loads(ln)
-        except ValueError as e:
-            if i == last and i > 0:
-                warnings.warn(
-                    f"{path}, {where}: incomplete last JSON line (run cut off?); dropped it", DataWarning, stacklevel=3
-                )
-                continue
-            raise fmt_error(
-                path, where, f"not valid JSON ({e}); expected one JSON object of metrics per line"
-            ) from None
+    for line, obj in json_lines(read_text(path), path, "one JSON object of metrics per line"):
+        where = f"line {line}"
         if not isinstance(obj, dict):
             raise fmt_error(path, where, f"record is a JSON {type(obj).__name__}; expected an object of metrics")
         rec = _flatten(obj)
@@ -123,7 +106,7 @@ def read_metrics_jsonl(path: Path):
         if sk not in rec:
             raise fmt_error(path, where, f"record has no {sk!r}; expected every record to carry the step")
         rec[STEP] = _step_value(rec.pop(sk), sk, path, where)
-        rec[SOURCE_LINE] = i + 1
+        rec[SOURCE_LINE] = line
         recs.append(rec)
     return single_run_frame(recs, path, empty="empty file; expected JSON lines of metrics", step_key=sk)
 
@@ -138,7 +121,8 @@ def read_minimind_log(path: Path):
     (``Reward`` -> reward, ``KL_ref`` -> kl, ``Avg Len`` -> completion_length).
     """
     path = Path(path)
-    text = read_text(path)
+    # 'Reward: 0.3' may be '0.38' a moment later: a metric line waits for its line break
+    text = finished_lines(read_text(path), path, what="metric line", complete=lambda ln: not _MM_LINE.search(ln))
     recs = []
     for i, raw in enumerate(text.split("\n"), start=1):
         m = _MM_LINE.search(raw.rstrip("\r"))

@@ -10,6 +10,8 @@ and they are read in wall-time order, so the later file wins on overlapping step
 HF Trainer makes for each (re)start of one run (``runs/<Mon DD_HH-MM-SS>_<host>/``), which are parts of
 the run of their parent folder. So ``logs/a/`` and ``logs/b/`` are two runs (``logs/a``, ``logs/b``),
 while ``out/runs/Feb18_08-06-13_host/`` and ``out/runs/Feb19_09-17-34_host/`` are two parts of one.
+Within one run's folder(s), a file (in wall-time order) that starts again at or before the first step
+of the run being read is another run (``<id>#2``, with a warning): a resumed part starts later.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesgrpo.errors import LogFormatError
+from bayesgrpo.errors import DataWarning, LogFormatError
 from bayesgrpo.io._common import default_run_id, fmt_error, strip_train_prefix
 from bayesgrpo.schema import RUN, SOURCE_FILE, STEP
 
@@ -88,23 +90,55 @@ def read_tensorboard(path: Path | Sequence[Path]):
     if not single and len(groups) == 1:
         groups = {root: next(iter(groups.values()))}
     frames, metas = [], []
-    for key, items in groups.items():
+    for key, all_items in groups.items():
         if single:
-            rid = default_run_id(files[0])
+            rid0 = default_run_id(files[0])
         elif key == root or len(groups) == 1:
-            rid = root.name
+            rid0 = root.name
         else:
             rel = key.relative_to(root) if key != root else Path(root.name)
-            rid = f"{root.name}/{rel.as_posix()}"
-        for _, f, s in items:
-            s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
-            wide = s.pivot(index="step", columns="tag", values="value").sort_index()
-            wide.columns = [strip_train_prefix(str(c)) for c in wide.columns]
-            wide = wide.reset_index().rename(columns={"step": STEP})
-            wide[SOURCE_FILE] = str(f)
-            wide[RUN] = rid
-            frames.append(wide)
-        metas.append({RUN: rid, "n_event_files": len(items)})
+            rid0 = f"{root.name}/{rel.as_posix()}"
+        runs = _runs_of(all_items)
+        if len(runs) > 1:
+            warnings.warn(f"{key if not single else files[0].parent}: its event files hold {len(runs)} runs (a file that "
+                          "starts again at the first step is another run, not a resumed part); read as "
+                          f"{', '.join(repr(_nth(rid0, k)) for k in range(len(runs)))}", DataWarning,
+                          stacklevel=3)  # fmt: skip
+        for k, items in enumerate(runs):
+            rid = _nth(rid0, k)
+            frames.extend(_wide(items, rid))
+            metas.append({RUN: rid, "n_event_files": len(items)})
     data = pd.concat(frames, ignore_index=True)
     data[STEP] = data[STEP].astype("int64")
     return data, pd.DataFrame(metas)
+
+
+def _nth(rid: str, k: int) -> str:
+    return rid if k == 0 else f"{rid}#{k + 1}"
+
+
+def _runs_of(items: list) -> list[list]:
+    """The event files of one folder (in wall-time order) split into runs: a file whose first step is
+    not after the first step of the run being read starts another run (a resumed part starts later)."""
+    runs: list[list] = []
+    for t in items:
+        first = int(t[2]["step"].min())
+        if not runs or first <= int(runs[-1][0][2]["step"].min()):
+            runs.append([t])
+        else:
+            runs[-1].append(t)
+    return runs
+
+
+def _wide(items: list, rid: str) -> list[pd.DataFrame]:
+    """One wide frame (a row per step) per event file of run ``rid``."""
+    frames = []
+    for _, f, s in items:
+        s = s.sort_values("wall_time", kind="stable").drop_duplicates(["step", "tag"], keep="last")
+        wide = s.pivot(index="step", columns="tag", values="value").sort_index()
+        wide.columns = [strip_train_prefix(str(c)) for c in wide.columns]
+        wide = wide.reset_index().rename(columns={"step": STEP})
+        wide[SOURCE_FILE] = str(f)
+        wide[RUN] = rid
+        frames.append(wide)
+    return frames

@@ -20,7 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning
-from bayesgrpo.io._common import ALIASES, default_run_id, fmt_error, line_of, num, read_text, records_frame
+from bayesgrpo.io._common import ALIASES, default_run_id, fmt_error, line_of, num, records_frame
+from bayesgrpo.io._text import read_text
 from bayesgrpo.schema import REWARD, RUN, SOURCE_LINE, STEP
 
 __all__ = ["read_trainer_state", "read_trl_console", "read_notebook", "run_config_meta", "hf_trainer_state"]

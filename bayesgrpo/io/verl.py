@@ -4,6 +4,7 @@ Console: one line per step, ``step:<int> - key:value - key:value ...`` (separato
 key/value split at the first ``:``), possibly prefixed by ANSI colour codes and a Ray prefix
 ``(TaskRunner pid=NNN)`` / ``(main_task pid=NNN)``. Values are full-precision reprs (current verl,
 also ``np.float64(0.1)``) or 3-decimal numbers (old verl); non-numeric values are skipped.
+``Total training steps: N`` (printed at each start) is the run's ``max_steps``.
 Validation metrics inside the step line (``val-core/<src>/<key>/mean@N``, ``val/test_score/<src>``)
 become ``eval/<...>``. ``critic/score/mean`` (else ``critic/rewards/mean``) -> ``reward``.
 
@@ -13,11 +14,11 @@ JSONL (``trainer.logger=['file']``): ``{"step": N, "data": {metric: value, ...}}
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from bayesgrpo.io._common import fmt_error, last_line_index, num, read_text, single_run_frame, unparsable_line
+from bayesgrpo.io._common import fmt_error, last_line_index, num, single_run_frame, unparsable_line
+from bayesgrpo.io._text import finished_lines, json_lines, read_text
 from bayesgrpo.schema import SOURCE_LINE, STEP
 
 __all__ = ["read_verl_console", "read_verl_jsonl"]
@@ -25,6 +26,7 @@ __all__ = ["read_verl_console", "read_verl_jsonl"]
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
 _KEY = re.compile(r"^[A-Za-z0-9_@.\-/\[\]]+$")
+_TOTAL_STEPS = re.compile(r"Total training steps: (\d+)")  # verl's RayPPOTrainer prints it at the start
 
 
 def read_verl_console(path: Path):
@@ -34,7 +36,8 @@ def read_verl_console(path: Path):
     :class:`~bayesgrpo.errors.DataWarning`; a malformed metric line elsewhere raises.
     """
     path = Path(path)
-    text = read_text(path)
+    # 'key:0.5' may be 'key:0.55' a moment later: a metric line waits for its line break
+    text = finished_lines(read_text(path), path, what="metric line", complete=lambda ln: "step:" not in ln)
     lines = text.split("\n")
     recs = []
     last_idx = last_line_index(lines)
@@ -61,25 +64,19 @@ def read_verl_console(path: Path):
                             "fields separated by ' - '")  # fmt: skip
             continue
         recs.append(rec)
+    totals = _TOTAL_STEPS.findall(text)  # the trainer's planned length (the last start's, for a resumed run)
     return single_run_frame(
-        recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output"
-    )
+        recs, path, empty="no verl metric line ('step:N - key:value - ...') found; expected verl console logger output",
+        **({"max_steps": int(totals[-1])} if totals and int(totals[-1]) > 0 else {}),
+    )  # fmt: skip
 
 
 def read_verl_jsonl(path: Path):
-    """Read a verl file-logger JSONL (``{"step": N, "data": {...}}`` per line)."""
+    """Read a verl file-logger JSONL (``{"step": N, "data": {...}}`` per line); an incomplete last line
+    (a run cut off, or still being written) is dropped with a DataWarning."""
     path = Path(path)
-    text = read_text(path)
     recs = []
-    for i, ln in enumerate(text.split("\n"), start=1):
-        if not ln.strip():
-            continue
-        try:
-            obj = json.loads(ln)
-        except ValueError as e:
-            raise fmt_error(
-                path, f"line {i}", f'not valid JSON ({e}); expected {{"step": N, "data": {{...}}}} per line'
-            ) from None
+    for i, obj in json_lines(read_text(path), path, '{"step": N, "data": {...}} per line'):
         if not isinstance(obj, dict) or "step" not in obj or not isinstance(obj.get("data"), dict):
             raise fmt_error(path, f"line {i}", 'expected a record {"step": N, "data": {...}}')
         st = num(obj["step"])

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from bayesgrpo.io._common import fmt_error, num, read_text, records_frame, strip_train_prefix
+from bayesgrpo.io._common import fmt_error, num, records_frame, strip_train_prefix
+from bayesgrpo.io._text import read_table
 from bayesgrpo.schema import RUN, SOURCE_LINE, STEP
 
 __all__ = ["read_wandb_csv"]
@@ -25,10 +26,11 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
     """Read a W&B CSV export; ``x`` names a per-run metric to use as step instead of column 1
     (e.g. ``x="_step"``). ``source_line`` is the CSV line (header = 1)."""
     path = Path(path)
-    text = read_text(path)
-    rows = list(csv.reader(io.StringIO(text, newline="")))
-    if not rows or not rows[0]:
+    t = read_table(path)  # W&B quotes every field: its last line is whole without a line break
+    rows = list(csv.reader(io.StringIO(t.text, newline=""), delimiter=t.delimiter))
+    if t.header_line < 0:
         raise fmt_error(path, "line 1", "empty file; expected a W&B CSV export header '<x axis>,<run> - <metric>,...'")
+    rows = rows[t.header_line :]  # line i + 1 + header_line below
     header = rows[0]
     runs: dict[str, dict[str, int]] = {}
     for j, h in enumerate(header[1:], start=1):
@@ -47,7 +49,7 @@ def read_wandb_csv(path: Path, *, x: str | None = None):
         if missing:
             raise fmt_error(path, "line 1", f"x axis metric {x!r} missing for run(s) {missing[:3]}")
     recs = []
-    for i, row in enumerate(rows[1:], start=2):
+    for i, row in enumerate(rows[1:], start=t.header_line + 2):
         if not row:
             continue
         if len(row) != len(header):

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError
-from bayesgrpo.plan import Plans, RunPlan, final_window_steps, future_steps, meta_number, plan_runs
+from bayesgrpo.plan import Plans, RunPlan, final_window_steps, future_steps, meta_number, plan_runs, run_where
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 from bayesgrpo.series import noise_sd, start_level
 
@@ -331,7 +331,7 @@ def prepare_arrays(
         s = groups[rid][STEP].to_numpy(dtype=np.int64)
         r = groups[rid][REWARD].to_numpy(dtype=float)
         rn = r if normalize_with is None else normalize_with.run(rid)[REWARD].to_numpy(dtype=float)
-        where = f"run {rid!r}" + (f" ({runs.source})" if runs.source else "")
+        where = run_where(runs, rid)
         z, off, noise, r0, floor, info = _run_arrays(plan, s, r, rn, runs.meta.loc[rid], where=where)
         for lst, v in ((zs, z), (offsets, off), (noises, noise), (r0s, r0), (floors, floor), (infos, info)):
             lst.append(v)

@@ -32,7 +32,7 @@ def _lib():
     import types
 
     from bayesgrpo.decisions import recommend_stop
-    from bayesgrpo.decisions.alerts import alert_rates_for
+    from bayesgrpo.decisions.alerts import alert_rates_for, decline_alarm_for
     from bayesgrpo.decisions.budget import Costs
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
@@ -43,6 +43,7 @@ def _lib():
     return types.SimpleNamespace(
         **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, forecast_batch=forecast_batch,
         recommend_stop=recommend_stop, Costs=Costs, write_report=write_report, alert_rates_for=alert_rates_for,
+        decline_alarm_for=decline_alarm_for,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
         LogFormatError=LogFormatError,
     )  # fmt: skip
@@ -61,8 +62,9 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
     final_q50, final_q90, stop_step_q50, p_stop_before_horizon, p_plateaued, plateau_q50,
     p_underdamped, r_hat_max, divergences``, ``level`` (the current level) and ``p_decline`` (P(final <
-    level - 0.1 x scale): :func:`bayesgrpo.forecast.decision.decision_probabilities`), ``alert_rates`` (the
-    measured error rates the alerts quote: :func:`bayesgrpo.decisions.alerts.alert_rates_for`), ``status`` (``ok`` or ``warning``: poor sampler health,
+    level - 0.1 x scale): :func:`bayesgrpo.forecast.decision.decision_probabilities`), ``alert_rates`` and
+    ``decline_alarm`` (the measured error rates the alerts quote and the measured P(decline) alarm level:
+    :mod:`bayesgrpo.decisions.alerts`), ``status`` (``ok`` or ``warning``: poor sampler health,
     the reason in ``status_reason``) plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with
     ``improve``), ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and
     ``flags`` (mode -> severity name) and ``flag_evidence`` (with ``diagnose``) and the stop policy's answer (with ``policy``:
@@ -90,7 +92,10 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     out["status"], out["status_reason"] = fit.health_status(run_id)
     nums = fit.decision_numbers(run_id, delta=fit.config.delta)
     out["p_decline"], out["level"] = float(nums["p_decline"]), float(nums["level"])
-    out["alert_rates"] = lib.alert_rates_for(fit.config.kind)
+    out["alert_rates"], out["decline_alarm"] = (
+        lib.alert_rates_for(fit.config.kind),
+        lib.decline_alarm_for(fit.config.kind),
+    )
     sf = float(fit.config.stop_fraction)
     if pdr.latent_now is not None:
         gain = pdr.r_star - pdr.r0

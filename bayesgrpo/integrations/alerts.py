@@ -6,7 +6,9 @@ hand every forecast result to an :class:`Alerter`. It fires an :class:`Alert` **
 * the stop advice turns to ``stop`` (``WARN``);
 * a failure flag reaches ``warning`` (``WARN``) or ``critical`` (``ERROR``);
 * P(decline) -- P(final reward < current level - 0.1 x scale) -- crosses the alarm level upward (``WARN``)
-  or falls back below it (``INFO``).
+  or falls back below it (``INFO``). The level is the one measured with the shipped error rates (the worker's
+  ``decline_alarm``, chosen leave-one-source-out by ``bench/monitors.py``) unless the user sets one;
+  :data:`DECLINE_ALARM` only when none ships.
 
 The text says what happened with its numbers, what to do, and the signal's measured error rate: the stop
 policy's share of bad stops (leave-one-source-out, the worker's ``advice_error_rate``) and, for P(decline)
@@ -41,7 +43,7 @@ log = logging.getLogger("bayesgrpo")
 
 #: the trackers whose alert channel is used when active
 TRACKERS = ("trackio", "wandb")
-#: P(decline) at or above which the decline alert fires
+#: P(decline) alarm level when none was measured for the model kind ("more likely than not")
 DECLINE_ALARM = 0.5
 #: what to do, per failure mode (diagnose's four modes)
 ACTIONS = {
@@ -87,16 +89,16 @@ class AlertRules:
 
     Parameters
     ----------
-    decline : float
-        The P(decline) alarm level.
+    decline : float, optional
+        The P(decline) alarm level (default: the measured one each result carries, else :data:`DECLINE_ALARM`).
     run_id : str
         Named in the titles.
     """
 
-    def __init__(self, *, decline: float = DECLINE_ALARM, run_id: str = "run"):
-        if not 0.0 < decline < 1.0:
+    def __init__(self, *, decline: float | None = None, run_id: str = "run"):
+        if decline is not None and not 0.0 < decline < 1.0:
             raise ValueError(f"the decline alarm level must lie in (0, 1); got {decline}")
-        self.decline = float(decline)
+        self.decline = None if decline is None else float(decline)
         self.run_id = str(run_id)
         self._advice: str | None = None
         self._flags: dict[str, float] = {}
@@ -125,11 +127,18 @@ class AlertRules:
             if rank >= SEVERITY_RANK["warning"] and rank > self._flags.get(mode, 0.0):
                 out.append(self._flag(res, mode, sev))
             self._flags[mode] = rank
-        p = _num(res.get("p_decline"))
-        if math.isfinite(p) and (p >= self.decline) != self._decline_on:
-            self._decline_on = p >= self.decline
-            out.append(self._decline(res, p))
+        p, level = _num(res.get("p_decline")), self.level(res)
+        if math.isfinite(p) and (p >= level) != self._decline_on:
+            self._decline_on = p >= level
+            out.append(self._decline(res, p, level))
         return out
+
+    def level(self, res: dict) -> float:
+        """The P(decline) alarm level for a result: the user's, else the measured one it carries, else the default."""
+        if self.decline is not None:
+            return self.decline
+        lv = _num(res.get("decline_alarm"))
+        return lv if 0.0 < lv < 1.0 else DECLINE_ALARM
 
     # -- texts
     def _title(self, what: str) -> str:
@@ -155,17 +164,17 @@ class AlertRules:
         level = "ERROR" if sev == "critical" else "WARN"
         return Alert(f"flag/{mode}", level, self._title(f"{mode} {sev}"), text, res.get("observed_until"))
 
-    def _decline(self, res: dict, p: float) -> Alert:
+    def _decline(self, res: dict, p: float, level: float) -> Alert:
         lev = _num(res.get("level"))
         fc = (f"forecast final reward {_num(res.get('final_q50')):.4g} [80%: {_num(res.get('final_q10')):.4g}, "
               f"{_num(res.get('final_q90')):.4g}] against the current level {lev:.4g}")  # fmt: skip
-        if p >= self.decline:
-            text = (f"Step {res.get('observed_until')}: P(decline) = {p:.2f} >= {self.decline:g}: the run is "
+        if p >= level:
+            text = (f"Step {res.get('observed_until')}: P(decline) = {p:.2f} >= {level:g}: the run is "
                     f"forecast to end more than 0.1 of its scale below where it is now ({fc}). What to do: keep the "
                     "best checkpoint so far; lower the learning rate or raise the KL coefficient before going on, "
                     f"or stop. {_rate_text(res, 'decline')}")  # fmt: skip
             return Alert("decline", "WARN", self._title("decline likely"), text, res.get("observed_until"))
-        text = (f"Step {res.get('observed_until')}: P(decline) = {p:.2f} fell back below {self.decline:g} ({fc}). "
+        text = (f"Step {res.get('observed_until')}: P(decline) = {p:.2f} fell back below {level:g} ({fc}). "
                 "Nothing to do.")  # fmt: skip
         return Alert("decline", "INFO", self._title("decline no longer likely"), text, res.get("observed_until"))
 
@@ -232,12 +241,12 @@ class Alerter:
     trackers : bool, str or iterable of str
         ``True`` (``"auto"``): every tracker of :data:`TRACKERS` with an active run; ``False``: the logger
         only; names: those trackers only.
-    decline : float
-        P(decline) alarm level.
+    decline : float, optional
+        P(decline) alarm level (default: the measured one, :class:`AlertRules`).
     run_id : str
     """
 
-    def __init__(self, trackers=True, *, decline: float = DECLINE_ALARM, run_id: str = "run"):
+    def __init__(self, trackers=True, *, decline: float | None = None, run_id: str = "run"):
         if trackers is True or trackers == "auto":
             self.trackers: tuple[str, ...] = TRACKERS
         elif trackers is False or trackers is None:

@@ -37,7 +37,7 @@ from bayesgrpo.integrations._live import LOGGED_KEYS, PREFIX, logged_values, num
 from bayesgrpo.integrations._requests import forecast_request, request_runs, reward_keys
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
 from bayesgrpo.integrations._worker import ForecastWorker
-from bayesgrpo.integrations.alerts import DECLINE_ALARM, Alerter, margin_layout
+from bayesgrpo.integrations.alerts import Alerter, margin_layout
 from bayesgrpo.integrations.history import HistoryWriter
 from bayesgrpo.integrations.stops import ImprovementStop, PolicyStop, UtilityStop, _stop_rule
 from bayesgrpo.io.trl import run_config_meta
@@ -127,8 +127,9 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         the text says what to do and the signal's measured error rate) through ``trackio.alert`` and
         ``wandb.alert`` when a run of them is active (True), only through the named ones, or not at all
         (False). The stop policy's advice is asked for even without a ``stop`` rule.
-    decline_alarm : float
-        P(decline) = P(final reward < current level - 0.1 x scale) at which the decline alert fires.
+    decline_alarm : float, optional
+        P(decline) = P(final reward < current level - 0.1 x scale) at which the decline alert fires (default:
+        the level measured with the shipped error rates, ``bench/results/monitors.md``).
 
     Attributes
     ----------
@@ -176,7 +177,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         threads: int = 1,
         worker: ForecastWorker | None = None,
         alerts: bool | str | list[str] = True,
-        decline_alarm: float = DECLINE_ALARM,
+        decline_alarm: float | None = None,
         model: str | None = None,
     ):
         if model is not None:  # the statistical kind was once called "model" (still in old checkpoints' state)
@@ -208,7 +209,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._worker = worker
         self._own_worker = worker is None
         self.alerts = alerts if isinstance(alerts, (bool, str)) else list(alerts)
-        self.decline_alarm = float(decline_alarm)
+        self.decline_alarm = None if decline_alarm is None else float(decline_alarm)
         Alerter(self.alerts, decline=self.decline_alarm)  # checks the arguments now, not at the first forecast
         self._alert_state: dict = {}
         # run state (restored from a checkpoint when restore_callback_states_from_checkpoint=True)

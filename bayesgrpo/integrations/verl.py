@@ -42,7 +42,7 @@ from typing import Any
 from bayesgrpo.integrations._live import logged_values, numeric_row
 from bayesgrpo.integrations._requests import forecast_request, reward_keys
 from bayesgrpo.integrations._worker import ForecastWorker
-from bayesgrpo.integrations.alerts import DECLINE_ALARM, Alerter, margin_layout
+from bayesgrpo.integrations.alerts import Alerter, margin_layout
 from bayesgrpo.integrations.history import HistoryWriter
 from bayesgrpo.integrations.stops import PolicyStop
 
@@ -99,7 +99,7 @@ class BayesGRPOTracking:
     def __init__(self, project_name: str = "verl", experiment_name: str = "run", config: dict | None = None, *,
                  every: int = 10, horizon: int | None = None, target: float | None = None, ceiling: float | None = None,
                  kind: str = "oscillator", sampler: dict | None = None, min_points: int = 6, diagnose: bool = True,
-                 alerts=True, decline_alarm: float = DECLINE_ALARM, history: bool | str = True,
+                 alerts=True, decline_alarm: float | None = None, history: bool | str = True,
                  final_wait: float = 10.0, max_wait: float = 120.0, threads: int = 1,
                  worker: ForecastWorker | None = None, tracking=None):  # fmt: skip
         from bayesgrpo.io.verl import verl_config_meta

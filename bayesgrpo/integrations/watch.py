@@ -29,7 +29,7 @@ from pathlib import Path
 
 from bayesgrpo.integrations._requests import _light, forecast_request
 from bayesgrpo.integrations._worker import ForecastWorker
-from bayesgrpo.integrations.alerts import DECLINE_ALARM, Alerter, active_trackers
+from bayesgrpo.integrations.alerts import Alerter, active_trackers
 from bayesgrpo.integrations.history import append_history, write_latest
 from bayesgrpo.integrations.stops import PolicyStop
 
@@ -293,7 +293,7 @@ def watch(
     reward_key: str | None = None,
     policy: dict | None = None,
     alerts=True,
-    decline_alarm: float = DECLINE_ALARM,
+    decline_alarm: float | None = None,
 ) -> list[dict]:
     """Follow ``path`` and forecast the run every ``every`` new logged steps until stopped.
 
@@ -352,8 +352,8 @@ def watch(
         Alerts (:class:`~bayesgrpo.integrations.alerts.Alerter`) through the trackers with a run active in this
         process (True), the named ones, or none (False). With a tracker active and no ``policy``, the default
         stop policy's advice is asked for (its ``stop`` is one of the alerts).
-    decline_alarm : float
-        P(decline) at which the decline alert fires.
+    decline_alarm : float, optional
+        P(decline) at which the decline alert fires (default: the measured level).
 
     Returns
     -------

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TypeGuard
 
 from bayesgrpo.integrations._requests import SEVERITY_RANK
 
-__all__ = ["PREFIX", "LOGGED_KEYS", "logged_values", "numeric_row", "finite"]
+__all__ = ["PREFIX", "LOGGED_KEYS", "logged_values", "numeric_row", "finite", "answer_kind"]
+
+log = logging.getLogger("bayesgrpo")
 
 PREFIX = "bayesgrpo/"
 #: result field -> logged key (always logged when finite; the optional ones only with their option)
@@ -67,3 +70,21 @@ def logged_values(res: dict, *, n_failures: int) -> dict:
         out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
     out[PREFIX + "fit_failures"] = float(n_failures)
     return out
+
+
+def answer_kind(res: dict, step: int) -> str:
+    """What one worker answer is -- ``"warmup"``, ``"forecast"`` (a fit that succeeded) or ``"failed"`` -- with
+    the logging every live integration does for it (a failed warm-up or fit is a warning: training goes on; a
+    forecast is logged at INFO, with a warning when its sampler health is poor)."""
+    if res.get("kind") == "warmup":
+        if not res.get("ok"):
+            log.warning("bayesgrpo: model warm-up failed in the worker: %s", res.get("error"))
+        return "warmup"
+    if not res.get("ok"):
+        log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
+        return "failed"
+    log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
+             res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
+    if res.get("status") == "warning":
+        log.warning("bayesgrpo: forecast from step %s: %s", res.get("observed_until"), res.get("status_reason"))
+    return "forecast"

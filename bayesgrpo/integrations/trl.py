@@ -33,7 +33,7 @@ from pathlib import Path
 
 from transformers.trainer_callback import ExportableState, TrainerCallback
 
-from bayesgrpo.integrations._live import LOGGED_KEYS, PREFIX, logged_values, numeric_row
+from bayesgrpo.integrations._live import LOGGED_KEYS, PREFIX, answer_kind, logged_values, numeric_row
 from bayesgrpo.integrations._requests import forecast_request, request_runs, reward_keys
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
 from bayesgrpo.integrations._worker import ForecastWorker
@@ -454,11 +454,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self._handle_result(res, step)
 
     def _handle_result(self, res: dict, step: int) -> None:
-        if res.get("kind") == "warmup":
-            if not res.get("ok"):
-                log.warning("bayesgrpo: model warm-up failed in the worker: %s", res.get("error"))
+        kind = answer_kind(res, step)
+        if kind == "warmup":
             return
-        if res.get("ok"):
+        if kind == "forecast":
             self._n_fits += 1
             self.latest = res
             self._unlogged = res
@@ -469,13 +468,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     self._stop_reason = f"{why} for {self._stop_count} consecutive forecast(s)"
             if self._alerter is not None:
                 self._alerter.update(res)
-            log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
-                     res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
-            if res.get("status") == "warning":
-                log.warning("bayesgrpo: forecast from step %s: %s", res.get("observed_until"), res.get("status_reason"))
         else:
             self._n_failures += 1
-            log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
         if self._hist_dir is not None and self._files is not None:
             self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
 

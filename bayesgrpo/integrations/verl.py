@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bayesgrpo.integrations._live import logged_values, numeric_row
+from bayesgrpo.integrations._live import answer_kind, logged_values, numeric_row
 from bayesgrpo.integrations._requests import forecast_request, reward_keys
 from bayesgrpo.integrations._worker import ForecastWorker
 from bayesgrpo.integrations.alerts import Alerter, margin_layout
@@ -227,17 +227,15 @@ class BayesGRPOTracking:
             self._handle(res, step)
 
     def _handle(self, res: dict, step: int) -> None:
-        if res.get("kind") == "warmup":
-            if not res.get("ok"):
-                log.warning("bayesgrpo: model warm-up failed in the worker: %s", res.get("error"))
+        kind = answer_kind(res, step)
+        if kind == "warmup":
             return
-        if res.get("ok"):
+        if kind == "forecast":
             self._n_fits += 1
             self.latest = self._unlogged = res
             self.alerter.update(res)
         else:
             self._n_failures += 1
-            log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
         if self._files is not None and self.hist_dir is not None:
             self._files.put((self.hist_dir, res, step))
 

@@ -407,13 +407,17 @@ def healthy_alarms(cases: pd.DataFrame, fc: pd.DataFrame, sig: pd.DataFrame) -> 
     advice apart: a stop on a healthy run is judged by its bad-stop rate) and every alert of each monitor."""
     bad = cases.groupby("run_id")[["decline", "collapse", "degenerate"]].max().fillna(0).max(axis=1)
     last = cases[cases["run_id"].isin(bad[bad == 0].index)].sort_values("cut").groupby("run_id").last()
-    per = {m: [] for m in ("bayesgrpo", "bayesgrpo stop advice", *MONITORS)}
+    per = {m: [] for m in ("bayesgrpo", "bayesgrpo P(decline) only", "bayesgrpo flags only", "bayesgrpo stop advice",
+                           *MONITORS)}  # fmt: skip
     levels = alarm_levels(cases, fc, "decline")[0]
     for rid, c in last.iterrows():
         steps = float(c["cut_step"] - c["s0"])
         al = _live_alerts(fc, rid, levels[c["source"]])
         per["bayesgrpo"].append((c["source"], sum(a.signal != "advice" and a.level != "INFO" for a in al), steps))
         per["bayesgrpo stop advice"].append((c["source"], sum(a.signal == "advice" for a in al), steps))
+        per["bayesgrpo P(decline) only"].append((c["source"], sum(a.signal == "decline" and a.level != "INFO"
+                                                                  for a in al), steps))  # fmt: skip
+        per["bayesgrpo flags only"].append((c["source"], sum(a.signal.startswith("flag/") for a in al), steps))
         for m in MONITORS:
             s = sig[(sig["monitor"] == m) & (sig["run_id"] == rid) & sig["announced"].astype(bool)
                     & (sig["step"] <= c["cut_step"])]  # fmt: skip
@@ -515,16 +519,37 @@ def _pair(r, col: str, nd: int = 2) -> str:
     return f"{_f(r[col + '_sw'], nd)} ({_f(r[col + '_pc'], nd)})"
 
 
-def targets(hl: pd.DataFrame, fa: dict) -> list[dict]:
-    """The issue's targets, each with bayesgrpo's number, the monitors' and by how much it is met or missed."""
+BOOT = 1000
+
+
+def auroc_interval(st: pd.DataFrame, *, event: str, cut: float, method: str, reading: str) -> tuple[float, float]:
+    """The 90% interval of a source-weighted AUROC over sources drawn with replacement (:data:`BOOT` draws)."""
+    g = st[(st["event"] == event) & (st["cut"] == cut) & (st["method"] == method) & (st["reading"] == reading)]
+    g = g[np.isfinite(g["score"])]
+    by = dict(list(g.groupby("source")))
+    names, rng, vals = sorted(by), np.random.default_rng(0), []
+    for _ in range(BOOT):
+        pick = rng.choice(len(names), size=len(names), replace=True)
+        parts = [by[names[i]].assign(_w=1.0 / (len(names) * len(by[names[i]]))) for i in pick]
+        d = pd.concat(parts)
+        vals.append(auroc(d["score"], d["y"], d["_w"]))
+    v = np.asarray(vals)
+    v = v[np.isfinite(v)]
+    return (float(np.quantile(v, 0.05)), float(np.quantile(v, 0.95))) if v.size else (float("nan"), float("nan"))
+
+
+def targets(hl: pd.DataFrame, fa: dict, st: pd.DataFrame) -> list[dict]:
+    """The issue's targets, each with bayesgrpo's number, the monitors' and by how much it is met or missed (the
+    AUROC with its 90% source-bootstrap interval)."""
     out = []
     at = hl[(hl["event"] == "decline") & (hl["cut"] == 0.3)].set_index("method")
     ours, mons = at.loc["forecast", "auroc_sw"], {m: at.loc[m, "auroc_sw"] for m in MONITORS}
     need = max([TARGETS["auroc_decline_30"], *[v for v in mons.values() if np.isfinite(v)]])
+    ci = {m: auroc_interval(st, event="decline", cut=0.3, method=m, reading=at.loc[m, "reading"]) for m in METHODS}
     out.append(dict(target="AUROC of decline at 30%, source-weighted: >= 0.75 and above both monitors", ours=ours,
                     theirs=mons, met=bool(ours >= TARGETS["auroc_decline_30"] and all(ours > v for v in mons.values()
                                                                                     if np.isfinite(v))),
-                    margin=ours - need))  # fmt: skip
+                    margin=ours - need, interval=ci))  # fmt: skip
     for e in ("decline", "plateau"):
         for cut in CUTS:
             r = hl[(hl["event"] == e) & (hl["cut"] == cut) & (hl["method"] == "forecast")].iloc[0]
@@ -536,7 +561,8 @@ def targets(hl: pd.DataFrame, fa: dict) -> list[dict]:
                                    + ("" if caught else " (n/a: no monitor alarm caught a true case)"),
                             ours=r["p_at_best_recall_sw"], theirs={r["best_monitor"]: theirs},
                             met=bool(ratio >= TARGETS["precision_ratio"]) if caught else None,
-                            margin=ratio - TARGETS["precision_ratio"], ratio=ratio))  # fmt: skip
+                            margin=ratio - TARGETS["precision_ratio"], ratio=ratio, recall=r["best_recall_sw"],
+                            monitor=r["best_monitor"]))  # fmt: skip
     ours, mons = fa["bayesgrpo"]["fa_sw"], {m: fa[m]["fa_sw"] for m in MONITORS}
     out.append(dict(target="false alarms per 1,000 steps of healthy runs (every failure alert; no decline, collapse or "
                            "degenerate event at any cut) <= the monitors'", ours=ours, theirs=mons,
@@ -566,6 +592,10 @@ def write_report(cases, hl, tg, rates, fa, info) -> None:
     for t in tg:
         th = ", ".join(f"{k} {_f(v)}" for k, v in t["theirs"].items())
         extra = f" (ratio {_f(t['ratio'])})" if "ratio" in t else ""
+        if "interval" in t:
+            extra += " [90%: {}-{}]".format(*(_f(x) for x in t["interval"]["forecast"]))
+            th = ", ".join(f"{k} {_f(v)} [90%: {_f(t['interval'][k][0])}-{_f(t['interval'][k][1])}]"
+                           for k, v in t["theirs"].items())  # fmt: skip
         L.append(
             f"| {t['target']} | {_f(t['ours'])}{extra} | {th} | {'n/a' if t['met'] is None else 'yes' if t['met'] else '**no**'} | {_f(t['margin'])} |"
         )
@@ -592,6 +622,7 @@ def write_report(cases, hl, tg, rates, fa, info) -> None:
           "they sent.", "", "| tool | alerts / 1k steps | runs | sources | alerts |", "|---|---|---|---|---|"]  # fmt: skip
     for m, v in fa.items():
         L.append(f"| {m} | {_pair(v, 'fa', 1)} | {v['runs']} | {v['sources']} | {v['alerts']} |")
+    L += ["", "## Where a target is missed, and why", "", *_why(tg, hl, fa)]
     L += ["", "## The live alerts' measured error rates", "",
           "Shipped as `bayesgrpo/resources/alerts_oscillator.json` (read by `bayesgrpo.decisions.alerts`); the alert "
           "text quotes them. Share of alarms the event did not follow, every case of every cut, the larger of "
@@ -603,6 +634,36 @@ def write_report(cases, hl, tg, rates, fa, info) -> None:
         )
     L += ["", "## Notes", "", *info["notes"]]
     write_text(RESULTS / "monitors.md", "\n".join(L) + "\n")
+
+
+def _why(tg: list[dict], hl: pd.DataFrame, fa: dict) -> list[str]:
+    """The closing note of each missed target, from the numbers measured."""
+    out = []
+    for t in tg:
+        if t["met"] is not False:
+            continue
+        if "interval" in t:
+            lo, hi = t["interval"]["forecast"]
+            n = hl[(hl["event"] == "decline") & (hl["cut"] == 0.3) & (hl["method"] == "forecast")].iloc[0]
+            at = hl[(hl["event"] == "decline") & (hl["method"] == "forecast")].set_index("cut")["auroc_sw"]
+            out.append(f"- *AUROC of decline at 30%*: {_f(t['ours'])}, {_f(-t['margin'])} short of the target, with a "
+                       f"90% source-bootstrap interval of {_f(lo)}-{_f(hi)} (it holds 0.75): {int(n['positives'])} true "
+                       f"declines of {int(n['cases'])} cases at this cut. It is above both monitors; at 20% and 50% "
+                       f"the same probability scores {_f(at[0.2])} and {_f(at[0.5])}.")  # fmt: skip
+        elif "ratio" in t:
+            b = next(iter(t["theirs"].values()))
+            out.append(f"- *{t['target'].split(':')[0]}*: the best monitor, {t['monitor']}, alarms on few cases (recall "
+                       f"{_f(t['recall'])}) at precision {_f(b)}; at that recall "
+                       f"bayesgrpo's precision is {_f(t['ours'])}, ratio {_f(t['ratio'])}"
+                       + (" (1.5 x a precision of 1.00 cannot be reached)" if b >= 1 / 1.5 else "") + ".")  # fmt: skip
+        else:
+            fl, dec = fa["bayesgrpo flags only"], fa["bayesgrpo P(decline) only"]
+            out.append(f"- *False alarms on healthy runs*: {_f(t['ours'], 1)} per 1,000 steps against rldoctor's "
+                       f"{_f(fa['rldoctor']['fa_sw'], 1)}; the failure flags (diagnose's warnings, which judge what the prefix already shows, "
+                       f"not what follows) give {_f(fl['fa_sw'], 1)} of them, the "
+                       f"P(decline) alerts {_f(dec['fa_sw'], 1)}. The issue asks for an alert at every flag reaching "
+                       "warning; the alert text quotes each flag's measured false share.")  # fmt: skip
+    return out or ["- None."]
 
 
 def _notes(runs, cases: pd.DataFrame) -> list[str]:
@@ -662,7 +723,7 @@ def main(argv=None) -> None:
     mt = metrics(st, sig, cases)
     hl = headline(mt, st)
     fa = healthy_alarms(cases, fc, sig)
-    tg = targets(hl, fa)
+    tg = targets(hl, fa, st)
     rates = alert_rates(st)
     rates["decline"]["alarm_level"] = alarm_levels(cases, fc, "decline")[1]
     info = dict(date=time.strftime("%Y-%m-%d"), versions={"bayesgrpo": __version__, **monitor_peers.versions()},

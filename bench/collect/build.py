@@ -134,9 +134,7 @@ def collect(only: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, 
                 data = data[data["run_id"] != rid]
                 meta = meta[meta["run_id"] != rid]
         paths = meta.get("source_path", pd.Series(dtype=str)).astype(str)
-        meta["source_sha256"] = [
-            ";".join(shas[p][:16] for p in str(sp).split(";") if p in shas) for sp in paths
-        ]
+        meta["source_sha256"] = [";".join(shas[p][:16] for p in str(sp).split(";") if p in shas) for sp in paths]
         docs[repo] = src
         datas.append(data)
         metas.append(meta)
@@ -245,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     data, meta, dropped, docs = collect(a.only)
     log = ["# build log of data/grpo-collected", "", "| run | repository | dropped because |", "|---|---|---|"]
     log += [f"| {d.run_id} | {d.repo} | {d.why} |" for d in dropped]
-    print(f"{len(meta)} runs of {meta['source_repo'].nunique() if len(meta) else 0} sources kept; {len(dropped)} dropped")
+    print(
+        f"{len(meta)} runs of {meta['source_repo'].nunique() if len(meta) else 0} sources kept; {len(dropped)} dropped"
+    )
     for d in dropped:
         print(f"  dropped {d.repo} {d.run_id}: {d.why}")
     if a.dry_run:

@@ -49,9 +49,7 @@ def read(repo: str, commit: str, path: str) -> bytes:
         gd = git_dir(repo)
         if gd is None:
             raise RawMissing(f"{repo}@{commit[:10]}:{path}: fetch the repository (fetch tool) or save it to {cached}")
-        out = subprocess.run(
-            ["git", f"--git-dir={gd}", "show", f"{commit}:{path}"], capture_output=True, check=False
-        )
+        out = subprocess.run(["git", f"--git-dir={gd}", "show", f"{commit}:{path}"], capture_output=True, check=False)
         if out.returncode != 0:
             raise RawMissing(f"{repo}@{commit[:10]}:{path}: {out.stderr.decode(errors='replace').strip()}")
         data = out.stdout

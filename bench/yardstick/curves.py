@@ -80,7 +80,9 @@ def _b_exp3(y):
 def _s_exp3(u, y, lb, ub):
     first, last = _edges(y)
     r = robust_range(y)
-    return [[c, first, t] for t in (0.03, 0.1, 0.3, 1.0, 5.0) for c in (last, last + 0.5 * r * np.sign(last - first or 1))]
+    return [
+        [c, first, t] for t in (0.03, 0.1, 0.3, 1.0, 5.0) for c in (last, last + 0.5 * r * np.sign(last - first or 1))
+    ]
 
 
 def _f_exp3(u, c, r0, tau):

@@ -1,6 +1,6 @@
 """Curve families on every yardstick case: each family's final-reward draws, BIC and block score.
 
-    .venv/bin/python -m bench.yardstick.run_curves            # resumable per source
+.venv/bin/python -m bench.yardstick.run_curves            # resumable per source
 """
 
 from __future__ import annotations

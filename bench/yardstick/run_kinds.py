@@ -52,7 +52,9 @@ def fits() -> pd.DataFrame:
             todo = [r for r in rs.run_ids if (r, round(c, 3), kind) not in have]
             for k in range(0, len(todo), 8):
                 part = todo[k : k + 8]
-                rows = fit_run_effects(rs.select(part), fraction=c, kind=kind, sampler=FIT_SAMPLER, source=src.to_dict())
+                rows = fit_run_effects(
+                    rs.select(part), fraction=c, kind=kind, sampler=FIT_SAMPLER, source=src.to_dict()
+                )
                 df = pd.concat([df, pd.DataFrame(rows)], ignore_index=True)
                 df.to_csv(TABLE, index=False)
                 print(f"[{time.time() - t0:6.0f}s] fits {kind} @ {c}: {k + len(part)}/{len(todo)}", flush=True)
@@ -66,7 +68,9 @@ def prior_for(table: pd.DataFrame, kind: str, source: str) -> PopulationPrior:
 
     pk = which(kind, lambda k: bool((table["kind"] == k).any()))
     rows = table[(table["kind"] == pk)]
-    rows = rows[rows["source"].map(lambda s: s == "testbed" or data.split_of(s) == "selection") & (rows["source"] != source)]
+    rows = rows[
+        rows["source"].map(lambda s: s == "testbed" or data.split_of(s) == "selection") & (rows["source"] != source)
+    ]
     return fit_population(rows, name=f"yardstick-{pk}-{store.slug(source)}", base=default_prior(kind))
 
 

@@ -1,6 +1,6 @@
 """The package's peers on every yardstick case: last value and the bootstrapped least-squares curves.
 
-    .venv/bin/python -m bench.yardstick.run_peers            # resumable per source
+.venv/bin/python -m bench.yardstick.run_peers            # resumable per source
 """
 
 from __future__ import annotations

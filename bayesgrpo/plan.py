@@ -50,7 +50,7 @@ __all__ = [
     "FinalWindow", "MIN_POINTS", "BOUND_TOL", "MEMORY_LIMIT_BYTES", "MAX_GRID_STEPS", "MAX_FUTURE_STEPS",
     "MAX_STORED_STEPS",
     "NEXT", "HORIZON_SOURCES", "meta_number", "horizon_error", "parse_reward_range", "INFER_MIN_SHARE", "RATE_RESOLUTION",
-    "run_where",
+    "run_where", "logged_steps_per_hour", "STEP_SECONDS_KEYS", "ELAPSED_KEYS",
 ]  # fmt: skip
 
 #: a forecast needs at least this many logged reward points
@@ -107,6 +107,33 @@ def logging_interval(steps) -> int:
     """The run's logging interval: the median difference of its logged steps, at least 1 (1 for one point)."""
     s = np.asarray(steps)
     return max(1, int(np.median(np.diff(s)))) if s.size > 1 else 1
+
+
+#: logged columns holding the seconds of one optimizer step (verl, TRL >= 0.2x, from-scratch loops), in the order read
+STEP_SECONDS_KEYS = ("timing_s/step", "step_time", "iter_time_s", "perf/time_per_step")
+#: logged columns holding the seconds elapsed since the run started (verl's file logger, W&B exports)
+ELAPSED_KEYS = ("elapsed_seconds", "_runtime")
+
+
+def logged_steps_per_hour(df) -> tuple[float, str] | None:
+    """The run's optimizer steps per hour from the times its log records, and the column read: ``3600 /`` the
+    median seconds per step of the first :data:`STEP_SECONDS_KEYS` column it logs, else the median rate of
+    the intervals between logged :data:`ELAPSED_KEYS` times (a restart that resets the clock is skipped);
+    None when the log records no time."""
+    for key in STEP_SECONDS_KEYS:
+        if key in df.columns:
+            v = np.asarray(df[key], dtype=float)
+            v = v[np.isfinite(v) & (v > 0)]
+            if v.size:
+                return 3600.0 / float(np.median(v)), key
+    for key in ELAPSED_KEYS:
+        if key in df.columns:
+            d = df[[STEP, key]].astype(float).dropna().sort_values(STEP)
+            ds, dt = np.diff(d[STEP].to_numpy()), np.diff(d[key].to_numpy())
+            ok = (ds > 0) & (dt > 0)
+            if ok.any():
+                return 3600.0 * float(np.median(ds[ok] / dt[ok])), key
+    return None
 
 
 def _tol(*bounds: float) -> float:

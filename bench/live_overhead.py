@@ -7,6 +7,10 @@ the worst case), alternating, ``--reps`` times each. The callback uses one forec
 was compiled before the timed runs (steady state: one fit in flight almost all the time, default
 live sampler 2 x (400 + 400)); the first compile of a run is a one-off 15-30 s in the background.
 
+A fourth variant trains with the trackers the alerts speak through (``report_to`` trackio in its local store,
+W&B offline, TensorBoard; the callback's alerts and TensorBoard margin layout on, its defaults), so its hook
+time includes looking the trackers up and handing alerts to their sender thread.
+
 Measured: wall time of every optimizer step (between consecutive ``on_step_begin`` events, so it
 includes logging and every callback), the time spent inside the callback's own hooks, and how many
 forecasts reached the logs during training.
@@ -45,12 +49,12 @@ def _timer():
     return StepTimer()
 
 
-def one_run(out, *, steps, callback=None):
+def one_run(out, *, steps, callback=None, report_to="none"):
     import tiny_grpo
 
     timer = _timer()
     cbs = [timer] + ([callback] if callback is not None else [])
-    tr = tiny_grpo.make_trainer(out, max_steps=steps, callbacks=cbs, logging_steps=1)
+    tr = tiny_grpo.make_trainer(out, max_steps=steps, callbacks=cbs, logging_steps=1, report_to=report_to)
     t0 = time.perf_counter()
     tr.train()
     total = time.perf_counter() - t0
@@ -78,6 +82,7 @@ def main(argv=None):
     from bayesgrpo.integrations.trl import LIVE_SAMPLER, BayesGRPOCallback
 
     tmp = Path(tempfile.mkdtemp(prefix="live_overhead_"))
+    os.environ.update(TRACKIO_DIR=str(tmp / "trackio"), WANDB_MODE="offline", WANDB_DIR=str(tmp), WANDB_SILENT="true")
     worker = ForecastWorker(log_file=tmp / "worker.log")
     t0 = time.perf_counter()
     rid = worker.submit({"kind": "warmup", "sampler": LIVE_SAMPLER})
@@ -86,17 +91,21 @@ def main(argv=None):
     print(f"worker compiled in {compile_s:.1f} s", flush=True)
     one_run(tmp / "warm", steps=20)  # torch / TRL warm-up, not timed
 
-    kinds = {"without": None, "every=5 (worst case)": 5, "default every (50 logged rewards)": None}  # None: default
+    trackers = ["trackio", "wandb", "tensorboard"]
+    kinds = {"without": None, "every=5 (worst case)": 5, "default every (50 logged rewards)": None,
+             "default every, trackio + W&B offline + TensorBoard": None}  # None: default  # fmt: skip
     runs = {k: [] for k in kinds}
     for r in range(a.reps):
         for kind, every in kinds.items():
             cb = None
             if kind != "without":
                 cb = BayesGRPOCallback(every=every, worker=worker, warmup=False, final_wait=5, max_wait=30)
-            res = one_run(tmp / f"run{r}_{len(runs[kind])}_{every}", steps=a.steps, callback=cb)
+            res = one_run(tmp / f"run{r}_{len(runs[kind])}_{every}", steps=a.steps, callback=cb,
+                          report_to=trackers if "trackio" in kind else "none")  # fmt: skip
             if cb is not None:
                 res.update(log_s=cb.log_seconds, log_calls=cb.log_calls, max_log_s=cb.max_log_seconds, fits=cb._n_fits,
-                           begin_s=cb.overhead_seconds - cb.log_seconds)  # fmt: skip
+                           begin_s=cb.overhead_seconds - cb.log_seconds,
+                           alerts=len(cb._alerter.sent) if cb._alerter is not None else 0)  # fmt: skip
             runs[kind].append(res)
             print(f"rep {r} {kind}: median step {1e3 * statistics.median(res['steps']):.1f} ms, "
                   f"total {res['total']:.1f} s, mid-run forecasts {res['mid_forecasts']}", flush=True)  # fmt: skip
@@ -110,6 +119,9 @@ def main(argv=None):
     with_runs = [res for k in kinds if k != "without" for res in runs[k]]
     log_per_call = sum(h["log_s"] for h in with_runs) / sum(h["log_calls"] for h in with_runs)
     begin_s = statistics.fmean(h["begin_s"] for h in with_runs)
+    per_kind = {
+        k: sum(h["log_s"] for h in runs[k]) / sum(h["log_calls"] for h in runs[k]) for k in kinds if k != "without"
+    }
     table = [
         "| | median step | mean step | median vs without | mean vs without | forecasts logged mid-run per run |",
         "|---|---:|---:|---:|---:|---|",
@@ -138,7 +150,11 @@ def main(argv=None):
         "",
         f"Inside the training process one `on_log` call of the callback took **{1e6 * log_per_call:.0f} µs** on average "
         f"({100 * log_per_call / med0:.2f}% of a median step of this tiny run, logging every step), the longest "
-        f"{1e3 * max(h['max_log_s'] for h in with_runs):.1f} ms; `on_train_begin` (once) {1e3 * begin_s:.0f} ms.",
+        f"{1e3 * max(h['max_log_s'] for h in with_runs):.1f} ms; `on_train_begin` (once) {1e3 * begin_s:.0f} ms. "
+        "Per variant: " + "; ".join(f"{k}: {1e6 * v:.0f} µs" for k, v in per_kind.items()) + " per `on_log`; alerts "
+        "sent to the trackers per run with them: "
+        + ", ".join(str(h["alerts"]) for k in kinds if "trackio" in k for h in runs[k])
+        + ".",
         "",
         "Per run (median step, ms): "
         + "; ".join(f"{k}: " + ", ".join(f"{1e3 * statistics.median(r['steps']):.2f}" for r in runs[k]) for k in kinds)

@@ -7,6 +7,16 @@ from typing import Annotated, Any
 import typer
 
 from bayesgrpo.cli import common as C
+from bayesgrpo.cli.costs import (
+    CostPerGpuHourOpt,
+    CostPerHourOpt,
+    CurrencyOpt,
+    GpusOpt,
+    StepsPerHourOpt,
+    check_costs,
+    run_costs,
+    run_rates,
+)
 from bayesgrpo.cli.forecast import run_forecast
 from bayesgrpo.cli.options import ADVICE, KIND, OUTPUTS, PLAN, READ, SAMPLER, RunsArg, with_options
 
@@ -28,10 +38,11 @@ def budget_cmd(
         float | None,
         typer.Option("--cost-per-step", help="cost of one more optimizer step (in units of --value-per-reward)"),
     ] = None,
-    cost_per_hour: Annotated[
-        float | None, typer.Option("--cost-per-hour", help="cost per hour of training (needs --steps-per-hour)")
-    ] = None,
-    steps_per_hour: Annotated[float | None, typer.Option("--steps-per-hour", help="optimizer steps per hour")] = None,
+    cost_per_hour: CostPerHourOpt = None,
+    cost_per_gpu_hour: CostPerGpuHourOpt = None,
+    gpus: GpusOpt = None,
+    steps_per_hour: StepsPerHourOpt = None,
+    currency: CurrencyOpt = None,
     value_per_reward: Annotated[
         float | None, typer.Option("--value-per-reward", help="value of one reward unit at the end (default 1)")
     ] = None,
@@ -44,26 +55,33 @@ def budget_cmd(
 
     The main table (--out) has one row per run with the recommendation and the stop policy's advice; over
     several runs (a sweep) it also says which runs to stop now, the share of the sweep's remaining steps
-    that saves, and the reward expected to be lost, with its 90% interval. --out-dir gets each run's
-    budget table (every step) and figure.
+    that saves, and the reward expected to be lost, with its 90% interval. With a cost per hour (or per
+    GPU-hour) and the steps an hour runs (given, or read from the step times the log records), each run's
+    recommendation says what stopping saves in hours and money, with the 90% interval of what stopping at the
+    best step saves. --out-dir gets each run's budget table (every step) and figure.
     """
     import pandas as pd
 
-    from bayesgrpo.decisions.budget import Costs
     from bayesgrpo.io.output import file_stems, write_table
 
     # ---- costs are checked before any sampling (their bounds and consistency: decisions.Costs)
     costs: dict[str, Any] = dict(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour,
-                 value_per_reward=value_per_reward, epoch_steps=epoch_steps)  # fmt: skip
-    C.validated(Costs, **costs)
+                 value_per_reward=value_per_reward, epoch_steps=epoch_steps, cost_per_gpu_hour=cost_per_gpu_hour,
+                 gpus=gpus, currency=currency)  # fmt: skip
+    check_costs(**costs)
+    rates: dict[str, float] = {}
     out, out_dir = options.pop("out"), options.pop("out_dir")
     C.validate_outputs(out=out, out_dir=out_dir)
-    res = run_forecast(runs, **options, title="budget", figures=False,
-                       check_runs=lambda rs: C.check_out_names(out_dir, _names(rs.run_ids)))  # fmt: skip
+
+    def check_runs(rs) -> None:  # before any sampling: the output names and each run's steps per hour
+        C.check_out_names(out_dir, _names(rs.run_ids))
+        rates.update(run_rates(rs, costs))
+
+    res = run_forecast(runs, **options, title="budget", figures=False, check_runs=check_runs)
     stems = file_stems(res.table["run_id"])
     status = res.table.set_index("run_id")[["status", "error"]]
     recs = [
-        _one_run(res, rid, target=target, costs=costs, out_dir=out_dir, stem=stems[rid])
+        _one_run(res, rid, target=target, costs=run_costs(costs, rates, rid), out_dir=out_dir, stem=stems[rid])
         | {"status": status.loc[rid, "status"], "status_reason": status.loc[rid, "error"]}
         for rid in (res.fit.forecast_ids if res.fit is not None else [])
     ]
@@ -76,7 +94,7 @@ def budget_cmd(
     table = pd.DataFrame(recs)
     table["notes"] = table["notes"].map(lambda n: "; ".join(n))
     if res.decisions:
-        table = _sweep_advice(table, res)
+        table = _sweep_advice(table, res, costs=costs, rates=rates)
     if out is not None:
         with C.guard():
             write_table(table, out)
@@ -125,22 +143,28 @@ def _disagreements(table, advice, fit) -> None:
                      f"the policy the risk that stopping now loses more than delta of the range")  # fmt: skip
 
 
-def _sweep_advice(table, res):
-    """The stop policy over the sweep: which runs to stop now, the share of remaining steps that saves, and
-    the reward expected to be lost (printed; its per-run columns joined to ``table``)."""
+def _sweep_advice(table, res, *, costs: dict, rates: dict):
+    """The stop policy over the sweep: which runs to stop now, the share of remaining steps (and the hours and
+    money) that saves, and the reward expected to be lost (printed; its per-run columns joined to ``table``)."""
+    from bayesgrpo.decisions.budget import Costs
     from bayesgrpo.decisions.stop import sweep_stop_table
 
     fit, adv = res.fit, res.table.set_index("run_id")["advice"]
     runs = [dict(run_id=rid, advice=adv[rid], last_step=fit.infos[rid].last_step, horizon=fit.infos[rid].horizon,
                  level=res.decisions[rid]["level"], scale=res.decisions[rid]["scale"],
-                 final_draws=fit.final_draws(rid)) for rid in fit.forecast_ids]  # fmt: skip
-    per_run, summ = sweep_stop_table(runs)
+                 final_draws=fit.final_draws(rid), steps_per_hour=rates.get(rid)) for rid in fit.forecast_ids]  # fmt: skip
+    hourly = Costs(**{k: costs[k] for k in ("cost_per_hour", "cost_per_gpu_hour", "gpus")}, steps_per_hour=1.0).hourly
+    per_run, summ = sweep_stop_table(runs, cost_per_hour=hourly)
     C.print_table(per_run, title="stop policy over the runs: advice now, steps left, and the reward lost by stopping "
                                  "now (final - current level: mean [90% interval], the run's units)")  # fmt: skip
     line = (
         f"sweep: stop {summ['stopped']} of {summ['runs']} run(s) now; that saves "
         f"{summ['share_of_remaining_steps_saved']:.0%} of the sweep's remaining steps"
     )
+    if summ.get("hours_saved") is not None:
+        line += f" ({summ['hours_saved']:.3g} h" + (
+            f", {costs['currency'] or 'cost'} {summ['cost_saved']:,.4g})" if summ.get("cost_saved") is not None else ")"
+        )
     if "lost_scale_mean" in summ:
         line += (
             f"; expected reward lost per stopped run {summ['lost_scale_mean']:+.3f} of its scale "

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bayesgrpo.conventions import CI_PROB, interval_bounds
 from bayesgrpo.forecast.paths import PathDraws, exponential_draws, stop_quantile
@@ -87,6 +87,14 @@ class StopRecommendation:
     fraction_saved: float | None = None
     hours_saved: float | None = None
     cost_saved: float | None = None
+    # the 90% interval of what stopping at the best step saves (over the draws' own best stop steps)
+    steps_saved_q05: float | None = None
+    steps_saved_q95: float | None = None
+    hours_saved_q05: float | None = None
+    hours_saved_q95: float | None = None
+    cost_saved_q05: float | None = None
+    cost_saved_q95: float | None = None
+    currency: str | None = None
     # paper B's 80%-of-an-epoch rule
     epoch_steps: int | None = None
     rule80_step: int | None = None
@@ -98,6 +106,22 @@ class StopRecommendation:
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def _money(self) -> str:
+        """The hours and cost saved with their 90% intervals, as the summary says them."""
+        out = ""
+        if self.steps_saved_q05 is not None:
+            out += f" [90%: {self.steps_saved_q05:.0f}-{self.steps_saved_q95:.0f} steps]"
+        if self.hours_saved is not None:
+            out += f", {self.hours_saved:.3g} h"
+            if self.hours_saved_q05 is not None:
+                out += f" [90%: {self.hours_saved_q05:.3g}-{self.hours_saved_q95:.3g}]"
+        if self.cost_saved is not None:
+            cur = f"{self.currency} " if self.currency else "cost "
+            out += f", {cur}{self.cost_saved:,.4g}"
+            if self.cost_saved_q05 is not None:
+                out += f" [90%: {self.cost_saved_q05:,.4g}-{self.cost_saved_q95:,.4g}]"
+        return out
 
     def summary(self) -> str:
         u = f" {self.units}" if self.units else ""
@@ -113,15 +137,9 @@ class StopRecommendation:
         if self.p_target is not None:
             s.append(f"P(reward >= {self.target:g} by then) = {self.p_target:.2f}")
         if self.steps_saved is not None and self.fraction_saved is not None:
-            extra = ""
-            if self.hours_saved is not None:
-                extra += f", {self.hours_saved:.3g} h"
-            if self.cost_saved is not None:
-                extra += f", cost {self.cost_saved:.3g}"
-            s.append(
-                f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}% of the remaining steps{extra}) "
-                f"vs training to {self.max_steps}, giving up E[{self.reward_given_up:.3g}] reward"
-            )
+            s.append(f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}% of the remaining steps"
+                     f"{self._money()}) vs training to {self.max_steps}, giving up E[{self.reward_given_up:.3g}] "
+                     "reward")  # fmt: skip
         if self.rule80_step is not None:
             if self.rule80_expected_reward is not None:
                 s.append(
@@ -157,6 +175,11 @@ class Costs(BaseModel):
         None, ge=0.0, allow_inf_nan=False, description="cost of one more optimizer step"
     )
     cost_per_hour: float | None = Field(None, ge=0.0, allow_inf_nan=False, description="cost per hour of training")
+    cost_per_gpu_hour: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="cost of one GPU for one hour (times gpus: the cost per hour)"
+    )
+    gpus: int | None = Field(None, gt=0, description="GPUs the run trains on (with cost_per_gpu_hour; default 1)")
+    currency: str | None = Field(None, min_length=1, max_length=12, description="what costs are counted in (e.g. USD)")
     steps_per_hour: float | None = Field(None, gt=0.0, allow_inf_nan=False, description="optimizer steps per hour")
     value_per_reward: float | None = Field(
         None, gt=0.0, allow_inf_nan=False, description="value of one reward unit at the end (default 1)"
@@ -165,27 +188,36 @@ class Costs(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.cost_per_hour is not None and self.steps_per_hour is None:
-            raise ValueError("cost_per_hour needs steps_per_hour (to turn hours into optimizer steps)")
-        if self.cost_per_step is not None and self.cost_per_hour is not None and self.steps_per_hour is not None:
-            implied = self.cost_per_hour / self.steps_per_hour
+        if self.cost_per_hour is not None and self.cost_per_gpu_hour is not None:
+            raise ValueError("give cost_per_hour or cost_per_gpu_hour, not both")
+        if self.gpus is not None and self.cost_per_gpu_hour is None:
+            raise ValueError("gpus needs cost_per_gpu_hour")
+        for name in ("cost_per_hour", "cost_per_gpu_hour"):
+            if getattr(self, name) is not None and self.steps_per_hour is None:
+                raise ValueError(f"{name} needs steps_per_hour (to turn hours into optimizer steps)")
+        hourly = self.hourly
+        if self.cost_per_step is not None and hourly is not None and self.steps_per_hour is not None:
+            implied = hourly / self.steps_per_hour
             if not math.isclose(implied, self.cost_per_step, rel_tol=COST_RTOL, abs_tol=0.0):
                 raise ValueError(f"cost_per_step {self.cost_per_step:g} contradicts cost_per_hour / steps_per_hour = "
                                  f"{implied:g}; give one of them")  # fmt: skip
         return self
 
     @property
+    def hourly(self) -> float | None:
+        """The cost of one hour of training: ``cost_per_hour``, or ``cost_per_gpu_hour x gpus`` (1 GPU by default)."""
+        if self.cost_per_gpu_hour is not None:
+            return float(self.cost_per_gpu_hour) * float(self.gpus or 1)
+        return None if self.cost_per_hour is None else float(self.cost_per_hour)
+
+    @property
     def per_step(self) -> float | None:
-        """The cost of one step (``cost_per_hour / steps_per_hour`` when only the rate is given), or None."""
+        """The cost of one step (:attr:`hourly` ``/ steps_per_hour`` when only the rate is given), or None."""
         if self.cost_per_step is not None:
             return float(self.cost_per_step)
-        if self.cost_per_hour is not None and self.steps_per_hour is not None:  # the validator pairs them
-            return float(self.cost_per_hour) / float(self.steps_per_hour)
+        if self.hourly is not None and self.steps_per_hour is not None:  # the validator pairs them
+            return self.hourly / float(self.steps_per_hour)
         return None
-
-
-def _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour):
-    return Costs(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, steps_per_hour=steps_per_hour).per_step
 
 
 def _value_at(steps, lat, s):
@@ -251,8 +283,31 @@ def _choose(draws, c, e_util, cand_steps) -> tuple[int, str, int, list[str]]:
     return n - 1, rule, int(cand_steps[-1]), notes
 
 
-def _savings(draws, steps, lat, j_grid: int, rec_step: int, *, max_steps, c, steps_per_hour, notes) -> dict:
-    """What stopping at the recommendation saves against running to ``max_steps``."""
+def _draw_optima(draws, cand_steps, best, c) -> np.ndarray | None:
+    """Each draw's own best stop: its expected-utility optimum with a cost, else its stop step (the last forecast
+    step for a draw that does not settle); None without stop-step draws."""
+    if c is not None:
+        return cand_steps[best].astype(float)
+    if draws.stop_step is None:
+        return None
+    return np.where(draws.stop_reached, draws.stop_step, cand_steps[-1]).astype(float)
+
+
+def _saved_interval(saved: np.ndarray, costs: Costs) -> dict:
+    """The 90% interval of the steps (hours, cost) that stopping at each draw's own best step saves."""
+    lo, hi = (float(v) for v in np.quantile(saved, interval_bounds(CI_PROB)))
+    out = dict(steps_saved_q05=lo, steps_saved_q95=hi)
+    if costs.steps_per_hour:
+        sph = float(costs.steps_per_hour)
+        out.update(hours_saved_q05=lo / sph, hours_saved_q95=hi / sph)
+    if costs.per_step is not None:
+        out.update(cost_saved_q05=lo * costs.per_step, cost_saved_q95=hi * costs.per_step)
+    return out
+
+
+def _savings(draws, steps, lat, j_grid: int, rec_step: int, *, max_steps, costs: Costs, optima, notes) -> dict:
+    """What stopping at the recommendation saves against running to ``max_steps`` (in steps, hours and cost), and
+    the 90% interval of what stopping at the best step saves (``optima``: each draw's own best stop)."""
     if max_steps is None:
         return {}
     ms = int(max_steps)
@@ -260,18 +315,23 @@ def _savings(draws, steps, lat, j_grid: int, rec_step: int, *, max_steps, c, ste
     ms_eff = ms if in_fc else int(steps[-1]) if ms > steps[-1] else None
     if ms_eff is None or ms_eff < rec_step:
         notes.append(f"max_steps {ms} is not after the recommended step {rec_step}")
-        return dict(max_steps=ms, max_steps_in_forecast=bool(in_fc), steps_saved=max(ms - rec_step, 0))
+        return dict(max_steps=ms, max_steps_in_forecast=bool(in_fc), steps_saved=max(ms - rec_step, 0),
+                    currency=costs.currency)  # fmt: skip
     at_max = _value_at(steps, lat, ms_eff)
     if not in_fc:
         notes.append(f"max_steps {ms} lies beyond the forecast (to step {steps[-1]}): reward at max_steps "
                      f"taken at the forecast end (a lower bound on the gain given up for a rising curve)")  # fmt: skip
-    return dict(
+    c, sph = costs.per_step, costs.steps_per_hour
+    out = dict(
         max_steps=ms, max_steps_in_forecast=bool(in_fc), expected_reward_at_max=float(at_max.mean()),
         reward_given_up=float(np.mean(at_max - lat[:, j_grid])), steps_saved=ms - rec_step,
         fraction_saved=(ms - rec_step) / max(ms - draws.last_step, 1),
-        hours_saved=(ms - rec_step) / steps_per_hour if steps_per_hour else None,
-        cost_saved=(c * (ms - rec_step)) if c is not None else None,
+        hours_saved=(ms - rec_step) / sph if sph else None,
+        cost_saved=(c * (ms - rec_step)) if c is not None else None, currency=costs.currency,
     )  # fmt: skip
+    if optima is not None:
+        out.update(_saved_interval(np.maximum(ms_eff - optima, 0.0), costs))
+    return out
 
 
 def _rule80(draws, steps, lat, rec_step: int, *, epoch_steps, v: float, c) -> dict:
@@ -318,10 +378,9 @@ def _table(draws, cand_steps, idx, *, mean, q05, q95, gain, gain_window, p_settl
     return table
 
 
-def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_per_hour, cost_per_hour, max_steps,
-             epoch_steps, gain_window):  # fmt: skip
+def _analyse(draws, *, target, budgets, costs: Costs, value_per_reward, max_steps, epoch_steps, gain_window):
     steps, lat = _grid(draws)
-    c = _cost_per_step(cost_per_step, cost_per_hour, steps_per_hour)
+    c, steps_per_hour = costs.per_step, costs.steps_per_hour
     v = 1.0 if value_per_reward is None else float(value_per_reward)
     if gain_window is None:
         gain_window = max(draws.interval, int(round(0.1 * max(draws.horizon, 1))))
@@ -350,8 +409,8 @@ def _analyse(draws, *, target, budgets, cost_per_step, value_per_reward, steps_p
     j, rule, rec_step, notes = _choose(draws, c, e_util, cand_steps)
     table["recommended"] = False
     table.loc[table.index[j], "recommended"] = True
-    sv = _savings(draws, steps, lat, idx[j], rec_step, max_steps=max_steps, c=c, steps_per_hour=steps_per_hour,
-                  notes=notes)  # fmt: skip
+    sv = _savings(draws, steps, lat, idx[j], rec_step, max_steps=max_steps, costs=costs,
+                  optima=_draw_optima(draws, cand_steps, best, c), notes=notes)  # fmt: skip
     r80 = _rule80(draws, steps, lat, rec_step, epoch_steps=epoch_steps, v=v, c=c)
     rec = StopRecommendation(
         run_id=draws.run_id, step=rec_step, rule=rule, expected_reward=float(mean[idx[j]]),
@@ -381,6 +440,9 @@ def budget_table(
     max_steps: int | None = None,
     epoch_steps: int | None = None,
     gain_window: int | None = None,
+    cost_per_gpu_hour: float | None = None,
+    gpus: int | None = None,
+    currency: str | None = None,
 ) -> pd.DataFrame:
     """Tidy per-budget decision table for one run.
 
@@ -398,6 +460,10 @@ def budget_table(
     steps_per_hour, cost_per_hour : float, optional
         Wall-clock rate; ``cost_per_hour / steps_per_hour`` is used as ``cost_per_step`` when that is
         not given; adds ``hours_from_now`` and ``hours_saved``.
+    cost_per_gpu_hour, gpus : optional
+        Instead of ``cost_per_hour``: the price of one GPU-hour and the GPUs the run uses (default 1).
+    currency : str, optional
+        What costs are counted in (``USD``, ...): named in the recommendation's summary.
     max_steps : int, optional
         The planned length; the recommendation reports what stopping early saves against it.
     epoch_steps : int, optional
@@ -411,10 +477,16 @@ def budget_table(
         Columns ``run_id, step, steps_from_now, expected_reward, reward_q05, reward_q95,
         expected_gain_next, gain_window, [p_settled], [target, p_target], [cost],
         expected_utility, p_best, expected_regret, [hours_from_now], [epoch], recommended``.
-        ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`.
+        ``df.attrs["recommendation"]`` holds the :class:`StopRecommendation`: what stopping at it saves against
+        ``max_steps`` (steps, hours, cost) and the 90% interval of what stopping at the best step saves (over
+        each draw's own best stop: its expected-utility optimum with a cost, else its stop step).
     """
-    table, _ = _analyse(draws, target=target, budgets=budgets, cost_per_step=cost_per_step,
-                        value_per_reward=value_per_reward, steps_per_hour=steps_per_hour, cost_per_hour=cost_per_hour,
+    try:
+        costs = Costs(cost_per_step=cost_per_step, cost_per_hour=cost_per_hour, cost_per_gpu_hour=cost_per_gpu_hour,
+                      gpus=gpus, steps_per_hour=steps_per_hour, currency=currency)  # fmt: skip
+    except ValidationError as e:  # the message of the one check, as a plain ValueError
+        raise ValueError(e.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    table, _ = _analyse(draws, target=target, budgets=budgets, costs=costs, value_per_reward=value_per_reward,
                         max_steps=max_steps, epoch_steps=epoch_steps, gain_window=gain_window)  # fmt: skip
     return table
 

@@ -292,11 +292,13 @@ def advise_fit(table: pd.DataFrame, fit, policy: StopPolicy | None = None) -> tu
     return add_advice(table, policy, numbers=numbers), numbers
 
 
-def sweep_stop_table(runs: list[dict], *, interval: float = 0.9) -> tuple[pd.DataFrame, dict]:
+def sweep_stop_table(runs: list[dict], *, interval: float = 0.9, cost_per_hour: float | None = None
+                     ) -> tuple[pd.DataFrame, dict]:  # fmt: skip
     """Which runs of a sweep to stop now, what that saves and what it may cost.
 
     ``runs``: one dict per run with ``run_id``, ``advice``, ``last_step``, ``horizon``, ``level`` (the current
-    level), ``scale`` and ``final_draws`` (the forecast's final-reward draws). Per run: the remaining steps
+    level), ``scale`` and ``final_draws`` (the forecast's final-reward draws), and optionally ``steps_per_hour``
+    (then the summary says the hours stopping now saves, and with ``cost_per_hour`` their cost). Per run: the remaining steps
     and, for a run advised to stop, the reward lost by stopping now, ``final - level`` (its posterior mean
     and central ``interval``; negative: the forecast expects the run to lose reward by going on).
 
@@ -329,7 +331,12 @@ def sweep_stop_table(runs: list[dict], *, interval: float = 0.9) -> tuple[pd.Dat
     total = float(table["remaining_steps"].sum())
     stopped = table["advice"] == "stop"
     saved = float(table.loc[stopped, "remaining_steps"].sum() / total) if total else 0.0
-    summary = dict(runs=int(len(table)), stopped=int(stopped.sum()), share_of_remaining_steps_saved=saved)
+    summary: dict = dict(runs=int(len(table)), stopped=int(stopped.sum()), share_of_remaining_steps_saved=saved)
+    rate = {r["run_id"]: r.get("steps_per_hour") for r in runs}
+    if stopped.any() and all(rate[r] for r in table.loc[stopped, "run_id"]):  # the hours are the stopped runs' steps
+        hours = float(sum(n / rate[r] for r, n in zip(table.loc[stopped, "run_id"], table.loc[stopped, "remaining_steps"],
+                                                       strict=True)))  # fmt: skip
+        summary.update(hours_saved=hours, cost_saved=hours * cost_per_hour if cost_per_hour is not None else None)
     if norm:
         m = np.mean(norm, axis=0)
         summary.update(lost_scale_mean=float(m.mean()), lost_scale_lo=float(np.quantile(m, lo_q)),

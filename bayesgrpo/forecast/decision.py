@@ -8,6 +8,8 @@ The numbers a stop decision rests on, per run, from the forecast of its final re
   (:attr:`bayesgrpo.models.arrays.RunInfo.scale`: the range of the rewards logged so far, at least a
   quarter of known reward bounds), ``delta`` 0.05 by default;
 * ``p_target`` = P(final reward >= target);
+* ``p_decline`` = P(final reward < level - 0.1 x scale): will the run end clearly below where it is now
+  (the live alerts' decline warning, issue 32; the model's own probability, not recalibrated);
 * ``p_plateaued`` = P(the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0
   to the plateau) -- the physical "already plateaued" (the stop step's definition,
   :mod:`bayesgrpo.physics.stopping`, applied to the state now).
@@ -50,6 +52,8 @@ __all__ = [
     "fit_decision_calibration",
     "prob_at_least",
     "gain_threshold",
+    "decline_threshold",
+    "DECLINE_DROP",
     "p_plateaued",
     "decision_probabilities",
     "decision_covariates",
@@ -63,6 +67,8 @@ __all__ = [
 DEFAULT_DELTA = 0.05
 #: recalibration methods (module docstring)
 CALIBRATION_METHODS = ("identity", "platt", "beta", "isotonic")
+#: a decline: the final reward ends more than this share of the run's scale below its current level
+DECLINE_DROP = 0.1
 _EPS = 1e-3  # probabilities are clipped to [eps, 1 - eps] before logits (0 and 1 from a finite set of draws)
 
 
@@ -76,6 +82,11 @@ def prob_at_least(draws, threshold: float) -> float:
 def gain_threshold(level: float, scale: float, delta: float = DEFAULT_DELTA) -> float:
     """The final reward that counts as a gain worth continuing for: ``level + delta x scale``."""
     return float(level) + float(delta) * float(scale)
+
+
+def decline_threshold(level: float, scale: float, drop: float = DECLINE_DROP) -> float:
+    """The final reward below which the run has declined: ``level - drop x scale``."""
+    return float(level) - float(drop) * float(scale)
 
 
 def p_plateaued(paths, stop_fraction: float) -> float:
@@ -404,7 +415,8 @@ def decision_probabilities(
     """The decision numbers of one forecast run (module docstring), in the run's units.
 
     Returns ``level, scale, fraction, gain_threshold, p_gain_raw, p_gain, p_plateaued``, ``best`` (the best
-    mean of 5 consecutive logged rewards) and ``p_improve_raw`` = P(final >= best), and the covariates
+    mean of 5 consecutive logged rewards), ``p_improve_raw`` = P(final >= best), ``p_decline`` = P(final <
+    :func:`decline_threshold`) (not recalibrated), and the covariates
     of :func:`decision_covariates`; with a ``target`` also ``p_target_raw, p_target``. ``calibration``
     (default: the fit's configured map) recalibrates ``p_gain`` and ``p_target``.
     """
@@ -422,7 +434,8 @@ def decision_probabilities(
     need = {c: cov[c] for c in cal.covariates}
     out = dict(level=level, scale=float(info.scale), fraction=frac, gain_threshold=thr, p_gain_raw=raw,
                p_gain=float(cal.apply(raw, fraction=frac, **need)[()]), p_plateaued=pp, best=best,
-               p_improve_raw=prob_at_least(fin, best), **cov)  # fmt: skip
+               p_improve_raw=prob_at_least(fin, best), p_decline=1.0 - prob_at_least(fin, decline_threshold(level, info.scale)),
+               **cov)  # fmt: skip
     if target is not None:
         rt = prob_at_least(fin, float(target))
         out.update(p_target_raw=rt, p_target=float(cal.apply(rt, fraction=frac, **need)[()]))

@@ -32,6 +32,7 @@ def _lib():
     import types
 
     from bayesgrpo.decisions import recommend_stop
+    from bayesgrpo.decisions.alerts import alert_rates_for, decline_alarm_for
     from bayesgrpo.decisions.budget import Costs
     from bayesgrpo.diagnose import diagnose_runs
     from bayesgrpo.errors import BayesGRPOError, ForecastError, LogFormatError
@@ -41,7 +42,8 @@ def _lib():
 
     return types.SimpleNamespace(
         **vars(_light()), Forecaster=Forecaster, SamplerConfig=SamplerConfig, forecast_batch=forecast_batch,
-        recommend_stop=recommend_stop, Costs=Costs, write_report=write_report,
+        recommend_stop=recommend_stop, Costs=Costs, write_report=write_report, alert_rates_for=alert_rates_for,
+        decline_alarm_for=decline_alarm_for,
         diagnose_runs=diagnose_runs, BayesGRPOError=BayesGRPOError, ForecastError=ForecastError,
         LogFormatError=LogFormatError,
     )  # fmt: skip
@@ -59,10 +61,13 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
 
     Returns a dict of plain floats: ``observed_until, n_obs, horizon, final_mean, final_q10,
     final_q50, final_q90, stop_step_q50, p_stop_before_horizon, p_plateaued, plateau_q50,
-    p_underdamped, r_hat_max, divergences``, ``status`` (``ok`` or ``warning``: poor sampler health,
+    p_underdamped, r_hat_max, divergences``, ``level`` (the current level) and ``p_decline`` (P(final <
+    level - 0.1 x scale): :func:`bayesgrpo.forecast.decision.decision_probabilities`), ``alert_rates`` and
+    ``decline_alarm`` (the measured error rates the alerts quote and the measured P(decline) alarm level:
+    :mod:`bayesgrpo.decisions.alerts`), ``status`` (``ok`` or ``warning``: poor sampler health,
     the reason in ``status_reason``) plus ``p_target`` (with ``target``), ``best``/``p_improve`` (with
     ``improve``), ``recommended_stop``/``stop_now``/``expected_reward_at_stop`` (with ``utility``) and
-    ``flags`` (mode -> severity name, with ``diagnose``) and the stop policy's answer (with ``policy``:
+    ``flags`` (mode -> severity name) and ``flag_evidence`` (with ``diagnose``) and the stop policy's answer (with ``policy``:
     :func:`policy_answer`). ``p_plateaued`` is the posterior probability
     that the latent reward has already realised ``stop_fraction`` (95%) of its gain from R0 to the
     plateau. ``stop_step_q50`` is censored at the horizon when ``p_stop_before_horizon < 0.5`` (shown
@@ -85,6 +90,12 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
         "r_hat_max": float(row["r_hat_max"]), "divergences": float(row["divergences"]),
     }  # fmt: skip
     out["status"], out["status_reason"] = fit.health_status(run_id)
+    nums = fit.decision_numbers(run_id, delta=fit.config.delta)
+    out["p_decline"], out["level"] = float(nums["p_decline"]), float(nums["level"])
+    out["alert_rates"], out["decline_alarm"] = (
+        lib.alert_rates_for(fit.config.kind),
+        lib.decline_alarm_for(fit.config.kind),
+    )
     sf = float(fit.config.stop_fraction)
     if pdr.latent_now is not None:
         gain = pdr.r_star - pdr.r0
@@ -111,10 +122,17 @@ def summarize_fit(fit, run_id: str, *, target=None, improve=None, utility=None, 
     if policy:
         out.update(policy_answer(fit, run_id, policy))
     if diagnose:
-        res = lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)
-        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
+        out.update(_flags(lib.diagnose_runs(fit.runs.select([run_id]), posteriors={run_id: pdr}, ceiling=ceiling)))
     out["table"] = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.to_dict().items()}
     return out
+
+
+def _flags(res) -> dict:
+    """``flags`` (mode -> severity) and ``flag_evidence`` (mode -> its evidence, for a warning or worse: what
+    an alert says) of one run's diagnosis."""
+    rows = list(zip(res["mode"], res["severity"], res["evidence"], strict=True))
+    return {"flags": {str(m): str(s) for m, s, _ in rows},
+            "flag_evidence": {str(m): str(e) for m, s, e in rows if str(s) in ("warning", "critical")}}  # fmt: skip
 
 
 def policy_answer(fit, run_id: str, policy: dict) -> dict:
@@ -154,8 +172,7 @@ def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, uti
         out.update(recommended_stop=float(int(row["horizon"])), stop_now=True, expected_reward_at_stop=v,
                    stop_rule="complete")  # fmt: skip
     if diagnose:
-        res = _lib().diagnose_runs(runs.select([run_id]), ceiling=ceiling)
-        out["flags"] = {str(m): str(s) for m, s in zip(res["mode"], res["severity"], strict=True)}
+        out.update(_flags(_lib().diagnose_runs(runs.select([run_id]), ceiling=ceiling)))
     out["table"] = {k: (v_.item() if hasattr(v_, "item") else v_) for k, v_ in row.to_dict().items()}
     return out
 

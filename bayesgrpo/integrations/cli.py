@@ -15,6 +15,12 @@ from rich.markup import escape
 
 __all__ = ["watch_cmd", "mount", "WATCH_HELP"]
 
+AlertToOpt = Annotated[
+    list[str] | None,
+    typer.Option("--alert-to", metavar="TRACKER[:PROJECT]", help="also send the alerts (stop advice, failure flags, "
+                 "P(decline)) to a run of this tracker: trackio (its local store) or wandb (WANDB_MODE applies); "
+                 "project 'bayesgrpo' by default; repeatable"),
+]  # fmt: skip
 WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/JSONL log, wandb:run) and re-forecast every N new steps."
 
 
@@ -136,6 +142,7 @@ def watch_cmd(
         float, typer.Option(help="--stop: at most this share of its stops may lose > 0.1 of the range")
     ] = 0.1,
     delta: Annotated[float, typer.Option(help="--stop: p_gain = P(final >= current level + delta x scale)")] = 0.05,
+    alert_to: AlertToOpt = None,
 ):
     """Follow a log that is being written and re-forecast every N new steps (Ctrl-C to stop)."""
     from rich.console import Console
@@ -145,12 +152,11 @@ def watch_cmd(
 
     bounds, meta_row, kind = _check_watch_options(path, kind=kind, model=model, meta=meta, reward_range=reward_range,
                                                   fmt=fmt, history=history, plot=plot, report=report, draws=draws,
-                                                  tune=tune, seed=seed)  # fmt: skip
+                                                  tune=tune, seed=seed, alert_to=alert_to)  # fmt: skip
     utility = None if cost_per_step is None else {"cost_per_step": cost_per_step, "value_per_reward": value_per_reward}
     policy = _check_policy(kind, risk=risk, delta=delta) if stop else None
     show = _Display(f"watching {path}", tty=sys.stdout.isatty() and not plain, line=format_line)
     results, live, update, status = show.results, show.live, show.update, show.status
-    errs = _light().errors
     try:
         watch(
             path, every=every, interval=interval, horizon=horizon, target=target, utility=utility, fmt=fmt, run=run,
@@ -159,7 +165,7 @@ def watch_cmd(
             max_updates=max_updates, idle_timeout=idle_timeout, kind=kind, meta=meta_row, reward_range=bounds,
             reward_key=reward_key, policy=policy,
         )  # fmt: skip
-    except (errs.BayesGRPOError, KeyError) as e:
+    except (_light().errors.BayesGRPOError, KeyError) as e:
         if live is not None:
             live.stop()
         Console(stderr=True, soft_wrap=True, highlight=False).print(f"[bold red]error:[/] {escape(str(e))}")
@@ -168,6 +174,24 @@ def watch_cmd(
         if live is not None:
             live.stop()
     _said(results, plot=plot, report=report)
+
+
+def _open_trackers(specs: list[str], *, name: str) -> None:
+    """``--alert-to TRACKER[:PROJECT]``: a run of each tracker (finished by the tracker's own exit hook), opened
+    after every other option is checked and before anything is followed (a bad one: one line, exit 2)."""
+    from bayesgrpo.integrations.alerts import TRACKERS, open_tracker_runs
+
+    by: dict[str, str] = {}
+    for spec in specs:
+        tracker, _, project = spec.partition(":")
+        if tracker not in TRACKERS:
+            _fail(f"--alert-to {spec!r}: alerts go to {' or '.join(TRACKERS)} (TRACKER or TRACKER:PROJECT)")
+        by[tracker] = project or "bayesgrpo"
+    try:
+        for tracker, project in by.items():
+            open_tracker_runs([tracker], project=project, name=name)
+    except ImportError as e:
+        _fail(f"--alert-to: {e}")
 
 
 def _said(results, *, plot, report) -> None:
@@ -203,9 +227,11 @@ def _fail(msg: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history, plot, report, draws, tune, seed):
-    """Every option and output of ``watch`` before anything is followed or compiled (one line, exit 2).
-    Returns the reward bounds, the metadata (a frame, or None) and the model kind."""
+def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history, plot, report, draws, tune, seed,
+                         alert_to=None):  # fmt: skip
+    """Every option and output of ``watch`` before anything is followed or compiled (one line, exit 2), then the
+    trackers of ``--alert-to`` (:func:`_open_trackers`). Returns the reward bounds, the metadata (a frame, or
+    None) and the model kind."""
     from pydantic import ValidationError
     from rich.console import Console
 
@@ -243,6 +269,7 @@ def _check_watch_options(path, *, kind, model, meta, reward_range, fmt, history,
         _check_watch_outputs(history=history, plot=plot, report=report)
     except BayesGRPOError as e:
         _fail(str(e))
+    _open_trackers(alert_to or [], name=Path(str(path)).stem or "run")
     return bounds, meta_row, kind
 
 

@@ -16,6 +16,9 @@ What the callback does (details in :class:`BayesGRPOCallback`):
   (TensorBoard, W&B, MLflow, ..., the console printer) then receive, and to the ``state.log_history``
   entry of that step. The final forecast, which arrives after the last log, is sent through the
   callback handler's ``on_log`` before the reporting callbacks close (``on_train_end``);
+* sends an alert through the trackers' own channels (``trackio.alert``, ``wandb.alert``) when the stop
+  advice, a failure flag or P(decline) changes (:mod:`bayesgrpo.integrations.alerts`), and draws the 80%
+  band in TensorBoard as a band (a custom-scalars margin chart);
 * optionally stops training (the same decision on every rank, broadcast from rank 0).
 """
 
@@ -27,13 +30,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import TypeGuard
 
 from transformers.trainer_callback import ExportableState, TrainerCallback
 
-from bayesgrpo.integrations._requests import SEVERITY_RANK, forecast_request, request_runs, reward_keys
+from bayesgrpo.integrations._live import LOGGED_KEYS, PREFIX, answer_kind, logged_values, numeric_row
+from bayesgrpo.integrations._requests import forecast_request, request_runs, reward_keys
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
 from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.alerts import Alerter, margin_layout
 from bayesgrpo.integrations.history import HistoryWriter
 from bayesgrpo.integrations.stops import ImprovementStop, PolicyStop, UtilityStop, _stop_rule
 from bayesgrpo.io.trl import run_config_meta
@@ -42,23 +46,6 @@ __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "PolicyStop", 
 
 log = logging.getLogger("bayesgrpo")
 
-PREFIX = "bayesgrpo/"
-#: result field -> logged key (always logged when finite; the optional ones only with their option)
-LOGGED_KEYS = {
-    "final_q10": "bayesgrpo/final_q10",
-    "final_q50": "bayesgrpo/final_q50",
-    "final_q90": "bayesgrpo/final_q90",
-    "stop_step_q50": "bayesgrpo/stop_step_q50",
-    "p_stop_before_horizon": "bayesgrpo/p_stop_before_horizon",
-    "p_plateaued": "bayesgrpo/p_plateaued",
-    "observed_until": "bayesgrpo/observed_until",
-    "r_hat_max": "bayesgrpo/r_hat_max",
-    "seconds": "bayesgrpo/fit_seconds",
-    "p_target": "bayesgrpo/p_target",
-    "p_improve": "bayesgrpo/p_improve",
-    "recommended_stop": "bayesgrpo/recommended_stop",
-    "p_gain": "bayesgrpo/p_gain",
-}
 #: default sampler of live fits (small: a live forecast is refreshed every few dozen steps)
 LIVE_SAMPLER = {"draws": 400, "tune": 400, "chains": 2}
 
@@ -80,10 +67,6 @@ def _visible_warnings() -> None:
     h.setLevel(logging.WARNING)
     h.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(h)
-
-
-def _finite(v) -> TypeGuard[int | float]:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 # ----------------------------------------------------------------------------- the callback
@@ -138,6 +121,15 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         BLAS/OpenMP/numba thread cap of the worker.
     worker : ForecastWorker, optional
         Use this worker (not closed by the callback) instead of starting one.
+    alerts : bool or list of str
+        Send an alert when the stop advice turns to ``stop``, a failure flag reaches ``warning`` /
+        ``critical`` or P(decline) crosses ``decline_alarm`` (once per change; level INFO / WARN / ERROR;
+        the text says what to do and the signal's measured error rate) through ``trackio.alert`` and
+        ``wandb.alert`` when a run of them is active (True), only through the named ones, or not at all
+        (False). The stop policy's advice is asked for even without a ``stop`` rule.
+    decline_alarm : float, optional
+        P(decline) = P(final reward < current level - 0.1 x scale) at which the decline alert fires (default:
+        the level measured with the shipped error rates, ``bench/results/monitors.md``).
 
     Attributes
     ----------
@@ -184,6 +176,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         max_wait: float = 120.0,
         threads: int = 1,
         worker: ForecastWorker | None = None,
+        alerts: bool | str | list[str] = True,
+        decline_alarm: float | None = None,
         model: str | None = None,
     ):
         if model is not None:  # the statistical kind was once called "model" (still in old checkpoints' state)
@@ -214,6 +208,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self.threads = int(threads)
         self._worker = worker
         self._own_worker = worker is None
+        self.alerts = alerts if isinstance(alerts, (bool, str)) else list(alerts)
+        self.decline_alarm = None if decline_alarm is None else float(decline_alarm)
+        Alerter(self.alerts, decline=self.decline_alarm)  # checks the arguments now, not at the first forecast
+        self._alert_state: dict = {}
         # run state (restored from a checkpoint when restore_callback_states_from_checkpoint=True)
         self._stop_count = 0
         self._stop_reason: str | None = None
@@ -239,6 +237,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._files: HistoryWriter | None = None
         self._every = self.every or 5
         self._reward_keys: frozenset[str] = frozenset()
+        self._alerter: Alerter | None = None
+        self._tb_layout = False
         self.overhead_seconds = 0.0
         self.max_log_seconds = 0.0
         self.log_seconds = 0.0
@@ -266,10 +266,12 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                 "diagnose": self.diagnose, "history": self.history, "plot": self.plot, "report": self.report,
                 "warmup": self.warmup,
                 "final_wait": self.final_wait, "max_wait": self.max_wait, "threads": self.threads,
+                "alerts": self.alerts, "decline_alarm": self.decline_alarm,
             },
             "attributes": {
                 "_stop_count": self._stop_count, "_stop_reason": self._stop_reason, "_n_fits": self._n_fits,
                 "_n_failures": self._n_failures, "latest": latest,
+                "_alert_state": self._alerter.rules.state() if self._alerter is not None else self._alert_state,
             },
         }  # fmt: skip
 
@@ -302,6 +304,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         self._hz = self.horizon or self._meta.get("max_steps")
         out = Path(getattr(args, "output_dir", None) or ".")
         self._run_id = out.name or "run"
+        self._alerter = Alerter(self.alerts, decline=self.decline_alarm, run_id=self._run_id)
+        self._alerter.rules.restore(self._alert_state)
         # a resumed run: the trainer restored its log history from the checkpoint
         for entry in state.log_history:
             self._record(entry, int(entry.get("step", 0) or 0))
@@ -339,6 +343,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                     if state.log_history and state.log_history[-1].get("step") == state.global_step:
                         state.log_history[-1].update(vals)
                     self._unlogged = None
+                    if not self._tb_layout:
+                        self._tb_layout = _tensorboard_layout(self._handler)
                 if self._n_reward >= self.min_points and self._n_reward - self._last_submit_n >= self._every:
                     self._submit(state.global_step)
             except Exception as e:
@@ -383,6 +389,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         except Exception as e:  # noqa: BLE001 - never raise into the trainer
             log.warning("bayesgrpo: final forecast failed (%s: %s)", type(e).__name__, e)
         finally:
+            if self._alerter is not None and not self._alerter.flush(timeout=self.final_wait):
+                log.warning("bayesgrpo: some alerts had not reached the trackers after %.0f s", self.final_wait)
             if self._own_worker:
                 w.close()
                 self._worker = None
@@ -402,19 +410,16 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self.max_log_seconds = max(self.max_log_seconds, dt)
 
     def _record(self, logs: dict, step: int) -> None:
-        if "train_runtime" in logs:  # the end-of-training summary
+        row = numeric_row(logs, step)
+        if row is None:
             return
-        row = {k: float(v) for k, v in logs.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool) and not k.startswith(PREFIX) and k != "step"}  # fmt: skip
-        if not row:
-            return
-        row["step"] = int(step)
         self._rows.append(row)
         if not self._reward_keys.isdisjoint(row):
             self._n_reward += 1
 
     def _request(self) -> dict:
-        extra = self.stop.request() if self.stop is not None else {}
+        extra = PolicyStop().request() if self.alerts else {}  # the stop advice the alerts read
+        extra.update(self.stop.request() if self.stop is not None else {})
         return forecast_request(
             run_id=self._run_id, rows=list(self._rows), meta=self._meta, horizon=self._hz, kind=self.kind,
             sampler=self.sampler, target=self.target, ceiling=self.ceiling, diagnose=self.diagnose,
@@ -449,11 +454,10 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self._handle_result(res, step)
 
     def _handle_result(self, res: dict, step: int) -> None:
-        if res.get("kind") == "warmup":
-            if not res.get("ok"):
-                log.warning("bayesgrpo: model warm-up failed in the worker: %s", res.get("error"))
+        kind = answer_kind(res, step)
+        if kind == "warmup":
             return
-        if res.get("ok"):
+        if kind == "forecast":
             self._n_fits += 1
             self.latest = res
             self._unlogged = res
@@ -462,32 +466,15 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
                 self._stop_count = self._stop_count + 1 if why else 0
                 if why and self._stop_count >= self.stop.patience:
                     self._stop_reason = f"{why} for {self._stop_count} consecutive forecast(s)"
-            log.info("bayesgrpo: forecast from step %s: final reward %.4g [%.4g, %.4g]",
-                     res.get("observed_until"), res.get("final_q50"), res.get("final_q10"), res.get("final_q90"))  # fmt: skip
-            if res.get("status") == "warning":
-                log.warning("bayesgrpo: forecast from step %s: %s", res.get("observed_until"), res.get("status_reason"))
+            if self._alerter is not None:
+                self._alerter.update(res)
         else:
             self._n_failures += 1
-            log.warning("bayesgrpo: forecast failed at step %d (training goes on): %s", step, res.get("error"))
         if self._hist_dir is not None and self._files is not None:
             self._files.put((self._hist_dir, res, step))  # written by a thread: no file I/O in a step
 
     def _values(self, res: dict) -> dict:
-        out = {}
-        censored = _finite(res.get("p_stop_before_horizon")) and not res["p_stop_before_horizon"] >= 0.5
-        for src, key in LOGGED_KEYS.items():
-            v = res.get(src)
-            if src == "stop_step_q50" and censored:
-                continue  # not settled by the horizon: no step to log (p_stop_before_horizon says so)
-            if _finite(v):
-                out[key] = float(v)
-        if res.get("status") in ("ok", "warning", "complete"):
-            out[PREFIX + "sampler_warning"] = float(res["status"] == "warning")
-            out[PREFIX + "complete"] = float(res["status"] == "complete")
-        for mode, sev in (res.get("flags") or {}).items():
-            out[f"{PREFIX}flag/{mode}"] = SEVERITY_RANK.get(sev, math.nan)
-        out[PREFIX + "fit_failures"] = float(self._n_failures)
-        return out
+        return logged_values(res, n_failures=self._n_failures)
 
     def _dispatch(self, args, state, control, vals: dict) -> None:
         """Send ``vals`` through the trainer's logging path after its last log (on_train_end)."""
@@ -504,3 +491,23 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             self._handler.on_log(args, state, control, dict(vals))
         finally:
             self._dispatching = False
+
+
+def _tensorboard_layout(handler) -> bool:
+    """Add the margin chart of the forecast (:func:`~bayesgrpo.integrations.alerts.margin_layout`) to the
+    event files of the trainer's TensorBoard callback, once its writer exists. True when done (or when there is
+    no TensorBoard callback: nothing to do)."""
+    tb = [c for c in (handler.callbacks if handler is not None else []) if type(c).__name__ == "TensorBoardCallback"]
+    if not tb:
+        return True
+    writer = getattr(tb[0], "tb_writer", None)
+    if writer is None:
+        return False
+    try:
+        from transformers.integrations.integration_utils import rewrite_logs
+
+        prefix = next(iter(rewrite_logs({PREFIX + "x": 0.0})))[:-1]  # how the callback names our tags
+        writer.add_custom_scalars(margin_layout(prefix))
+    except Exception as e:  # noqa: BLE001 - a layout is a nicety, never a reason to fail a step
+        log.debug("bayesgrpo: no TensorBoard layout (%s: %s)", type(e).__name__, e)
+    return True

@@ -12,7 +12,9 @@ Sources (re-read at every poll; what was seen is kept, later records win on a st
   after the first read).
 
 Forecasts run in the shared background worker (:class:`~bayesgrpo.integrations._worker.ForecastWorker`),
-so polling never waits for a fit; each answer goes to the ``on_update`` callback.
+so polling never waits for a fit; each answer goes to the ``on_update`` callback, and its alerts (stop
+advice, failure flags, P(decline): :mod:`bayesgrpo.integrations.alerts`) to the trackers active in this
+process (``trackio.alert``, ``wandb.alert``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from pathlib import Path
 
 from bayesgrpo.integrations._requests import _light, forecast_request
 from bayesgrpo.integrations._worker import ForecastWorker
+from bayesgrpo.integrations.alerts import Alerter, active_trackers
 from bayesgrpo.integrations.history import append_history, write_latest
+from bayesgrpo.integrations.stops import PolicyStop
 
 __all__ = ["watch", "LogSource", "format_line", "stop_text"]
 
@@ -290,6 +294,8 @@ def watch(
     reward_range=None,
     reward_key: str | None = None,
     policy: dict | None = None,
+    alerts=True,
+    decline_alarm: float | None = None,
 ) -> list[dict]:
     """Follow ``path`` and forecast the run every ``every`` new logged steps until stopped.
 
@@ -342,6 +348,14 @@ def watch(
         ``wandb.Api``-like object for ``wandb:`` paths.
     meta, reward_range, reward_key
         See :class:`LogSource` (``--meta``, ``--reward-range``, ``--reward-key``).
+    policy : dict, optional
+        ``StopPolicy`` fields: each forecast carries the stop policy's advice.
+    alerts : bool or list of str
+        Alerts (:class:`~bayesgrpo.integrations.alerts.Alerter`) through the trackers with a run active in this
+        process (True), the named ones, or none (False). With a tracker active and no ``policy``, the default
+        stop policy's advice is asked for (its ``stop`` is one of the alerts).
+    decline_alarm : float, optional
+        P(decline) at which the decline alert fires (default: the measured level).
 
     Returns
     -------
@@ -362,11 +376,14 @@ def watch(
     status = on_status or (lambda m: log.info("bayesgrpo watch: %s", m))
     src = LogSource(path, fmt=fmt, run=run, wandb_api=wandb_api, meta=meta, reward_range=reward_range,
                     reward_key=reward_key)  # fmt: skip
+    alerter = Alerter(alerts, decline=decline_alarm, run_id=str(run or Path(str(path)).stem or "run"))
+    if policy is None and alerter.trackers and active_trackers(alerter.trackers):
+        policy = PolicyStop().request()["policy"]  # the default stop policy: its advice is an alert
     own = worker is None
     w = worker or ForecastWorker(log_file=(Path(history).parent / "worker.log") if history else None)
     status(f"following {path} (re-forecast every {every} new steps; first forecast after {min_points})")
     loop = _Watch(src, w, path=path, horizon=horizon, status=status, history=history, on_update=on_update,
-                  max_updates=max_updates, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
+                  max_updates=max_updates, alerter=alerter, request=dict(kind=kind, sampler=dict(sampler or {"draws": 400, "tune": 400}),
                                                         target=target, utility=utility, ceiling=ceiling,
                                                         plot=str(plot) if plot else None,
                                                         report=str(report) if report else None,
@@ -378,6 +395,8 @@ def watch(
     except KeyboardInterrupt:
         status(f"interrupted; {len(loop.results)} forecast(s) made")
     finally:
+        if not alerter.flush(timeout=10.0):
+            status("some alerts had not reached the trackers after 10 s")
         if own:
             w.close()
     return loop.results
@@ -386,8 +405,10 @@ def watch(
 class _Watch:
     """The loop of :func:`watch`: poll the log, submit a forecast every ``every`` new steps, hand results on."""
 
-    def __init__(self, src, worker, *, path, horizon, status, history, on_update, max_updates, request: dict):
+    def __init__(self, src, worker, *, path, horizon, status, history, on_update, max_updates, request: dict,
+                 alerter=None):  # fmt: skip
         self.src, self.w, self.path, self.horizon, self.status = src, worker, path, horizon, status
+        self.alerter = alerter
         self.history, self.on_update, self.max_updates, self.request = history, on_update, max_updates, request
         self.results: list[dict] = []
 
@@ -415,6 +436,8 @@ class _Watch:
                 append_history(self.history, res, logged_at_step=self.src.last_step)
                 if res.get("ok"):
                     write_latest(Path(self.history).with_name("latest.json"), res)
+            if self.alerter is not None and res.get("ok"):
+                self.alerter.update(res)
             if self.on_update is not None:
                 self.on_update(res)
             if self.max_updates is not None and len(self.results) >= self.max_updates:

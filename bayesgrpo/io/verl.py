@@ -21,7 +21,7 @@ from bayesgrpo.io._common import fmt_error, last_line_index, num, single_run_fra
 from bayesgrpo.io._text import finished_lines, json_lines, read_text
 from bayesgrpo.schema import SOURCE_LINE, STEP
 
-__all__ = ["read_verl_console", "read_verl_jsonl"]
+__all__ = ["read_verl_console", "read_verl_jsonl", "verl_config_meta"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STEP_LINE = re.compile(r"(?:^|[\s)\]])step:(\d+) - (.*)$")
@@ -89,3 +89,60 @@ def read_verl_jsonl(path: Path):
         rec[SOURCE_LINE] = i
         recs.append(rec)
     return single_run_frame(recs, path, empty="empty file; expected verl file-logger JSON lines")
+
+
+def _at(config, path: str):
+    """``config["a"]["b"]...`` for ``path`` ``"a.b..."`` (None where any level is missing)."""
+    cur = config
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _positive(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
+def verl_config_meta(config: dict | None) -> dict:
+    """Run metadata (schema :data:`~bayesgrpo.schema.META_FIELDS`) from a verl trainer configuration (the dict
+    verl's ``Tracking`` receives: ``OmegaConf.to_container(config, resolve=True)``).
+
+    ``max_steps``: ``trainer.total_training_steps``, else the total verl's trainer writes into the actor's
+    optimiser configuration (``actor_rollout_ref.actor.optim.total_training_steps``) before training; ``group_size``:
+    ``actor_rollout_ref.rollout.n``; ``learning_rate``, ``beta1``: the actor's optimiser; ``batch_size``: the
+    completions of one step (``data.train_batch_size`` prompts x ``n``); ``algorithm``: ``algorithm.adv_estimator``.
+    A logged verl step is one generation (refresh interval 1).
+
+    Examples
+    --------
+    >>> verl_config_meta({"trainer": {"total_training_steps": 300}, "data": {"train_batch_size": 64},
+    ...                   "actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"optim": {"lr": 1e-6}}},
+    ...                   "algorithm": {"adv_estimator": "grpo"}})
+    {'max_steps': 300, 'group_size': 8, 'learning_rate': 1e-06, 'batch_size': 512, 'algorithm': 'grpo'}
+    """
+    out: dict = {}
+    if not isinstance(config, dict):
+        return out
+    ms = _positive(_at(config, "trainer.total_training_steps")) or _positive(
+        _at(config, "actor_rollout_ref.actor.optim.total_training_steps")
+    )
+    if ms is not None:
+        out["max_steps"] = int(ms)
+    n = _positive(_at(config, "actor_rollout_ref.rollout.n"))
+    if n is not None:
+        out["group_size"] = int(n)
+    lr = _positive(_at(config, "actor_rollout_ref.actor.optim.lr"))
+    if lr is not None:
+        out["learning_rate"] = lr
+    betas = _at(config, "actor_rollout_ref.actor.optim.betas")
+    if isinstance(betas, (list, tuple)) and betas and isinstance(betas[0], (int, float)) and 0 <= betas[0] < 1:
+        out["beta1"] = float(betas[0])
+    bs = _positive(_at(config, "data.train_batch_size"))
+    if bs is not None:
+        out["batch_size"] = int(bs) * out.get("group_size", 1)
+    alg = _at(config, "algorithm.adv_estimator")
+    if isinstance(alg, str) and alg:
+        out["algorithm"] = alg
+    return out

@@ -31,6 +31,7 @@ def write_report(
     refresh: int | None = None,
     command: str | None = None,
     data_files=None,
+    costs: dict | None = None,
 ) -> Path:
     """Write ONE self-contained HTML report of a forecast (atomically) and return its path.
 
@@ -66,6 +67,11 @@ def write_report(
         Page title; seconds after which the page reloads itself (live pages); the command line to record.
     data_files : sequence of paths, optional
         Files (or folders) to list with their SHA-256 (default: the runs' ``source_file`` metadata).
+    costs : dict, optional
+        More cost keywords of :func:`~bayesgrpo.decisions.budget.budget_table` (``cost_per_step``,
+        ``cost_per_hour`` or ``cost_per_gpu_hour`` with ``gpus``, ``steps_per_hour`` -- a number, or run id ->
+        number --, ``currency``): each run's budget then says what stopping saves in hours and money with its
+        90% interval. A ``cost_per_step`` here takes the place of the argument.
 
     Returns
     -------
@@ -88,9 +94,9 @@ def write_report(
     from bayesgrpo.report.html import render
 
     p = check_output_file(path, option="report", suffixes=REPORT_SUFFIXES)
-    data = assemble(result, target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward, by=by,
-                    ceiling=ceiling, full=full, comparison=comparison, title=title, command=command,
-                    data_files=data_files)  # fmt: skip
+    costs = {"cost_per_step": cost_per_step, **(costs or {})}
+    data = assemble(result, target=target, value_per_reward=value_per_reward, by=by, ceiling=ceiling, full=full,
+                    comparison=comparison, title=title, command=command, data_files=data_files, costs=costs)  # fmt: skip
     page = render(data, refresh=refresh)
     with atomic_path(p) as tmp:
         tmp.write_text(page, encoding="utf-8")

@@ -152,13 +152,15 @@ def _curves(fit, rid: str, truth: pd.DataFrame | None) -> dict:
     return out
 
 
-def _budget(fit, rid: str, *, target, cost_per_step, value_per_reward):
-    """The budget curve (thinned, the recommended row kept) and the recommendation, or None."""
+def _budget(fit, rid: str, *, target, costs: dict, value_per_reward):
+    """The budget curve (thinned, the recommended row kept) and the recommendation, or None. ``costs``: the cost
+    keywords of ``budget_table`` (``steps_per_hour`` a number or run id -> number)."""
     from bayesgrpo.decisions.budget import budget_table
 
     info = fit.infos[rid]
-    tab = budget_table(fit.paths(rid), target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward,
-                       max_steps=info.horizon)  # fmt: skip
+    sph = costs.get("steps_per_hour")
+    kw = {**costs, "steps_per_hour": sph.get(rid) if isinstance(sph, dict) else sph}
+    tab = budget_table(fit.paths(rid), target=target, value_per_reward=value_per_reward, max_steps=info.horizon, **kw)
     rec = tab.attrs["recommendation"]
     keep = set(thin_indices(len(tab), MAX_BUDGET_ROWS).tolist()) | set(np.flatnonzero(tab["recommended"].to_numpy()))
     t = tab.iloc[sorted(keep)]
@@ -252,8 +254,11 @@ def assemble(
     title: str | None = None,
     command: str | None = None,
     data_files=None,
+    costs: dict | None = None,
 ) -> ReportData:
     """Assemble the report of a forecast (see :func:`bayesgrpo.report.write_report` for the parameters)."""
+    costs = {"cost_per_step": cost_per_step, **(costs or {})}
+    cost_per_step = costs.get("cost_per_step")
     table, errors, observed, full, fit = _as_batch(result, full)
     by = tuple(by or ())
     meta = observed.meta if observed is not None else pd.DataFrame()
@@ -275,7 +280,7 @@ def assemble(
         if fit is not None and rid in fit.infos:
             truth = full.run(rid) if full is not None and rid in full.run_ids else None
             rr.curves = _curves(fit, rid, truth)
-            b = _budget(fit, rid, target=target, cost_per_step=cost_per_step, value_per_reward=value_per_reward)
+            b = _budget(fit, rid, target=target, costs=costs, value_per_reward=value_per_reward)
             rr.budget = b
             rr.advice = _advice(row, b["rec"])
             if target is not None:
@@ -288,7 +293,7 @@ def assemble(
         runs.append(rr)
     cmp = _group_comparison(fit, runs, by, full if full is not None else observed) if by and fit is not None else None
     prov = provenance(fit, observed=observed, command=command, data_files=data_files, errors=errors, target=target,
-                      cost_per_step=cost_per_step, value_per_reward=value_per_reward)  # fmt: skip
+                      cost_per_step=cost_per_step, value_per_reward=value_per_reward, costs=costs)  # fmt: skip
     name = title or f"bayesgrpo report: {len(runs)} run{'s' if len(runs) != 1 else ''}"
     policy = any(r.advice is not None and r.advice["source"] == "policy" for r in runs)
     return ReportData(runs=runs, title=name, target=target, cost_per_step=cost_per_step,
@@ -438,7 +443,8 @@ def _versions() -> dict:
     return out
 
 
-def provenance(fit, *, observed: RunSet | None, command, data_files, errors, target, cost_per_step, value_per_reward):
+def provenance(fit, *, observed: RunSet | None, command, data_files, errors, target, cost_per_step, value_per_reward,
+               costs: dict | None = None):  # fmt: skip
     """Versions, prior and calibration identities, sampler settings, command line, data files with hashes, time."""
     files = data_files
     if files is None and observed is not None and "source_file" in observed.meta.columns:
@@ -451,6 +457,9 @@ def provenance(fit, *, observed: RunSet | None, command, data_files, errors, tar
         "errors": len(errors),
         "settings": {"target": target, "cost_per_step": cost_per_step, "value_per_reward": value_per_reward},
     }
+    for k, v in (costs or {}).items():  # the hourly costs; a steps-per-hour per run came from the logs
+        if v is not None and k != "cost_per_step" and v != {}:
+            out["settings"][k] = "from each run's logged step times" if isinstance(v, dict) else v
     if fit is not None:
         cfg = fit.config
         out["model"] = {"kind": cfg.kind, "prior": cfg.prior.identity, "calibration": cfg.calibration.identity,

@@ -388,7 +388,9 @@ def _provenance(d: ReportData) -> str:
         items += [("model kind", m["kind"]), ("population prior", m["prior"]), ("calibration layer", m["calibration"]),
                   ("forecast definitions", f"final window {m['final_window']:g}, stop fraction {m['stop_fraction']:g}"),
                   ("sampler", ", ".join(f"{k} {v}" for k, v in m["sampler"].items()))]  # fmt: skip
-    settings = ", ".join(f"{k} {v:g}" for k, v in p["settings"].items() if v is not None)
+    settings = ", ".join(
+        f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in p["settings"].items() if v is not None
+    )
     if settings:
         items.append(("decision settings", settings))
     dl = "".join(f"<dt>{e(k)}</dt><dd><code>{e(v)}</code></dd>" for k, v in items)

@@ -255,7 +255,9 @@ def register(tracking_cls=None):
     the other backends before they close. ``tracking_cls``: default ``verl.utils.tracking.Tracking``.
     """
     if tracking_cls is None:
-        from verl.utils.tracking import Tracking as tracking_cls
+        from verl.utils.tracking import Tracking
+
+        tracking_cls = Tracking
     if getattr(tracking_cls, "_bayesgrpo_registered", False):
         return tracking_cls
     if BACKEND not in tracking_cls.supported_backend:

@@ -57,7 +57,9 @@ def _files() -> list[tuple[str, str]]:
 
 
 def _config(name: str) -> dict:
-    m = re.match(r"grpo_(?P<loss>[a-z_]+?)_lr(?P<lr>[0-9.e-]+)_epoch(?P<ep>\d+)_train_batch(?P<tb>\d+)_?(?P<rest>.*)", name)
+    m = re.match(
+        r"grpo_(?P<loss>[a-z_]+?)_lr(?P<lr>[0-9.e-]+)_epoch(?P<ep>\d+)_train_batch(?P<tb>\d+)_?(?P<rest>.*)", name
+    )
     if not m:
         return {}
     rest = m.group("rest")
@@ -116,8 +118,10 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
             continue
         cfg = _config(name)
         if d["reward"].iloc[:3].mean() > 0.3:
-            extra = ("; starts high (step-1 reward ~0.55, eval accuracy 0.44, long responses) unlike the base-model runs "
-                     "(~0.1): presumably the question_only prompt ablation or another start model -- not stated")
+            extra = (
+                "; starts high (step-1 reward ~0.55, eval accuracy 0.44, long responses) unlike the base-model runs "
+                "(~0.1): presumably the question_only prompt ablation or another start model -- not stated"
+            )
         else:
             extra = ""
         datas.append(d)

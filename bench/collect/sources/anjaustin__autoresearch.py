@@ -8,6 +8,7 @@ run (the run of ``grpo_v3_run.log`` in the same commit); only the last segment (
 whose two rewards are equal is skipped (no gradient) and logged with its rewards only.
 """
 
+import itertools
 import json
 
 import pandas as pd
@@ -35,7 +36,7 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     recs = [json.loads(line) for line in raw.text(SOURCE["repo"], COMMIT, PATH).splitlines() if line.strip()]
     start = max(i for i, r in enumerate(recs) if r["step"] == 1)  # the last launch
     seg = recs[start:]
-    assert all(b["step"] == a["step"] + 1 for a, b in zip(seg, seg[1:]))
+    assert all(b["step"] == a["step"] + 1 for a, b in itertools.pairwise(seg))
     df = pd.DataFrame(seg)
     rid = "autoresearch_bitnet-2b-tinylora-grpo-gsm8k-v3"
     out = df[["step"]].copy()

@@ -34,24 +34,73 @@ COMMIT = "5350f9c88d411436cf05ba0c892afefab542ad46"
 # run dir, planned steps when no summary says it, loss, epochs, dataset, before the shuffle fix, note
 RUNS = [
     ("grpo_clip_e1", None, None, None, None, False, "problem 7 off-policy sweep, epochs 1 (on-policy)"),
-    ("grpo_clip_e4", 200, "grpo_clip", 4, "gsm8k", False,
-     "problem 7/8 off-policy sweep, 4 epochs per rollout batch, cliprange 0.2; stopped by the author at 82 of 200 "
-     "steps (config from problem7_notes.md)"),
-    ("grpo_noclip_e4", 200, "grpo_clip, cliprange 1e6 (no clipping)", 4, "gsm8k", False,
-     "problem 8 clip ablation, 4 epochs, cliprange 1e6; stopped at 80 of 200 steps (config from problem8_notes.md)"),
-    ("grpo_prompt_ablation", 200, "grpo_clip", 4, "gsm8k", False,
-     "problem 9: question_only reward (answer only, no r1_zero format) -- rollout reward climbs to ~0.8 while "
-     "r1_zero validation accuracy stays ~0; stopped at 52 steps (config from problem9_notes.md)"),
-    ("grpo_leaderboard", None, None, None, None, False,
-     "problem 10 MATH leaderboard, best GSM8K config (grpo_clip, 4 epochs), rollout batch 128"),
+    (
+        "grpo_clip_e4",
+        200,
+        "grpo_clip",
+        4,
+        "gsm8k",
+        False,
+        "problem 7/8 off-policy sweep, 4 epochs per rollout batch, cliprange 0.2; stopped by the author at 82 of 200 "
+        "steps (config from problem7_notes.md)",
+    ),
+    (
+        "grpo_noclip_e4",
+        200,
+        "grpo_clip, cliprange 1e6 (no clipping)",
+        4,
+        "gsm8k",
+        False,
+        "problem 8 clip ablation, 4 epochs, cliprange 1e6; stopped at 80 of 200 steps (config from problem8_notes.md)",
+    ),
+    (
+        "grpo_prompt_ablation",
+        200,
+        "grpo_clip",
+        4,
+        "gsm8k",
+        False,
+        "problem 9: question_only reward (answer only, no r1_zero format) -- rollout reward climbs to ~0.8 while "
+        "r1_zero validation accuracy stays ~0; stopped at 52 steps (config from problem9_notes.md)",
+    ),
+    (
+        "grpo_leaderboard",
+        None,
+        None,
+        None,
+        None,
+        False,
+        "problem 10 MATH leaderboard, best GSM8K config (grpo_clip, 4 epochs), rollout batch 128",
+    ),
     ("grpo_lr_5e-6", None, None, None, None, True, "problem 1 learning-rate sweep, 50-step run"),
-    ("grpo_lr_5e-6_full", 200, "reinforce_with_baseline", 1, "gsm8k", True,
-     "problem 1 lr 5e-6, 200 planned, stopped at 176 (problem1_notes.md); also the std-normalised arm of problem 5"),
-    ("grpo_no_baseline", 200, "no_baseline", 1, "gsm8k", True,
-     "problem 2 baselines, no_baseline loss; 89 of 200 steps (problem2_notes.md)"),
+    (
+        "grpo_lr_5e-6_full",
+        200,
+        "reinforce_with_baseline",
+        1,
+        "gsm8k",
+        True,
+        "problem 1 lr 5e-6, 200 planned, stopped at 176 (problem1_notes.md); also the std-normalised arm of problem 5",
+    ),
+    (
+        "grpo_no_baseline",
+        200,
+        "no_baseline",
+        1,
+        "gsm8k",
+        True,
+        "problem 2 baselines, no_baseline loss; 89 of 200 steps (problem2_notes.md)",
+    ),
     ("grpo_length_norm", None, None, None, None, True, "problem 4 length normalisation (masked_normalize)"),
-    ("grpo_no_std_norm_rwb", 200, "reinforce_with_baseline, use_std_normalization False", 1, "gsm8k", True,
-     "problem 5 std normalisation off; 105 of 200 steps (problem5_notes.md)"),
+    (
+        "grpo_no_std_norm_rwb",
+        200,
+        "reinforce_with_baseline, use_std_normalization False",
+        1,
+        "gsm8k",
+        True,
+        "problem 5 std normalisation off; 105 of 200 steps (problem5_notes.md)",
+    ),
 ]
 
 COLS = {
@@ -61,7 +110,11 @@ COLS = {
     "train_clip_fraction": "clip_ratio", "gradient_norm": "grad_norm", "mean_response_length": "completion_length",
     "step_elapsed_sec": "step_time",
 }  # fmt: skip
-EVAL = {"val_accuracy": "eval/accuracy", "val_mean_reward": "eval/mean_reward", "val_format_ok_rate": "eval/format_ok_rate"}
+EVAL = {
+    "val_accuracy": "eval/accuracy",
+    "val_mean_reward": "eval/mean_reward",
+    "val_format_ok_rate": "eval/format_ok_rate",
+}
 
 
 def _regime(r: np.ndarray) -> str:

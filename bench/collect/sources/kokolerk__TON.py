@@ -44,7 +44,7 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
     data = via_reader(json.dumps({"log_history": recs}), suffix="_trainer_state.json", run_id=rid, fmt="trainer_state")
     mpath = f"{RUN}/files/wandb-metadata.json"
     args = json.loads(raw.text(repo, commit, mpath))["args"]
-    arg = dict(zip(args[0::2], args[1::2]))
+    arg = dict(zip(args[0::2], args[1::2], strict=True))
     meta = pd.DataFrame([dict(
         run_id=rid, source_path=f"{path};{mpath}", commit=commit, model="Qwen/Qwen2.5-VL-3B-Instruct", params_b=3.75,
         group_size=int(arg["--num_generations"]), learning_rate=float(arg["--learning_rate"]),
@@ -56,4 +56,3 @@ def runs() -> tuple[pd.DataFrame, pd.DataFrame]:
                "8 GPUs (completions); planned 2374 steps (2 epochs), stopped at 33"),
     )])  # fmt: skip
     return data, meta
-

@@ -12,12 +12,16 @@ import hashlib
 import json
 
 __all__ = [
-    "AUTO_KIND", "INTERVALS", "QUANTILES", "SUMMARY_QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
+    "AUTO_KIND", "DEFAULT_KIND", "INTERVALS", "QUANTILES", "SUMMARY_QUANTILES", "HEADLINE", "CI_PROB", "DEFAULT_FINAL_WINDOW",
     "quantile_column", "interval_bounds", "interval_label", "content_identity",
 ]  # fmt: skip
 
 #: the model "kind" whose shape is chosen per run among the kinds (:mod:`bayesgrpo.forecast.shape`)
 AUTO_KIND = "auto"
+#: the model kind of every front end unless asked otherwise (the one definition): each run's shape chosen
+#: among the oscillator, the stationary and the degeneracy kinds by evidence, with the between-source outlook
+#: (what won on the yardstick's locked test, bench/results/yardstick.md)
+DEFAULT_KIND = AUTO_KIND
 
 #: central interval masses reported everywhere (tables, fan charts, backtests, comparisons)
 INTERVALS: tuple[float, ...] = (0.5, 0.8, 0.9)

@@ -110,9 +110,8 @@ def _stop_characteristic(res, runs, policy, out_dir: Path) -> None:
                               "bad stop = lost more than 0.1 of the run's range; the oracle knows the outcome",
                   floatfmt="{:.3f}")  # fmt: skip
     n_stops = int(stops.loc[stops["method"] == "bayesgrpo", "stopped"].astype(bool).sum())
-    C.status(f"stop policy: on these runs it stopped {n_stops} time(s) (bad_stops above is the share of those); on "
-             f"the development runs {policy.error_rate:.0%} of its stops were bad (leave-one-source-out, a forecast "
-             "every 5% of each run)")  # fmt: skip
+    C.status(f"stop policy: on these runs it stopped {n_stops} time(s) (bad_stops above is the share of those); "
+             f"{policy.measured}")  # fmt: skip
     with C.guard():
         write_table(stops, out_dir / "stop_policy.csv")
     C.status(f"wrote {out_dir / 'stop_policy.csv'}")

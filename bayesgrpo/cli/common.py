@@ -431,8 +431,8 @@ def stop_policy(*, model: str, risk: float, delta: float):
     with guard():
         policy = policy_from_options(model, risk=risk, delta=delta)
     if policy is None:
-        status(f"stop advice: measured for the oscillator kind only; --kind {model} gives the raw p_gain (at --delta "
-               f"{delta:g}, not recalibrated) and no advice (--risk has no effect)")  # fmt: skip
+        status(f"stop advice: measured for kinds auto and oscillator only; --kind {model} gives the raw p_gain (at "
+               f"--delta {delta:g}, not recalibrated) and no advice (--risk has no effect)")  # fmt: skip
     return policy
 
 

@@ -199,8 +199,7 @@ def _show(res, policy, *, final_window: float) -> None:
                   title=f"final reward = mean logged reward over the last {final_window:.0%} of the run "
                         f"(median [80% interval]); stop step '>H' = not settled by the horizon{advice}")  # fmt: skip
     if policy is not None:
-        C.status(f"advice: {policy.describe()} (the score is advice_score in --out); measured: "
-                 f"{policy.error_rate:.0%} of its stops were bad (leave-one-source-out on the development runs)")  # fmt: skip
+        C.status(f"advice: {policy.describe()} (the score is advice_score in --out); {policy.measured}")
 
 
 def _write_figures(res, out_dir, names: dict) -> None:

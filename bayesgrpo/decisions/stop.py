@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from bayesgrpo.conventions import DEFAULT_KIND
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
 __all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decision_numbers", "policy_from_options",
@@ -33,8 +34,8 @@ __all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decisio
            "shipped_policy"]  # fmt: skip
 
 #: the three answers, in the order of the table's documentation
-ADVICE = ("stop", "continue", "too early")
-DEFAULT_RISK = 0.1
+ADVICE = ("stop", "continue", "too early", "uncertain")
+DEFAULT_RISK = 0.15
 DEFAULT_DELTA_BAD = 0.1
 
 
@@ -94,7 +95,7 @@ class StopPolicy(BaseModel):
     min_fraction: float | None = Field(None, ge=0.0, lt=1.0)
     threshold: float | None = Field(None, ge=0.0, le=1.0)
     score_on: Literal["shipped", "p_gain"] = "shipped"
-    kind: str = "oscillator"
+    kind: str = DEFAULT_KIND
     _score: tuple | None = PrivateAttr(default=None)
     _error: float = PrivateAttr(default=float("nan"))
 
@@ -137,6 +138,21 @@ class StopPolicy(BaseModel):
         return float(np.interp(self.risk, [e[0] for e in table], [e[2] for e in table]))
 
     @property
+    def measured(self) -> str:
+        """What the error rate is and where it was measured, one phrase (every front end prints this one):
+        ``"measured on the locked test (...): 19% of its stops were bad (90%: 8-35%)"``."""
+        if not math.isfinite(self._error):
+            return "error rate unmeasured (an explicit threshold)"
+        m = shipped_policy(self.kind, self.delta).get("measured", {}).get(f"patience_{self.patience}", {})
+        ci = m.get("bad_stops_90")
+        ci_txt = f" (90% source-bootstrap interval {ci[0]:.0%}-{ci[1]:.0%})" if ci else ""
+        where = m.get("where", "leave-one-source-out on the development runs")
+        exact = m and math.isclose(self.risk, float(m.get("risk", -1)))
+        if not exact:
+            where = "in sample on the development runs, interpolated to this risk"
+        return f"measured: {self._error:.0%} of its stops were bad{ci_txt if exact else ''} ({where})"
+
+    @property
     def error_rate(self) -> float:
         """The measured share of this policy's stops that were bad (the larger of per run and source-weighted;
         NaN for an explicit threshold: unmeasured)."""
@@ -175,12 +191,26 @@ class StopPolicy(BaseModel):
 
     def advice(self, p_gain: float, *, fraction: float) -> str:
         """The answer for one forecast: ``too early`` before ``min_fraction`` or without a probability,
-        ``stop`` when ``p_gain < threshold``, else ``continue``."""
+        ``stop`` when ``p_gain < threshold``, else ``continue``; ``uncertain`` for a stop past the observed
+        fractions where the shipped advice was validated (:attr:`validated_until`)."""
         start, threshold = self.min_fraction, self.threshold  # resolved by the validator: never None here
         assert start is not None and threshold is not None
         if not (np.isfinite(p_gain) and np.isfinite(fraction)) or fraction < start:
             return "too early"
-        return "stop" if p_gain < threshold else "continue"
+        if p_gain >= threshold:
+            return "continue"
+        # a stop where the error rate was never measured (beyond the validated fractions) is not a stop
+        return "uncertain" if fraction > self.validated_until + 1e-9 else "stop"
+
+    @property
+    def validated_until(self) -> float:
+        """The largest observed fraction at which the shipped advice's error rate was measured (1.0 when the
+        shipped policy does not say: measured along whole runs)."""
+        try:
+            v = shipped_policy(self.kind, self.delta).get("validated_fractions")
+        except ValueError:
+            v = None
+        return float(v[1]) if v else 1.0
 
     def monitor(self) -> StopMonitor:
         """A fresh :class:`StopMonitor` (the patience counter of one run)."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, QUANTILES
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, DEFAULT_KIND, QUANTILES
 from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.methods import BAYES, BAYES_CTX, DEFAULT_PEERS, Case, get_method, resolve_methods
 from bayesgrpo.evaluation.scoring import (
@@ -122,7 +122,7 @@ def backtest(
     runs: RunSet,
     *,
     cutoffs: Iterable[float] = (0.1, 0.2, 0.3, 0.5),
-    kind: str = "oscillator",
+    kind: str = DEFAULT_KIND,
     context: RunSet | None = None,
     peers: Iterable[str] | str | None = DEFAULT_PEERS,
     final_window: float = DEFAULT_FINAL_WINDOW,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, DEFAULT_KIND
 from bayesgrpo.errors import Interrupted
 from bayesgrpo.evaluation.peers import PEER_ALIASES, PEERS, PeerForecast, get_peer
 from bayesgrpo.schema import RUN, RunSet
@@ -85,7 +85,7 @@ class BayesGRPOMethod:
         ``chunk x workers`` cases at a time. Default: this process.
     """
 
-    def __init__(self, name: str = BAYES, *, kind: str = "oscillator", sampler=None, prior=None, calibration=True,
+    def __init__(self, name: str = BAYES, *, kind: str = DEFAULT_KIND, sampler=None, prior=None, calibration=True,
                  forecaster: Callable | None = None, chunk: int = 20, final_window: float = DEFAULT_FINAL_WINDOW, executor=None):  # fmt: skip
         self.name = name
         self.executor = executor

@@ -15,11 +15,19 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bayesgrpo.conventions import AUTO_KIND, DEFAULT_FINAL_WINDOW, QUANTILES, SUMMARY_QUANTILES, quantile_column
+from bayesgrpo.conventions import (
+    AUTO_KIND,
+    DEFAULT_FINAL_WINDOW,
+    DEFAULT_KIND,
+    QUANTILES,
+    SUMMARY_QUANTILES,
+    quantile_column,
+)
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
 from bayesgrpo.forecast.hazard import Hazard
 from bayesgrpo.forecast.intervals import IntervalLayer
+from bayesgrpo.forecast.outlook import Outlook
 from bayesgrpo.forecast.shape import ShapeConfig
 from bayesgrpo.models.arrays import SPREAD_CHANNELS, SPREAD_PARAMS
 from bayesgrpo.models.kinds import MODEL_KINDS, default_prior, get_kind
@@ -62,7 +70,7 @@ class ForecastConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: str = Field("oscillator", description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS, or 'auto'")
+    kind: str = Field(DEFAULT_KIND, description="a model kind of bayesgrpo.models.kinds.MODEL_KINDS, or 'auto'")
     final_window: FinalWindow = DEFAULT_FINAL_WINDOW
     stop_fraction: float = Field(DEFAULT_STOP_FRACTION, gt=0.0, lt=1.0)
     hierarchical: bool = False
@@ -82,6 +90,11 @@ class ForecastConfig(BaseModel):
     )
     hazard: Hazard = Field(default_factory=Hazard, description="the hazard of leaving the regime (default: none)")
     intervals: IntervalLayer = Field(default_factory=IntervalLayer, description="the conditioned interval layer")
+    outlook: Outlook = Field(
+        default_factory=Outlook,
+        description="the between-source outlook mixed into every forecast (bayesgrpo.forecast.outlook; kind "
+        "'auto': the packaged one, fitted on the yardstick's selection sources; a single kind: none)",
+    )
     channels: tuple[str, ...] = Field(
         (),
         description="spread channels observed with the reward (reward_std, frac_reward_zero_std; kinds with a "
@@ -94,7 +107,7 @@ class ForecastConfig(BaseModel):
         if isinstance(data, dict):
             if "model" in data and "kind" not in data:  # configurations saved by bayesgrpo 0.1 named the kind "model"
                 data = {("kind" if k == "model" else k): v for k, v in data.items()}
-            kind = data.get("kind", "oscillator")
+            kind = data.get("kind", DEFAULT_KIND)
             if kind == AUTO:
                 shape = data.get("shape") or ShapeConfig.default()
                 shape = shape if isinstance(shape, ShapeConfig) else ShapeConfig.model_validate(shape)
@@ -107,6 +120,8 @@ class ForecastConfig(BaseModel):
             if data.get("calibration") is None and "calibration" in data:
                 data = {**data, "calibration": Calibration.default(kind) if data.get("kind") != AUTO
                         else identity_calibration()}  # fmt: skip
+            if data.get("outlook") is None and data.get("kind") == AUTO:
+                data = {**data, "outlook": Outlook.default()}
             if "hazard" in data and data["hazard"] is None:
                 data = {**data, "hazard": Hazard.default() if data.get("kind") == AUTO else Hazard()}
             if "intervals" in data and data["intervals"] is None:
@@ -157,6 +172,8 @@ def model_identity(config: ForecastConfig) -> str:
     if config.kind == AUTO and config.shape is not None:
         d["shape"] = config.shape.model_dump_json()
         d["priors"] = {k: p.identity for k, p in sorted(config.priors.items())}
+    if not config.outlook.is_identity:
+        d["outlook"] = config.outlook.identity
     if config.hazard.active:
         d["hazard"] = config.hazard.model_dump_json()
     if config.intervals.shifts:

@@ -365,6 +365,11 @@ class FittedForecast:
             observed = cal.widen_paths(observed, fraction=frac, scale=sc, go=go)
             latent_run = cal.widen_paths(latent_run, fraction=frac, scale=sc, go=go)
         observed, latent_run = self._path_layers(run_id, observed, latent_run, latent_now, frac=frac, scale=sc, go=go)
+        idx, end = self._outlook(run_id, latent_run.shape[0], frac)
+        if idx.size:  # the outlook's draws go linearly in time from the level now to their final reward
+            new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * go[None, :]
+            observed[idx] += new - latent_run[idx]
+            latent_run[idx] = new
         r_star = p["r_star"] * sc + lo
         if info.bounds:  # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
             lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
@@ -410,6 +415,10 @@ class FittedForecast:
         frac, go = float(self.arrays.run(run_id).fraction[0]), float(info.time_to_go(info.horizon))
         out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, go=go)
         out = self._layers(run_id, out, fraction=frac, scale=info.scale)
+        idx, end = self._outlook(run_id, out.size, frac)
+        if idx.size:
+            out = out.copy()
+            out[idx] = end
         if info.bounds:  # the mean of logged rewards stays inside the reward's range
             out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
                           info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
@@ -466,6 +475,19 @@ class FittedForecast:
             observed = lay.apply(observed, self.features(run_id), fraction=frac, scale=scale, go=go)
             latent_run = lay.apply(latent_run, self.features(run_id), fraction=frac, scale=scale, go=go)
         return observed, latent_run
+
+    def _outlook(self, run_id: str, n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
+        """The draws that follow the between-source outlook and their final rewards
+        (:func:`bayesgrpo.forecast.outlook.outlook_draws`; the same for the paths and the final reward)."""
+        from bayesgrpo.forecast.outlook import outlook_draws
+        from bayesgrpo.series import current_level
+
+        ol = self.config.outlook
+        if ol.is_identity:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        level = current_level(self.runs.run(run_id)[REWARD].to_numpy())
+        return outlook_draws(ol, n, fraction=fraction, level=level, scale=self.infos[run_id].scale, run_id=run_id,
+                             seed=self.sampler.seed)  # fmt: skip
 
     def _layers(self, run_id: str, draws: np.ndarray, *, fraction: float, scale: float) -> np.ndarray:
         """Final-reward draws through the hazard of leaving (a share ends between floor and level) and the

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW
+from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, DEFAULT_KIND
 from bayesgrpo.errors import ForecastError, Interrupted
 from bayesgrpo.forecast.calibration import Calibration
 from bayesgrpo.forecast.config import AUTO, HEALTH_VARS, STAT_VARS, STORED_VARS, TABLE_COLUMNS, ForecastConfig
@@ -104,7 +104,7 @@ class Forecaster:
 
     def __init__(
         self,
-        kind: str = "oscillator",
+        kind: str = DEFAULT_KIND,
         *,
         final_window: float = DEFAULT_FINAL_WINDOW,
         stop_fraction: float = DEFAULT_STOP_FRACTION,
@@ -265,7 +265,10 @@ class Forecaster:
         """NUTS of one batch with one kind: ``(posterior of the stored variables, sample stats, health per run)``.
 
         With spread channels configured, a degeneracy kind whose runs log one is fitted by the spread graph;
-        every other fit by the reward-only graph (exactly as without channels), its spread parameters NaN."""
+        every other fit by the reward-only graph (exactly as without channels), its spread parameters NaN.
+        A closed-form kind (:attr:`~bayesgrpo.models.kinds.ModelKind.closed_form`) draws its posterior exactly."""
+        if kind.closed_form:
+            return self._closed_form(kind, sub)
         spread = bool(self.config.channels) and kind.degeneracy and sub.has_channels
         compiled = compiled_kind(kind, sub, prior, hierarchical=hierarchical, backend=self.sampler.backend,
                                  spread=spread)  # fmt: skip
@@ -288,6 +291,29 @@ class Forecaster:
         if "family" in post.dims:
             post = post.assign_coords(family=list(sub.families))
         return post[[v for v in post.data_vars if v in STORED_VARS or "run" not in post[v].dims]], st, h
+
+    def _closed_form(self, kind, sub: ModelArrays):
+        """The exact posterior of a closed-form kind (one run): ``(posterior, sample stats, health)`` shaped as a
+        sampled kind's (no divergences, R-hat 1: independent draws)."""
+        import xarray as xr
+
+        from bayesgrpo.models import stationary
+        from bayesgrpo.models.arrays import SIGMA_M_FLOOR
+
+        if len(sub.run_ids) != 1:
+            raise ForecastError(f"the {kind.name} kind forecasts each run alone; a hierarchical (joint) fit needs "
+                                "a sampled kind")  # fmt: skip
+        C, D = self.sampler.chains, self.sampler.draws
+        seed = sampling.batch_seed(self.sampler.seed, sub.run_ids)
+        p = stationary.posterior(sub.y[:, 0], sub.mask[:, 0], chains=C, draws=D, seed=seed, noise_floor=SIGMA_M_FLOOR)
+        coords = {"chain": np.arange(C), "draw": np.arange(D), "run": list(sub.run_ids)}
+        post = xr.Dataset({k: (("chain", "draw", "run"), v[..., None]) for k, v in p.items()}, coords=coords)
+        if self.config.channels:
+            post = post.assign(dict.fromkeys(SPREAD_PARAMS, post["r_star"] * np.nan))
+        st = xr.Dataset({"diverging": (("chain", "draw"), np.zeros((C, D), dtype=bool))},
+                        coords={"chain": coords["chain"], "draw": coords["draw"]})  # fmt: skip
+        h = {sub.run_ids[0]: {"r_hat_max": 1.0, "ess_min": float(C * D), "divergences": 0}}
+        return post[[v for v in post.data_vars if v in STORED_VARS]], st, h
 
     @staticmethod
     def _read(idata, sub: ModelArrays, thin_to: int | None = None):
@@ -319,7 +345,7 @@ class Forecaster:
         weights = kind_weights(feats, evidence, shape, allowed=allowed)
         posts, stats, healths = {}, {}, []
         for k in weights:
-            if context is not None and k not in run_priors:
+            if context is not None and k not in run_priors and not get_kind(k).closed_form:
                 run_priors[k] = context(k)
             prior_b = run_priors.get(k, {}).get(rid, priors[k])
             posts[k], stats[k], h = self._sample_kind(get_kind(k), arrs[k], priors[k], prior_b, False)

@@ -255,6 +255,11 @@ def run_evidence(kind, arrays, prior, *, split: float = 0.5, seed: int = 0, back
     (:func:`bayesgrpo.inference.evidence.block_evidence`); ``-inf`` when the model cannot be evaluated.
     Always the reward-only graph, also when spread channels are configured: every kind's evidence is then
     of the same data (the reward), the channels inform the fit of a degeneracy kind, not its weight."""
+    if kind.closed_form:
+        from bayesgrpo.models import stationary
+
+        e = stationary.block_evidence(arrays.y[:, 0], arrays.mask[:, 0], split=split)
+        return float(e) if math.isfinite(e) else -math.inf
     from bayesgrpo.inference import sampling
     from bayesgrpo.inference.evidence import block_evidence, mask_after
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import pickle
 import struct
 
+from bayesgrpo.conventions import DEFAULT_KIND
+
 __all__ = ["forecast_request", "request_runs", "reward_keys", "SEVERITY_RANK", "REPORT_REFRESH"]
 
 #: seconds after which a live HTML report reloads itself
@@ -58,7 +60,7 @@ def forecast_request(
     frame=None,
     meta: dict | None = None,
     horizon: int | None = None,
-    kind: str = "oscillator",
+    kind: str = DEFAULT_KIND,
     sampler: dict | None = None,
     target: float | None = None,
     improve: dict | None = None,

@@ -14,6 +14,7 @@ import time
 import traceback
 import warnings
 
+from bayesgrpo.conventions import DEFAULT_KIND
 from bayesgrpo.integrations._requests import REPORT_REFRESH, _light, _recv, _send, request_runs
 from bayesgrpo.series import best_window_mean
 
@@ -179,7 +180,7 @@ def summarize_complete(runs, run_id: str, row, *, target=None, improve=None, uti
 
 def _kind(req: dict) -> str:
     """The model kind a request asks for (``model_kind``; requests of bayesgrpo 0.1 said ``model``)."""
-    return req.get("model_kind") or req.get("model") or "oscillator"
+    return req.get("model_kind") or req.get("model") or DEFAULT_KIND
 
 
 def _handle(req: dict) -> dict:

@@ -13,6 +13,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.markup import escape
 
+from bayesgrpo.conventions import DEFAULT_KIND
+
 __all__ = ["watch_cmd", "mount", "WATCH_HELP"]
 
 AlertToOpt = Annotated[
@@ -123,7 +125,7 @@ def watch_cmd(
     reward_range: Annotated[
         str | None, typer.Option("--reward-range", help="the reward's bounds 'LO,HI' (e.g. 0,1 for a pass rate)")
     ] = None,
-    kind: Annotated[str, typer.Option("--kind", help="model kind (see `bayesgrpo models`)")] = "oscillator",
+    kind: Annotated[str, typer.Option("--kind", help="model kind (see `bayesgrpo models`)")] = DEFAULT_KIND,
     model: Annotated[str | None, typer.Option("--model", hidden=True, help="deprecated: use --kind")] = None,
     run: Annotated[str | None, typer.Option(help="run id to follow when the log holds several")] = None,
     ceiling: Annotated[float | None, typer.Option(help="verifiable reward ceiling for the diagnostics")] = None,
@@ -215,8 +217,8 @@ def _check_policy(kind: str, *, risk: float, delta: float) -> dict:
     except BayesGRPOError as e:
         _fail(str(e))
     if pol is None:
-        _fail(f"--stop: the stop advice was measured for --kind oscillator only, not {kind!r}")
-    typer.echo(f"# stop policy: {pol.describe()}; measured: {pol.error_rate:.0%} of such stops were bad", err=True)
+        _fail(f"--stop: the stop advice was never measured for --kind {kind!r}; use --kind auto or oscillator")
+    typer.echo(f"# stop policy: {pol.describe()}; {pol.measured}", err=True)
     return {"risk": risk, "delta": delta}
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from transformers.trainer_callback import ExportableState, TrainerCallback
 
+from bayesgrpo.conventions import DEFAULT_KIND
 from bayesgrpo.integrations._live import LOGGED_KEYS, PREFIX, answer_kind, logged_values, numeric_row
 from bayesgrpo.integrations._requests import forecast_request, request_runs, reward_keys
 from bayesgrpo.integrations._trainer import _broadcast, _find_handler, _model_meta
@@ -163,7 +164,7 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
         target: float | None = None,
         horizon: int | None = None,
         stop=None,
-        kind: str = "oscillator",
+        kind: str = DEFAULT_KIND,
         sampler: dict | None = None,
         min_points: int = 6,
         ceiling: float | None = None,

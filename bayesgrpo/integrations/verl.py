@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bayesgrpo.conventions import DEFAULT_KIND
 from bayesgrpo.integrations._live import answer_kind, logged_values, numeric_row
 from bayesgrpo.integrations._requests import forecast_request, reward_keys
 from bayesgrpo.integrations._worker import ForecastWorker
@@ -98,7 +99,7 @@ class BayesGRPOTracking:
 
     def __init__(self, project_name: str = "verl", experiment_name: str = "run", config: dict | None = None, *,
                  every: int = 10, horizon: int | None = None, target: float | None = None, ceiling: float | None = None,
-                 kind: str = "oscillator", sampler: dict | None = None, min_points: int = 6, diagnose: bool = True,
+                 kind: str = DEFAULT_KIND, sampler: dict | None = None, min_points: int = 6, diagnose: bool = True,
                  alerts=True, decline_alarm: float | None = None, history: bool | str = True,
                  final_wait: float = 10.0, max_wait: float = 120.0, threads: int = 1,
                  worker: ForecastWorker | None = None, tracking=None):  # fmt: skip

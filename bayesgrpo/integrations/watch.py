@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from bayesgrpo.conventions import DEFAULT_KIND
 from bayesgrpo.integrations._requests import _light, forecast_request
 from bayesgrpo.integrations._worker import ForecastWorker
 from bayesgrpo.integrations.alerts import Alerter, active_trackers
@@ -273,7 +274,7 @@ def watch(
     horizon: int | None = None,
     target: float | None = None,
     utility: dict | None = None,
-    kind: str = "oscillator",
+    kind: str = DEFAULT_KIND,
     sampler: dict | None = None,
     fmt: str | None = None,
     run: str | None = None,

@@ -12,6 +12,10 @@ model serves every run.
     logged ``beta1``, else on Adam's 0.9) and stiffness ``a = (1 - mu) / tau``. Process noise
     ``sigma_p`` is parameterised through the stationary sd of the latent around the plateau;
     measurement noise ``sigma_m`` is centred on a robust estimate.
+``stationary``
+    The oscillator at its fixed point with no momentum: the reward wanders (AR(1)) around a level estimated
+    from the whole prefix, nothing left to gain. Its posterior is closed-form (:mod:`bayesgrpo.models.stationary`);
+    kind ``auto`` weighs it against the oscillator and the degeneracy kind by evidence.
 ``saturation``
     The overdamped limit (paper B's single exponential): the same model with ``mu = 0``.
 ``scaling``
@@ -72,6 +76,9 @@ class ModelKind:
         State-dependent stiffness near the reward floor (:mod:`bayesgrpo.models.degeneracy`).
     heterogeneity : bool
         The stiffness also falls with the share of the rise done (a per-run ``lam``; needs ``degeneracy``).
+    closed_form : bool
+        The posterior is known in closed form (:mod:`bayesgrpo.models.stationary`): no graph, no sampler; the
+        numpy side of a forecast is the oscillator's.
     """
 
     name: str
@@ -80,6 +87,7 @@ class ModelKind:
     size_scaling: bool = False
     degeneracy: bool = False
     heterogeneity: bool = False
+    closed_form: bool = False
 
     #: per-run parameters a forecast needs from the posterior
     @property
@@ -108,6 +116,8 @@ class ModelKind:
 
     def build(self, arr: ModelArrays, *, prior, hierarchical: bool = False, spread: bool = False):
         """The ``pymc.Model`` of this kind for the runs of ``arr`` (``spread``: with the spread channels)."""
+        if self.closed_form:
+            raise ValueError(f"the {self.name} kind has its posterior in closed form: it builds no PyMC model")
         import pymc as pm
         import pytensor.tensor as pt
 
@@ -241,6 +251,13 @@ MODEL_KINDS: dict[str, ModelKind] = {
     k.name: k
     for k in (
         ModelKind("oscillator", "damped oscillator of recursion (1): inertia from momentum, plateau, timescale"),
+        ModelKind(
+            "stationary",
+            "the oscillator at its fixed point: a level the reward wanders around (AR(1)), nothing left to gain; "
+            "closed-form posterior",
+            free_momentum=False,
+            closed_form=True,
+        ),
         ModelKind(
             "degeneracy",
             "oscillator whose stiffness vanishes at the reward floor (zero-advantage groups): slow starts, S-curves",

@@ -52,6 +52,15 @@ def mock_sampler(monkeypatch):
 
     monkeypatch.setattr(sampling, "compile_model", lambda key, build, **kw: None)
     monkeypatch.setattr(sampling, "nuts", fake_nuts)
+    # kind 'auto' (the default) weighs its kinds by block evidence on the compiled models: here the evidence
+    # gives the oscillator all the weight, so the default forecast is the oscillator's mocked draws (the
+    # outlook layer on top, as shipped); state["evidence"] sets other evidence per kind
+    from bayesgrpo.forecast import forecaster
+
+    state["evidence"] = {"oscillator": 0.0}
+    monkeypatch.setattr(
+        forecaster, "run_evidence", lambda kind, *a, **kw: state["evidence"].get(kind.name, float("-inf"))
+    )
     return state
 
 

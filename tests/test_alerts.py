@@ -103,11 +103,14 @@ def test_the_worker_result_carries_what_the_alerts_read(mock_sampler):
     steps = np.arange(1, 41)
     y = 0.6 - 0.5 * np.exp(-steps / 10) + 0.01 * np.random.default_rng(0).standard_normal(steps.size)
     req = forecast_request(run_id="r", frame=pd.DataFrame({"step": steps, "reward": y}), meta={"max_steps": 200},
-                           sampler={"draws": 50, "tune": 50}, **PolicyStop().request())  # fmt: skip
+                           kind="oscillator", sampler={"draws": 50, "tune": 50}, **PolicyStop().request())  # fmt: skip
     res = _handle(req)
     assert 0.0 <= res["p_decline"] <= 1.0 and res["level"] == pytest.approx(y[-4:].mean())
     assert res["alert_rates"] == alert_rates_for("oscillator") and res["decline_alarm"] == decline_alarm_for()
-    assert res["advice"] in ("stop", "continue", "too early") and res["advice_error_rate"] == StopPolicy().error_rate
+    assert (
+        res["advice"] in ("stop", "continue", "too early")
+        and res["advice_error_rate"] == StopPolicy(kind="oscillator").error_rate
+    )
     assert set(res["flag_evidence"]) == {m for m, s in res["flags"].items() if s in ("warning", "critical")}
 
 

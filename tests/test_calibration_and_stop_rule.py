@@ -124,8 +124,8 @@ def test_forecast_paths_widen_from_nothing_to_the_final_shift(mock_sampler):
     runs = RunSet.from_frames(df, pd.DataFrame({"run_id": ["r"], "max_steps": [300], "beta1": [0.9]}))
     cal = Calibration(fraction_grid=(0.1, 0.5), c_up=(0.25, 0.25), c_dn=(0.0, 0.0), name="t")
     smp = SamplerConfig(draws=200, tune=10, chains=2, seed=1)
-    fit = Forecaster(sampler=smp, calibration=cal).fit(runs)
-    base = Forecaster(sampler=smp, calibration=False).fit(runs)
+    fit = Forecaster("oscillator", sampler=smp, calibration=cal).fit(runs)
+    base = Forecaster("oscillator", sampler=smp, calibration=False).fit(runs)
     p, p0 = fit.paths("r"), base.paths("r")
     scale = fit.infos["r"].scale
     up = np.quantile(p.latent, 0.9, axis=0) - np.quantile(p0.latent, 0.9, axis=0)

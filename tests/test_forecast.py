@@ -311,12 +311,12 @@ def test_flat_prefix_at_the_floor_is_not_a_narrow_future():
     runs = RunSet.from_frames(pd.DataFrame({"run_id": "flat", "step": steps, "reward": 0.01}),
                               pd.DataFrame({"run_id": ["flat"], "max_steps": [116]}))  # fmt: skip
     smp = SamplerConfig(draws=300, tune=300, chains=2, seed=0)
-    fit = Forecaster(sampler=smp).fit(runs, horizon=116)  # bounds [0, 1] inferred: the scale is known
+    fit = Forecaster("oscillator", sampler=smp).fit(runs, horizon=116)  # bounds [0, 1] inferred: the scale is known
     row = fit.table().iloc[0]
     assert row.r_hat_max < 1.05
     assert fit.config.calibration.c_up and row.final_q90 - row.final_q50 >= 0.03  # room above: 3x the current level
     assert 0.0 <= row.final_q05 <= row.final_q50 <= 0.1  # most likely still near the floor by step 116
-    raw = Forecaster(sampler=smp, calibration=False).fit(runs, horizon=116).table().iloc[0]
+    raw = Forecaster("oscillator", sampler=smp, calibration=False).fit(runs, horizon=116).table().iloc[0]
     assert raw.final_q90 - raw.final_q50 < row.final_q90 - row.final_q50
 
 
@@ -373,7 +373,7 @@ def test_saved_file_is_arviz_inference_data(mock_sampler, tmp_path):
 def test_identity_is_checked_on_load(mock_sampler, tmp_path):
     from bayesgrpo.errors import ArtefactError
 
-    fc = Forecaster(sampler=SMALL)
+    fc = Forecaster("oscillator", sampler=SMALL)
     fit = fc.fit(_runs())
     fit.save(tmp_path / "fit.nc")
     assert FittedForecast.load(tmp_path / "fit.nc", expected=fc).config.identity == fc.config.identity
@@ -387,7 +387,7 @@ def test_identity_is_checked_on_load(mock_sampler, tmp_path):
     with pytest.raises(ArtefactError, match=r"does not match its configuration.*edited or is damaged"):
         FittedForecast.load(tmp_path / "edited.nc")
     # the identity is the model's, not the sampler's
-    assert Forecaster(sampler=SamplerConfig(draws=50)).config.identity == fc.config.identity
+    assert Forecaster("oscillator", sampler=SamplerConfig(draws=50)).config.identity == fc.config.identity
 
 
 def test_predict_to_any_horizon_without_refitting(mock_sampler):

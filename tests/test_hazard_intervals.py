@@ -166,29 +166,25 @@ def test_prefix_features_of_known_shapes():
 
 
 def test_the_shipped_auto_package_data_loads_with_its_provenance():
-    """`--model auto`'s package data (bench/quality_study.py's chosen variant): the shape configuration and the
-    interval layer load, name the study that chose them, and are what Forecaster("auto") uses; the hazard ships
-    only if the study chose one."""
+    """The default's package data (bench/yardstick/study.py's choice on the selection sources): the shape
+    configuration and the outlook load, name the study that chose them, and are what Forecaster() uses; no
+    post-hoc interval layer or hazard ships (the study chose neither)."""
     from importlib.resources import files
 
     from bayesgrpo.forecast.forecaster import Forecaster
-    from bayesgrpo.forecast.intervals import RULES
+    from bayesgrpo.forecast.outlook import Outlook
     from bayesgrpo.forecast.shape import ShapeConfig
 
     res = files("bayesgrpo.resources")
-    assert res.joinpath("shape.json").is_file() and res.joinpath("intervals_auto.json").is_file()
-    shape, lay = ShapeConfig.default(), IntervalLayer.default("auto")
-    for prov in (shape.provenance, lay.provenance):
-        assert prov["command"].startswith(".venv/bin/python bench/quality_study.py")
-        assert prov["study"] == "bench/results/quality_study.md" and prov["date"]
-    assert shape.kinds[0] == "oscillator" and len(shape.prior.at_floor) == len(shape.kinds)
-    assert lay.rule in RULES and lay.shifts and lay.name.startswith("intervals-auto-")
-    assert lay.provenance["sources"] >= 20 and lay.provenance["cases"] >= 300
-    lo = np.asarray(lay.levels) < 0.5
-    for rows in [lay.pooled, *lay.shifts.values()]:  # widen-only: lower levels never up, upper never down
-        a = np.asarray(rows)
-        assert (a[:, lo] <= 0).all() and (a[:, ~lo] >= 0).all()
-    assert Hazard.default().active == res.joinpath("hazard.json").is_file()
-    fc = Forecaster("auto")
-    assert fc.config.shape == shape and fc.config.intervals == lay
-    assert Forecaster("oscillator").config.intervals == IntervalLayer()  # a single kind gets no auto data
+    shape, ol = ShapeConfig.default(), Outlook.default()
+    for prov in (shape.provenance, ol.provenance):
+        assert prov["command"] == "nice .venv/bin/python -m bench.yardstick.study --ship"
+        assert prov["study"] == "bench/results/yardstick/study.md" and prov["date"]
+        assert "selection sources" in prov["data"]
+    assert shape.kinds == ("oscillator", "stationary", "degeneracy") and len(shape.prior.at_floor) == 3
+    assert not ol.is_identity and ol.grid == (0.1, 0.2, 0.3, 0.5) and all(0 <= w <= 1 for w in ol.weight)
+    assert not res.joinpath("intervals_auto.json").is_file() and not res.joinpath("hazard.json").is_file()
+    fc = Forecaster()
+    assert fc.config.kind == "auto" and fc.config.shape == shape and fc.config.outlook == ol
+    assert fc.config.intervals == IntervalLayer() and not fc.config.hazard.active
+    assert Forecaster("oscillator").config.outlook.is_identity  # a single kind gets no auto data

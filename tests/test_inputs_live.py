@@ -264,13 +264,13 @@ def test_callback_with_the_stop_policy_stops_a_flat_run_and_says_why(tmp_path, m
 
     mock_sampler["params"].update(r_star=0.0, tau=2.0)  # the plateau is the start level: no gain ahead
     w = InProcessWorker()
-    cb = BayesGRPOCallback(every=4, worker=w, sampler=SMALL, warmup=False, horizon=400, stop=StopPolicy(risk=0.1))
+    cb = BayesGRPOCallback(every=4, worker=w, sampler=SMALL, warmup=False, horizon=400, stop=StopPolicy(risk=0.15))
     with caplog.at_level(logging.WARNING, logger="bayesgrpo"):
         trainer = _run(tmp_path, cb, max_steps=40)
     fc = [r for r in w.requests if r.get("kind") == "forecast"]
-    assert fc and all(r["policy"]["risk"] == 0.1 and r["policy"]["delta"] == 0.05 for r in fc)
+    assert fc and all(r["policy"]["risk"] == 0.15 and r["policy"]["delta"] == 0.05 for r in fc)
     answered = [e for e in trainer.state.log_history if "bayesgrpo/p_gain" in e]
     assert answered, "no forecast carried the policy's p_gain"
     assert trainer.state.global_step < 40
     msgs = [r.getMessage() for r in caplog.records if "stopping training" in r.getMessage()]
-    assert len(msgs) == 1 and "stop policy (risk 0.1)" in msgs[0] and "of its stops were bad" in msgs[0], msgs
+    assert len(msgs) == 1 and "stop policy (risk 0.15)" in msgs[0] and "of its stops were bad" in msgs[0], msgs

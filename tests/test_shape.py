@@ -81,7 +81,7 @@ def auto_sampler(mock_sampler, monkeypatch):
 
 def test_auto_forecasts_a_flat_floor_prefix_as_a_possible_s_curve(auto_sampler):
     prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
-    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False)
+    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False)
     fit = fc.fit(_floor_run())
     assert fit.shape_weights["r1"] == pytest.approx({"oscillator": 0.5, "degeneracy": 0.5})
     assert len(auto_sampler["calls"]) == 2  # one posterior fit per kind kept (the logistic kind: weight 0)
@@ -114,7 +114,7 @@ def test_auto_weighs_kinds_by_their_evidence(auto_sampler):
 
 def test_auto_one_kind_costs_one_fit_and_equals_that_kind(auto_sampler):
     prior = ShapePrior(at_floor=(1, 0, 0), elsewhere=(1, 0, 0))
-    auto = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False,
+    auto = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False,
                       calibration=False).fit(_rising_run())  # fmt: skip
     assert len(auto_sampler["calls"]) == 1
     plain = Forecaster("oscillator", sampler=SMALL, calibration=False).fit(_rising_run())
@@ -126,7 +126,9 @@ def test_lagged_runs_get_the_linear_kinds_only(auto_sampler):
     runs = _rising_run()
     runs = RunSet.from_frames(runs.data, runs.meta.assign(refresh_interval=4).reset_index())
     prior = ShapePrior(at_floor=(1, 1, 1), elsewhere=(1, 1, 1))
-    fit = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False).fit(runs)
+    fit = Forecaster(
+        AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False
+    ).fit(runs)
     assert fit.shape_weights["r1"] == {"oscillator": 1.0}
 
 
@@ -171,7 +173,7 @@ def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampl
     data = base.data.assign(reward_std=lambda d: np.sqrt(d["reward"] * (1 - d["reward"])) + 0.02)
     runs = RunSet.from_frames(data, base.meta.assign(group_size=4, batch_size=16).reset_index())
     prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
-    kw = dict(shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False)
+    kw = dict(shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False)
     fit = Forecaster(AUTO, channels=("reward_std",), **kw).fit(runs)
     assert fit.shape_weights["r1"] == pytest.approx({"oscillator": 0.5, "degeneracy": 0.5})
     assert [k[0] for k in keys] == ["oscillator", "degeneracy"]

@@ -347,7 +347,7 @@ def test_cli_channels_option_is_checked_before_reading():
 
     from bayesgrpo.cli.app import app
 
-    res = CliRunner().invoke(app, ["forecast", "no-such-file.json", "--channels", "spread"])
+    res = CliRunner().invoke(app, ["forecast", "no-such-file.json", "--kind", "oscillator", "--channels", "spread"])
     assert res.exit_code == 2 and "degeneracy state" in res.output and "no-such-file" not in res.output
     res = CliRunner().invoke(
         app, ["forecast", "no-such-file.json", "--model", "logistic", "--channels", "kl,reward_std"]

@@ -310,10 +310,10 @@ def test_the_shipped_policy_and_map_load_with_their_provenance():
     assert entry["provenance"]["sources"] >= 12 and entry["provenance"]["runs"] >= 40
     pol = StopPolicy()
     assert 0.0 < pol.threshold < 1.0 and pol.patience >= 1 and 0.0 <= pol.min_fraction < 1.0
-    ship = shipped_policy("oscillator", 0.05)
-    assert pol.patience == ship["patience"]
+    ship = shipped_policy(pol.kind, 0.05)
+    assert pol.kind == "auto" and pol.patience == ship["patience"]
     # a larger risk never stops less
-    assert StopPolicy(risk=0.3).threshold >= StopPolicy(risk=0.1).threshold
+    assert StopPolicy(risk=0.3).threshold >= StopPolicy(risk=0.15).threshold
     assert DecisionCalibration.default("oscillator", 0.05).method != "identity"
     with pytest.raises(ValueError, match="measured for delta"):
         StopPolicy(delta=0.07)

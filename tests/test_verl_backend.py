@@ -20,6 +20,7 @@ from typing import ClassVar
 import pytest
 from inprocess_worker import InProcessWorker
 
+from bayesgrpo.conventions import DEFAULT_RISK
 from bayesgrpo.integrations.verl import BACKEND, BayesGRPOTracking, register
 from bayesgrpo.io.verl import verl_config_meta
 from bayesgrpo.resources import example_verl_run
@@ -132,7 +133,7 @@ def test_a_verl_stream_gets_forecasts_next_to_the_reward_and_a_final_one(mock_sa
     fc = _check_forecasts(t.logger["console"].logged, last_step=150)
     assert len(fc) >= 5  # mid-run forecasts (every 20 rewards after the 6th) and the final one
     req = [r for r in w.requests if r.get("kind") == "forecast"]
-    assert req[0]["horizon"] == 400 and req[0]["meta"]["group_size"] == 8 and req[-1]["policy"]["risk"] == 0.1
+    assert req[0]["horizon"] == 400 and req[0]["meta"]["group_size"] == 8 and req[-1]["policy"]["risk"] == DEFAULT_RISK
     # the forecast read verl's own key for the reward
     assert req[0]["rows"][0]["critic/score/mean"] == recs[0]["data"]["critic/score/mean"]
     assert ours.latest["observed_until"] == 150 and ours.max_log_seconds < 0.5

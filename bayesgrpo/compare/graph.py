@@ -74,7 +74,9 @@ __all__ = ["CompareArrays", "build_compare_model", "prepare_compare", "pointwise
            "CONTRAST_COLUMNS", "RUN_VARS", "HEALTH_VARS"]  # fmt: skip
 
 # the registry's linear kinds (their flags map onto the comparison graph; the EKF kind is forecast-only)
-COMPARE_KINDS = tuple(k for k, v in MODEL_KINDS.items() if not v.degeneracy)
+COMPARE_KINDS = tuple(
+    k for k, v in MODEL_KINDS.items() if not (v.degeneracy or v.closed_form)
+)  # the hierarchical graphs
 CONTRAST_COLUMNS = [
     "quantity", "factor", "level_a", "level_b", "mean", "sd", "ci_low", "ci_high",
     "p_gt_0", "predicted", "covers_predicted", "kind",

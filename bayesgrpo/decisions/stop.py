@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from bayesgrpo.conventions import DEFAULT_KIND
+from bayesgrpo.conventions import DEFAULT_KIND, DEFAULT_RISK
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration, shipped_decision
 
 __all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decision_numbers", "policy_from_options",
@@ -35,7 +35,6 @@ __all__ = ["StopPolicy", "StopMonitor", "add_advice", "advise_fit", "fit_decisio
 
 #: the three answers, in the order of the table's documentation
 ADVICE = ("stop", "continue", "too early", "uncertain")
-DEFAULT_RISK = 0.15
 DEFAULT_DELTA_BAD = 0.1
 
 
@@ -145,12 +144,15 @@ class StopPolicy(BaseModel):
             return "error rate unmeasured (an explicit threshold)"
         m = shipped_policy(self.kind, self.delta).get("measured", {}).get(f"patience_{self.patience}", {})
         ci = m.get("bad_stops_90")
-        ci_txt = f" (90% source-bootstrap interval {ci[0]:.0%}-{ci[1]:.0%})" if ci else ""
+        ci_txt = f" (90% interval {ci[0]:.0%}-{ci[1]:.0%})" if ci else ""
         where = m.get("where", "leave-one-source-out on the development runs")
         exact = m and math.isclose(self.risk, float(m.get("risk", -1)))
         if not exact:
             where = "in sample on the development runs, interpolated to this risk"
-        return f"measured: {self._error:.0%} of its stops were bad{ci_txt if exact else ''} ({where})"
+        share = f"{self._error:.0%} of its stops were bad"
+        if exact and "stops" in m:  # the count: "0% bad" of 3 stops is not "0% bad" of 300
+            share = f"{self._error:.0%} of its stops were bad ({m['bad']} of {m['stops']})"
+        return f"measured: {share}{ci_txt if exact else ''} ({where})"
 
     @property
     def error_rate(self) -> float:
@@ -205,7 +207,10 @@ class StopPolicy(BaseModel):
     @property
     def validated_until(self) -> float:
         """The largest observed fraction at which the shipped advice's error rate was measured (1.0 when the
-        shipped policy does not say: measured along whole runs)."""
+        shipped policy does not say: measured along whole runs; 1.0 for an explicit threshold: the user's own
+        rule, measured nowhere)."""
+        if not math.isfinite(self._error):
+            return 1.0
         try:
             v = shipped_policy(self.kind, self.delta).get("validated_fractions")
         except ValueError:

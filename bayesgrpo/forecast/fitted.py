@@ -1,5 +1,5 @@
-"""A fitted forecast: :class:`FittedForecast` (tables, paths, any horizon, inference data, save/load)
-and :class:`RunArrays` (the model arrays of a fit, each run on its own grid).
+"""A fitted forecast: :class:`FittedForecast` (tables, paths, any horizon, inference data, save/load) over
+the :class:`~bayesgrpo.models.arrays.RunArrays` of its fit (each run on its own grid).
 
 Everything here is exact numpy on the posterior draws: the Kalman filter (:mod:`bayesgrpo.models.kalman`)
 gives each draw's filtered state at the last observation, latent paths are propagated forward with
@@ -27,7 +27,7 @@ from bayesgrpo.forecast.paths import PathDraws, stop_quantile
 from bayesgrpo.forecast.shape import KIND_CODE, weights_label
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.arrays import DATA_VARS, SPREAD_PARAMS, ModelArrays, RunInfo
+from bayesgrpo.models.arrays import SPREAD_PARAMS, RunArrays, RunInfo
 from bayesgrpo.models.kinds import MODEL_KINDS, get_kind
 from bayesgrpo.physics.stability import is_stable, is_underdamped
 from bayesgrpo.plan import MAX_STORED_STEPS, horizon_error
@@ -46,95 +46,18 @@ def _thin(n: int, limit: int = MAX_STORED_STEPS) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, limit)).astype(int))
 
 
+def _to_ends(observed, latent, latent_now, idx, end, go):
+    """The paths of draws ``idx`` replaced by lines in time from the latent level now to their final reward
+    ``end`` (``go``: the share of the time to go at each stored step); the logged paths keep their noise."""
+    if idx.size:
+        new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * go[None, :]
+        observed[idx] += new - latent[idx]
+        latent[idx] = new
+    return observed, latent
+
+
 def _draws(post, rid: str, name: str) -> np.ndarray:
     return post[name].sel(run=rid).to_numpy().reshape(-1)
-
-
-class RunArrays:
-    """The model arrays of a fit with each run on its own grid (no padding to the batch's longest run).
-
-    A batch of 1,000 runs of very different lengths held as one ``(T, R)`` grid costs ``T_max x R``;
-    here it costs the sum of the runs' own lengths. Reads like :class:`~bayesgrpo.models.kinds.ModelArrays`:
-    per-run vectors (``refresh``, ``fraction``, ...) are ``(R,)`` arrays, ``y`` and ``mask`` build the
-    padded ``(T, R)`` grid on demand (when a forecast is saved). :meth:`run` gives one run's arrays.
-
-    Parameters
-    ----------
-    parts : sequence of ModelArrays
-        One single-run ``ModelArrays`` per run, each cut to its own grid (``ModelArrays.subset``).
-    """
-
-    def __init__(self, parts):
-        self.parts = tuple(parts)
-        self.run_ids = tuple(p.run_ids[0] for p in self.parts)
-        self._index = {r: k for k, r in enumerate(self.run_ids)}
-        if len(self._index) != len(self.run_ids):
-            raise ForecastError("a run occurs twice in the arrays of a fit")
-        self.families = tuple(dict.fromkeys(self._family(p) for p in self.parts))
-
-    @staticmethod
-    def _family(p: ModelArrays) -> str:
-        return p.families[int(p.family_idx[0])] if len(p.families) else "unknown"
-
-    @classmethod
-    def of(cls, arrays) -> RunArrays:
-        """Split a batch's ``ModelArrays`` into per-run grids (a ``RunArrays`` is returned as it is)."""
-        if isinstance(arrays, RunArrays):
-            return arrays
-        return cls([arrays.subset([j]) for j in range(len(arrays.run_ids))])
-
-    @classmethod
-    def concat(cls, many) -> RunArrays:
-        return cls([p for a in many for p in cls.of(a).parts])
-
-    def __len__(self) -> int:
-        return len(self.parts)
-
-    def run(self, run_id: str) -> ModelArrays:
-        """The arrays of one run: ``y``, ``mask`` of shape ``(T_run, 1)``, vectors of shape ``(1,)``."""
-        return self.parts[self._index[run_id]]
-
-    def index(self, run_id: str) -> int:
-        return self._index[run_id]
-
-    def __getattr__(self, name):
-        if name == "channels":  # (C, T, R), padded like y
-            T = max(p.y.shape[0] for p in self.parts)
-            out = np.zeros(self.parts[0].channels.shape[:1] + (T, len(self.parts)))
-            for j, p in enumerate(self.parts):
-                out[:, : p.y.shape[0], j] = p.channels[:, :, 0]
-            return out
-        if name in DATA_VARS and name not in ("y", "mask"):
-            if name == "family_idx":
-                pos = {f: k for k, f in enumerate(self.families)}
-                return np.array([pos[self._family(p)] for p in self.parts], dtype=np.int64)
-            return np.concatenate([np.asarray(getattr(p, name)) for p in self.parts])
-        raise AttributeError(name)
-
-    def _grid(self, name: str) -> np.ndarray:
-        T = max(p.y.shape[0] for p in self.parts)
-        out = np.zeros((T, len(self.parts)))
-        for j, p in enumerate(self.parts):
-            out[: p.y.shape[0], j] = getattr(p, name)[:, 0]
-        return out
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._grid("y")
-
-    @property
-    def mask(self) -> np.ndarray:
-        return self._grid("mask")
-
-    @property
-    def nbytes(self) -> int:
-        return sum(np.asarray(getattr(p, n)).nbytes for p in self.parts for n in DATA_VARS)
-
-    def __getstate__(self):
-        return {"parts": self.parts}
-
-    def __setstate__(self, state):
-        RunArrays.__init__(self, state["parts"])
 
 
 @dataclass
@@ -329,20 +252,9 @@ class FittedForecast:
         in_win = np.zeros(n_future, dtype=bool)
         in_win[np.intersect1d(win, fut) - info.last_step - 1] = True
         groups = self._kind_groups(run_id)
-        m0, x, win_sum, stop, reached = self._propagate(
-            run_id,
-            groups,
-            y,
-            mask,
-            p,
-            K=K,
-            T=T,
-            n_future=n_future,
-            rng=rng,
-            store=fut[keep] - info.last_step - 1,
-            accumulate=in_win,
-            n_steps=info.horizon - info.s0,
-        )
+        m0, x, win_sum, stop, reached = self._propagate(run_id, groups, y, mask, p, K=K, T=T, n_future=n_future, rng=rng,
+                                                        store=fut[keep] - info.last_step - 1, accumulate=in_win,
+                                                        n_steps=info.horizon - info.s0)  # fmt: skip
         fut = fut[keep]
         latent_z = x.T + p["r_star"][:, None]  # (draws, stored future steps)
         obs_z = latent_z + p["sigma_m"][:, None] * rng.standard_normal(latent_z.shape)
@@ -366,10 +278,7 @@ class FittedForecast:
             latent_run = cal.widen_paths(latent_run, fraction=frac, scale=sc, go=go)
         observed, latent_run = self._path_layers(run_id, observed, latent_run, latent_now, frac=frac, scale=sc, go=go)
         idx, end = self._outlook(run_id, latent_run.shape[0], frac)
-        if idx.size:  # the outlook's draws go linearly in time from the level now to their final reward
-            new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * go[None, :]
-            observed[idx] += new - latent_run[idx]
-            latent_run[idx] = new
+        observed, latent_run = _to_ends(observed, latent_run, latent_now, idx, end, go)
         r_star = p["r_star"] * sc + lo
         if info.bounds:  # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
             lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
@@ -467,10 +376,7 @@ class FittedForecast:
         if hz.active:
             level, floor = self._anchor(run_id)
             idx, end = hz.leaving(latent_run.shape[0], hz.p_leave(self.features(run_id)), level=level, floor=floor)
-            if idx.size:
-                new = latent_now[idx, None] + (end - latent_now[idx])[:, None] * go[None, :]
-                observed[idx] += new - latent_run[idx]
-                latent_run[idx] = new
+            observed, latent_run = _to_ends(observed, latent_run, latent_now, idx, end, go)
         if lay.shifts:
             observed = lay.apply(observed, self.features(run_id), fraction=frac, scale=scale, go=go)
             latent_run = lay.apply(latent_run, self.features(run_id), fraction=frac, scale=scale, go=go)
@@ -485,9 +391,9 @@ class FittedForecast:
         ol = self.config.outlook
         if ol.is_identity:
             return np.empty(0, dtype=np.int64), np.empty(0)
-        level = current_level(self.runs.run(run_id)[REWARD].to_numpy())
-        return outlook_draws(ol, n, fraction=fraction, level=level, scale=self.infos[run_id].scale, run_id=run_id,
-                             seed=self.sampler.seed)  # fmt: skip
+        level, info = current_level(self.runs.run(run_id)[REWARD].to_numpy()), self.infos[run_id]
+        return outlook_draws(ol, n, fraction=fraction, level=level, scale=info.scale, run_id=run_id,
+                             seed=self.sampler.seed, bounds=(info.reward_min, info.reward_max))  # fmt: skip
 
     def _layers(self, run_id: str, draws: np.ndarray, *, fraction: float, scale: float) -> np.ndarray:
         """Final-reward draws through the hazard of leaving (a share ends between floor and level) and the

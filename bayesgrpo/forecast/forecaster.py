@@ -31,13 +31,14 @@ from bayesgrpo.errors import ForecastError, Interrupted
 from bayesgrpo.forecast.calibration import Calibration
 from bayesgrpo.forecast.config import AUTO, HEALTH_VARS, STAT_VARS, STORED_VARS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
-from bayesgrpo.forecast.fitted import FittedForecast, RunArrays
+from bayesgrpo.forecast.fitted import FittedForecast
 from bayesgrpo.forecast.hazard import Hazard
 from bayesgrpo.forecast.intervals import IntervalLayer
+from bayesgrpo.forecast.outlook import Outlook
 from bayesgrpo.forecast.shape import ShapeConfig, compiled_kind, kind_weights, mix_posteriors, run_evidence
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
-from bayesgrpo.models.arrays import SPREAD_PARAMS, ModelArrays, RunInfo, prepare_arrays
+from bayesgrpo.models.arrays import SPREAD_PARAMS, ModelArrays, RunArrays, RunInfo, prepare_arrays
 from bayesgrpo.models.kinds import get_kind
 from bayesgrpo.models.prior import PopulationPrior
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
@@ -86,6 +87,9 @@ class Forecaster:
     intervals : IntervalLayer or bool
         The conditioned interval layer (:mod:`bayesgrpo.forecast.intervals`): ``True`` (default) the
         packaged one of the configuration, ``False`` none, or a layer.
+    outlook : Outlook or bool
+        The between-source outlook (:mod:`bayesgrpo.forecast.outlook`): ``True`` (default) the packaged one
+        for ``kind="auto"`` and none for a single kind, ``False`` none, or an outlook.
     sampler : SamplerConfig, optional
     channels : sequence of str
         Spread channels observed with the reward (``reward_std``, ``frac_reward_zero_std``), kinds with a
@@ -117,6 +121,7 @@ class Forecaster:
         priors: dict | None = None,
         hazard: Hazard | bool = True,
         intervals: IntervalLayer | bool = True,
+        outlook: Outlook | bool = True,
         sampler: SamplerConfig | None = None,
         channels=(),
     ):
@@ -130,6 +135,8 @@ class Forecaster:
                 kw[name] = None  # -> the packaged one
             elif isinstance(value, cls):
                 kw[name] = value
+        if outlook is not True:  # False: none (the identity); True: the packaged one for kind 'auto'
+            kw["outlook"] = outlook if isinstance(outlook, Outlook) else Outlook()
         if shape is not None:
             kw["shape"] = shape
         if priors:

@@ -109,10 +109,15 @@ class Outlook(BaseModel):
 
 
 def outlook_draws(outlook: Outlook, n: int, *, fraction: float, level: float, scale: float, run_id: str,
-                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                  seed: int = 0, bounds: tuple[float, float] = (-np.inf, np.inf)) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Which of ``n`` draws follow the outlook, and their final rewards: ``(indices, ends)``. The indices are
     a seeded choice by run id (the same for the paths and the final reward of a run); the ends are evenly
-    spaced quantiles of ``level + z scale`` (no Monte Carlo noise in the tails)."""
+    spaced quantiles of ``level + z scale`` (no Monte Carlo noise in the tails).
+
+    A known reward bound saturates the change towards it: a change ``d`` towards a bound at distance ``h``
+    ends at ``h (1 - exp(-d / h))`` from the level (linear for small changes, never at or past the bound), so
+    a run near its ceiling is not forecast to end exactly at it (clipping would put a share of the draws on
+    the bound itself: a median of a perfect score)."""
     if outlook.is_identity or n == 0:
         return np.empty(0, dtype=np.int64), np.empty(0)
     w, q = outlook.at(fraction)
@@ -123,4 +128,11 @@ def outlook_draws(outlook: Outlook, n: int, *, fraction: float, level: float, sc
     idx = np.sort(rng.choice(n, size=m, replace=False))
     levels = (np.arange(m) + 0.5) / m
     z = np.interp(levels, np.linspace(0.0, 1.0, q.size), q)
-    return idx, level + rng.permutation(z) * scale
+    d = rng.permutation(z) * scale
+    for side, bound in ((d > 0, bounds[1]), (d < 0, bounds[0])):
+        h = abs(bound - level)
+        if np.isfinite(h) and h > 0:
+            d[side] = np.sign(d[side]) * h * -np.expm1(-np.abs(d[side]) / h)
+        elif np.isfinite(h):  # the level is on the bound: no change past it
+            d[side] = 0.0
+    return idx, level + d

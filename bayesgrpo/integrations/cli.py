@@ -13,7 +13,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.markup import escape
 
-from bayesgrpo.conventions import DEFAULT_KIND
+from bayesgrpo.conventions import DEFAULT_KIND, DEFAULT_RISK
 
 __all__ = ["watch_cmd", "mount", "WATCH_HELP"]
 
@@ -142,7 +142,7 @@ def watch_cmd(
     ] = False,
     risk: Annotated[
         float, typer.Option(help="--stop: at most this share of its stops may lose > 0.1 of the range")
-    ] = 0.1,
+    ] = DEFAULT_RISK,
     delta: Annotated[float, typer.Option(help="--stop: p_gain = P(final >= current level + delta x scale)")] = 0.05,
     alert_to: AlertToOpt = None,
 ):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from bayesgrpo.conventions import DEFAULT_RISK
+
 __all__ = ["ImprovementStop", "UtilityStop", "PolicyStop"]
 
 
@@ -147,15 +149,17 @@ class PolicyStop:
 
     Examples
     --------
-    >>> rule = PolicyStop(risk=0.1)
+    >>> rule = PolicyStop(risk=0.15)
     >>> rule.check({"advice": "stop", "p_gain": 0.12, "advice_error_rate": 0.062, "policy_patience": 1,
     ...             "observed_until": 400})
-    'stop policy (risk 0.1): P(gain) 0.12 says stop (measured: 6% of its stops were bad)'
+    'stop policy (risk 0.15): P(gain) 0.12 says stop (measured: 6% of its stops were bad)'
     """
 
     kind = "policy"
 
-    def __init__(self, *, risk: float = 0.1, delta: float = 0.05, patience: int | None = None, min_step: int = 0):
+    def __init__(
+        self, *, risk: float = DEFAULT_RISK, delta: float = 0.05, patience: int | None = None, min_step: int = 0
+    ):
         if not 0 < risk < 1:
             raise ValueError(f"risk must be in (0, 1); got {risk}")
         if not delta > 0:

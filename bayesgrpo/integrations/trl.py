@@ -88,8 +88,8 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     horizon : int, optional
         Step to forecast to (default: the trainer's ``max_steps``).
     stop : StopPolicy, PolicyStop, ImprovementStop, UtilityStop or dict, optional
-        Stopping rule (off by default). ``bayesgrpo.decisions.stop.StopPolicy(risk=0.1)`` (or
-        ``PolicyStop(risk=0.1)``) is the stop policy of the forecast table's ``advice``, with its
+        Stopping rule (off by default). ``bayesgrpo.decisions.stop.StopPolicy(risk=0.15)`` (or
+        ``PolicyStop(risk=0.15)``) is the stop policy of the forecast table's ``advice``, with its
         measured error rate (README, "Should this run stop?"). When it fires, ``control.should_training_stop`` is set on
         every rank at the same step, ``bayesgrpo/stop = 1`` is logged and the reason is logged as a
         warning.

@@ -58,7 +58,7 @@ from bayesgrpo.plan import Plans, RunPlan, final_window_steps, future_steps, met
 from bayesgrpo.schema import REWARD, RUN, STEP, RunSet
 from bayesgrpo.series import noise_sd, start_level
 
-__all__ = ["ModelArrays", "DATA_VARS", "SPREAD_DATA", "SPREAD_PARAMS", "SPREAD_CHANNELS", "RunInfo", "prepare_arrays",
+__all__ = ["ModelArrays", "RunArrays", "DATA_VARS", "SPREAD_DATA", "SPREAD_PARAMS", "SPREAD_CHANNELS", "RunInfo", "prepare_arrays",
            "normalisation", "REFERENCE_SIZE_B", "SCALE_FLOOR", "ADAM_BETA1"]  # fmt: skip
 
 REFERENCE_SIZE_B = 4.0  # reference model size (billions) of the curvature-scaling law (median of the dev runs)
@@ -415,3 +415,90 @@ def lag_sequence(info: RunInfo, steps_from_s0: np.ndarray) -> np.ndarray:
     if info.refresh_interval <= 1:
         return np.zeros(len(steps_from_s0), dtype=int)
     return np.mod(steps_from_s0, info.refresh_interval).astype(int)
+
+
+class RunArrays:
+    """The model arrays of a fit with each run on its own grid (no padding to the batch's longest run).
+
+    A batch of 1,000 runs of very different lengths held as one ``(T, R)`` grid costs ``T_max x R``;
+    here it costs the sum of the runs' own lengths. Reads like :class:`ModelArrays`:
+    per-run vectors (``refresh``, ``fraction``, ...) are ``(R,)`` arrays, ``y`` and ``mask`` build the
+    padded ``(T, R)`` grid on demand (when a forecast is saved). :meth:`run` gives one run's arrays.
+
+    Parameters
+    ----------
+    parts : sequence of ModelArrays
+        One single-run ``ModelArrays`` per run, each cut to its own grid (``ModelArrays.subset``).
+    """
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+        self.run_ids = tuple(p.run_ids[0] for p in self.parts)
+        self._index = {r: k for k, r in enumerate(self.run_ids)}
+        if len(self._index) != len(self.run_ids):
+            raise ForecastError("a run occurs twice in the arrays of a fit")
+        self.families = tuple(dict.fromkeys(self._family(p) for p in self.parts))
+
+    @staticmethod
+    def _family(p: ModelArrays) -> str:
+        return p.families[int(p.family_idx[0])] if len(p.families) else "unknown"
+
+    @classmethod
+    def of(cls, arrays) -> RunArrays:
+        """Split a batch's ``ModelArrays`` into per-run grids (a ``RunArrays`` is returned as it is)."""
+        if isinstance(arrays, RunArrays):
+            return arrays
+        return cls([arrays.subset([j]) for j in range(len(arrays.run_ids))])
+
+    @classmethod
+    def concat(cls, many) -> RunArrays:
+        return cls([p for a in many for p in cls.of(a).parts])
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def run(self, run_id: str) -> ModelArrays:
+        """The arrays of one run: ``y``, ``mask`` of shape ``(T_run, 1)``, vectors of shape ``(1,)``."""
+        return self.parts[self._index[run_id]]
+
+    def index(self, run_id: str) -> int:
+        return self._index[run_id]
+
+    def __getattr__(self, name):
+        if name == "channels":  # (C, T, R), padded like y
+            T = max(p.y.shape[0] for p in self.parts)
+            out = np.zeros(self.parts[0].channels.shape[:1] + (T, len(self.parts)))
+            for j, p in enumerate(self.parts):
+                out[:, : p.y.shape[0], j] = p.channels[:, :, 0]
+            return out
+        if name in DATA_VARS and name not in ("y", "mask"):
+            if name == "family_idx":
+                pos = {f: k for k, f in enumerate(self.families)}
+                return np.array([pos[self._family(p)] for p in self.parts], dtype=np.int64)
+            return np.concatenate([np.asarray(getattr(p, name)) for p in self.parts])
+        raise AttributeError(name)
+
+    def _grid(self, name: str) -> np.ndarray:
+        T = max(p.y.shape[0] for p in self.parts)
+        out = np.zeros((T, len(self.parts)))
+        for j, p in enumerate(self.parts):
+            out[: p.y.shape[0], j] = getattr(p, name)[:, 0]
+        return out
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._grid("y")
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self._grid("mask")
+
+    @property
+    def nbytes(self) -> int:
+        return sum(np.asarray(getattr(p, n)).nbytes for p in self.parts for n in DATA_VARS)
+
+    def __getstate__(self):
+        return {"parts": self.parts}
+
+    def __setstate__(self, state):
+        RunArrays.__init__(self, state["parts"])

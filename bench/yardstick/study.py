@@ -321,6 +321,10 @@ def ship(cf: pd.DataFrame, weights: dict, thr: float, loso: dict, stamp: str, ta
     ol = fit_outlook(cf, weights).model_copy(update={"provenance": {**prov, "weights": "per cutoff, the smallest "
                                                      "with leave-one-source-out 80% coverage >= 0.80"}})  # fmt: skip
     ol.save(RES / "outlook.json")
+    # the study chose the mixture and the outlook, nothing else: an earlier study's post-hoc layers for kind auto
+    # (bench/quality_study.py's interval layer and hazard) would otherwise stay active in the default
+    for stale in ("intervals_auto.json", "hazard.json"):
+        (RES / stale).unlink(missing_ok=True)
     decision = {
         "kind": "auto", "default_delta": DELTA,
         "deltas": {f"{DELTA:g}": {

@@ -60,5 +60,5 @@ def interval_label(mass: float) -> str:
 
 def content_identity(name: str, content: dict) -> str:
     """``name@sha256:<12 hex>`` of a shipped object's content (its provenance left out): the identity a
-    calibration layer, a decision map, a hazard or an interval layer records in a saved forecast."""
+    calibration layer, a decision map or an outlook records in a saved forecast."""
     return f"{name}@sha256:{hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]}"

@@ -18,10 +18,10 @@ does with them, case by case, and scores it against the logged truth:
    block evidence of each kind on the case's prefix (:func:`bayesgrpo.forecast.shape.run_evidence`,
    with the same LOSO prior the kind's draws were sampled with), kinds under the minimum weight
    dropped; the mixture takes ``round(w_k N)`` of each kind's draws.
-2. **hazard** (:mod:`bayesgrpo.forecast.hazard`) fitted on the cases of every OTHER source (events: the
+2. **hazard** (:mod:`bench.posthoc.hazard`) fitted on the cases of every OTHER source (events: the
    run's final reward lies more than 0.3 of its range below its level at the cutoff), applied to the
    held-out source's mixture draws.
-3. **interval layer** (:mod:`bayesgrpo.forecast.intervals`) fitted on the other sources' cases after
+3. **interval layer** (:mod:`bench.posthoc.intervals`) fitted on the other sources' cases after
    the hazard, applied to the held-out source.
 
 Variants of each step are scored leave-one-source-out; the shipped configuration is the one that
@@ -54,10 +54,10 @@ from devdata import load_all  # noqa: E402
 from bayesgrpo.evaluation.scoring import score_draws, summarize, summarize_weighted  # noqa: E402
 from bayesgrpo.forecast.calibration import fit_calibration, leave_anchor  # noqa: E402
 from bayesgrpo.forecast.features import CHANNEL_FLAGS, PRECURSORS, prefix_features  # noqa: E402
-from bayesgrpo.forecast.hazard import FALL, fit_hazard, left_regime  # noqa: E402
-from bayesgrpo.forecast.intervals import LEVELS, RULES, case_weights, fit_layer  # noqa: E402
 from bayesgrpo.forecast.shape import ShapeConfig, ShapePrior, draw_counts, kind_weights  # noqa: E402
 from bayesgrpo.series import current_level, noise_sd, robust_range, start_level  # noqa: E402
+from bench.posthoc.hazard import FALL, fit_hazard, left_regime  # noqa: E402
+from bench.posthoc.intervals import LEVELS, RULES, case_weights, fit_layer  # noqa: E402
 
 KINDS = ("oscillator", "degeneracy", "logistic")
 RES = FB.RES
@@ -481,7 +481,7 @@ def parse(method: str) -> tuple[str, tuple | None, str | None]:
 
 def ship(B: pd.DataFrame, mix: list, shape: str, hz_names, rule, stamp: str) -> dict:
     """Refit the chosen hazard and layer on every case and write them (and the shape) as package data."""
-    from bayesgrpo.forecast.intervals import IntervalLayer
+    from bench.posthoc.intervals import IntervalLayer
 
     res = ROOT / "bayesgrpo" / "resources"
     prov = {"command": CMD, "data": "bench/devdata.py::load_all (every development source)", "date": stamp,

@@ -11,7 +11,7 @@ import pytest
 
 from bayesgrpo.forecast import forecaster as F
 from bayesgrpo.forecast.forecaster import AUTO, FittedForecast, Forecaster, SamplerConfig
-from bayesgrpo.forecast.hazard import Hazard
+from bayesgrpo.forecast.outlook import Outlook
 from bayesgrpo.forecast.shape import KIND_CODE, ShapeConfig, ShapePrior, draw_counts, kind_weights, weights_label
 from bayesgrpo.schema import RunSet
 
@@ -81,7 +81,7 @@ def auto_sampler(mock_sampler, monkeypatch):
 
 def test_auto_forecasts_a_flat_floor_prefix_as_a_possible_s_curve(auto_sampler):
     prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
-    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False)
+    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, outlook=False)
     fit = fc.fit(_floor_run())
     assert fit.shape_weights["r1"] == pytest.approx({"oscillator": 0.5, "degeneracy": 0.5})
     assert len(auto_sampler["calls"]) == 2  # one posterior fit per kind kept (the logistic kind: weight 0)
@@ -103,8 +103,7 @@ def test_auto_forecasts_a_flat_floor_prefix_as_a_possible_s_curve(auto_sampler):
 def test_auto_weighs_kinds_by_their_evidence(auto_sampler):
     auto_sampler["evidence"] = {"oscillator": 0.0, "degeneracy": 3.0, "logistic": -2.0}
     prior = ShapePrior(at_floor=(1, 1, 1), elsewhere=(0.6, 0.2, 0.2))
-    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior, min_weight=0.05), sampler=SMALL, hazard=False,
-                    intervals=False)  # fmt: skip
+    fc = Forecaster(AUTO, shape=ShapeConfig(prior=prior, min_weight=0.05), sampler=SMALL, outlook=False)  # fmt: skip
     fit = fc.fit(_rising_run())
     # the logistic kind (0.2 e^-2 / (0.6 + 0.2 e^3 + 0.2 e^-2) = 0.006 < 0.05) is dropped, the rest renormalised
     z = 0.6 + 0.2 * math.e**3
@@ -114,7 +113,7 @@ def test_auto_weighs_kinds_by_their_evidence(auto_sampler):
 
 def test_auto_one_kind_costs_one_fit_and_equals_that_kind(auto_sampler):
     prior = ShapePrior(at_floor=(1, 0, 0), elsewhere=(1, 0, 0))
-    auto = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False,
+    auto = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, outlook=False,
                       calibration=False).fit(_rising_run())  # fmt: skip
     assert len(auto_sampler["calls"]) == 1
     plain = Forecaster("oscillator", sampler=SMALL, calibration=False).fit(_rising_run())
@@ -126,38 +125,40 @@ def test_lagged_runs_get_the_linear_kinds_only(auto_sampler):
     runs = _rising_run()
     runs = RunSet.from_frames(runs.data, runs.meta.assign(refresh_interval=4).reset_index())
     prior = ShapePrior(at_floor=(1, 1, 1), elsewhere=(1, 1, 1))
-    fit = Forecaster(
-        AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False
-    ).fit(runs)
+    fit = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, outlook=False).fit(runs)
     assert fit.shape_weights["r1"] == {"oscillator": 1.0}
 
 
 def test_auto_save_load_roundtrip_and_hierarchical_refused(auto_sampler, tmp_path):
-    hz = Hazard(features=("past_peak",), centre=(0.0,), spread=(0.1,), coef=(1.0,), intercept=-1.0)
     prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
-    fit = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=hz, intervals=False).fit(_floor_run())
+    fit = Forecaster(AUTO, shape=ShapeConfig(prior=prior), sampler=SMALL).fit(_floor_run())  # packaged outlook
     fit.save(tmp_path / "f.nc")
     back = FittedForecast.load(tmp_path / "f.nc")
-    assert back.shape_weights == fit.shape_weights and back.config.hazard == hz
+    assert back.shape_weights == fit.shape_weights and back.config.outlook == fit.config.outlook
+    assert not back.config.outlook.is_identity
     pd.testing.assert_frame_equal(back.table().drop(columns="seconds"), fit.table().drop(columns="seconds"))
     with pytest.raises(F.ForecastError, match="hierarchical"):
         Forecaster(AUTO, hierarchical=True, sampler=SMALL).fit(_floor_run())
 
 
-def test_hazard_in_the_forecast_moves_the_same_draws_in_paths_and_final(auto_sampler):
+def test_the_outlook_moves_the_same_draws_in_paths_and_final(auto_sampler):
+    """The one pipeline: the outlook's draws are the same on both roads, their number is the weight's share,
+    their final rewards are the outlook's quantiles of level + z scale, and their paths end there."""
+    from bayesgrpo.series import current_level
+
     r = np.r_[np.linspace(0.1, 0.9, 60), np.linspace(0.9, 0.6, 40)]  # past its peak
-    hz = Hazard(features=("past_peak",), centre=(0.0,), spread=(0.1,), coef=(0.0,), intercept=math.log(0.5))
-    fc = Forecaster("oscillator", sampler=SMALL, calibration=False, hazard=hz)
-    fit = fc.fit(_run(r))
-    p = hz.p_leave(fit.features("r1"))
-    fin = fit.final_draws("r1")
-    base = Forecaster("oscillator", sampler=SMALL, calibration=False).fit(_run(r)).final_draws("r1")
-    moved = np.flatnonzero(fin != base)
-    assert moved.size == round(p * fin.size)
-    level, floor = fit._anchor("r1")
-    assert np.all((fin[moved] >= floor - 1e-12) & (fin[moved] <= level + 1e-12))
-    # the paths of those draws end where their final reward does
+    ol = Outlook(grid=(0.1, 0.5), weight=(0.5, 0.5), quantiles=((-1.0, 0.0, 1.0), (-1.0, 0.0, 1.0)))
+    fit = Forecaster("oscillator", sampler=SMALL, calibration=False, outlook=ol).fit(_run(r))
+    base = Forecaster("oscillator", sampler=SMALL, calibration=False, outlook=False).fit(_run(r))
+    fin, fin0 = fit.final_draws("r1"), base.final_draws("r1")
+    moved = np.flatnonzero(fin != fin0)
+    assert moved.size == round(0.5 * fin.size)
+    level, scale = current_level(r), fit.infos["r1"].scale
+    z = np.sort((fin[moved] - level) / scale)
+    assert z[0] >= -1.0 - 1e-9 and z[-1] <= 1.0 + 1e-9 and abs(np.median(z)) < 0.02  # evenly spaced quantiles
     np.testing.assert_allclose(fit.paths("r1").latent[moved, -1], fin[moved], atol=0.05)
+    keep = np.setdiff1d(np.arange(fin.size), moved)
+    np.testing.assert_array_equal(fit.paths("r1").latent[keep], base.paths("r1").latent[keep])
 
 
 def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampler, monkeypatch, tmp_path):
@@ -173,7 +174,7 @@ def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampl
     data = base.data.assign(reward_std=lambda d: np.sqrt(d["reward"] * (1 - d["reward"])) + 0.02)
     runs = RunSet.from_frames(data, base.meta.assign(group_size=4, batch_size=16).reset_index())
     prior = ShapePrior(at_floor=(0.5, 0.5, 0.0), elsewhere=(1.0, 0.0, 0.0))
-    kw = dict(shape=ShapeConfig(prior=prior), sampler=SMALL, hazard=False, intervals=False, outlook=False)
+    kw = dict(shape=ShapeConfig(prior=prior), sampler=SMALL, outlook=False)
     fit = Forecaster(AUTO, channels=("reward_std",), **kw).fit(runs)
     assert fit.shape_weights["r1"] == pytest.approx({"oscillator": 0.5, "degeneracy": 0.5})
     assert [k[0] for k in keys] == ["oscillator", "degeneracy"]
@@ -193,3 +194,26 @@ def test_auto_with_spread_channels_fits_the_degeneracy_kind_with_them(auto_sampl
     with pytest.raises(ValueError, match="degeneracy state"):
         Forecaster(AUTO, channels=("reward_std",), shape=ShapeConfig(kinds=("oscillator",), prior=ShapePrior(
             at_floor=(1.0,), elsewhere=(1.0,))))  # fmt: skip
+
+
+def test_the_shipped_auto_package_data_loads_with_its_provenance():
+    """The default's package data (bench/yardstick/study.py's choice on the selection sources): the shape
+    configuration and the outlook load, name the study that chose them, and are what Forecaster() uses; no
+    post-hoc interval layer or hazard ships (the study chose neither)."""
+    from importlib.resources import files
+
+    from bayesgrpo.forecast.outlook import Outlook
+
+    res = files("bayesgrpo.resources")
+    shape, ol = ShapeConfig.default(), Outlook.default()
+    for prov in (shape.provenance, ol.provenance):
+        assert prov["command"] == "nice .venv/bin/python -m bench.yardstick.study --ship"
+        assert prov["study"] == "bench/results/yardstick/study.md" and prov["date"]
+        assert "selection sources" in prov["data"]
+    assert shape.kinds == ("oscillator", "stationary", "degeneracy") and len(shape.prior.at_floor) == 3
+    assert not ol.is_identity and ol.grid == (0.1, 0.2, 0.3, 0.5) and all(0 <= w <= 1 for w in ol.weight)
+    assert not res.joinpath("intervals_auto.json").is_file() and not res.joinpath("hazard.json").is_file()
+    fc = Forecaster()
+    assert fc.config.kind == "auto" and fc.config.shape == shape and fc.config.outlook == ol
+    assert not hasattr(fc.config, "hazard") and not hasattr(fc.config, "intervals")
+    assert Forecaster("oscillator").config.outlook.is_identity  # a single kind gets no auto data

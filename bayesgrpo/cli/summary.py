@@ -114,18 +114,13 @@ def formats_cmd():
 def models_cmd():
     """List the model kinds (``--model``)."""
     from bayesgrpo.conventions import AUTO_KIND
-    from bayesgrpo.forecast.hazard import Hazard
-    from bayesgrpo.forecast.intervals import IntervalLayer
     from bayesgrpo.forecast.shape import ShapeConfig
     from bayesgrpo.models.kinds import MODEL_KINDS
 
     kinds = ", ".join(ShapeConfig.default().kinds)
-    layers = [name for name, on in (("the hazard of leaving the regime", Hazard.default().active),
-                                    ("the conditioned interval layer", bool(IntervalLayer.default(AUTO_KIND).shifts)))
-              if on]  # fmt: skip
     typer.echo(
-        f"{AUTO_KIND}\tthe shape chosen per run among {kinds} by its evidence and a prior over kinds given "
-        f"the prefix ({' and '.join(layers) if layers else 'no hazard or interval layer packaged'}; opt-in)"
+        f"{AUTO_KIND}\tthe default: the shape chosen per run among {kinds} by its block evidence, with the "
+        "between-source outlook (what runs of other sources did from the same observed fraction)"
     )
     for k in MODEL_KINDS.values():
         typer.echo(f"{k.name}\t{k.summary}")

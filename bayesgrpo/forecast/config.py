@@ -25,8 +25,6 @@ from bayesgrpo.conventions import (
 )
 from bayesgrpo.forecast.calibration import Calibration, identity_calibration
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
-from bayesgrpo.forecast.hazard import Hazard
-from bayesgrpo.forecast.intervals import IntervalLayer
 from bayesgrpo.forecast.outlook import Outlook
 from bayesgrpo.forecast.shape import ShapeConfig
 from bayesgrpo.models.arrays import SPREAD_CHANNELS, SPREAD_PARAMS
@@ -88,8 +86,6 @@ class ForecastConfig(BaseModel):
     priors: dict[str, PopulationPrior] = Field(
         default_factory=dict, description="kind 'auto': the population prior of each kind (default: the packaged ones)"
     )
-    hazard: Hazard = Field(default_factory=Hazard, description="the hazard of leaving the regime (default: none)")
-    intervals: IntervalLayer = Field(default_factory=IntervalLayer, description="the conditioned interval layer")
     outlook: Outlook = Field(
         default_factory=Outlook,
         description="the between-source outlook mixed into every forecast (bayesgrpo.forecast.outlook; kind "
@@ -122,10 +118,7 @@ class ForecastConfig(BaseModel):
                         else identity_calibration()}  # fmt: skip
             if data.get("outlook") is None and data.get("kind") == AUTO:
                 data = {**data, "outlook": Outlook.default()}
-            if "hazard" in data and data["hazard"] is None:
-                data = {**data, "hazard": Hazard.default() if data.get("kind") == AUTO else Hazard()}
-            if "intervals" in data and data["intervals"] is None:
-                data = {**data, "intervals": IntervalLayer.default(str(data.get("kind")))}
+            data = _without_retired_layers(data)
             if data.get("decision") is None and "decision" in data:
                 data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
         return data
@@ -174,8 +167,16 @@ def model_identity(config: ForecastConfig) -> str:
         d["priors"] = {k: p.identity for k, p in sorted(config.priors.items())}
     if not config.outlook.is_identity:
         d["outlook"] = config.outlook.identity
-    if config.hazard.active:
-        d["hazard"] = config.hazard.model_dump_json()
-    if config.intervals.shifts:
-        d["intervals"] = config.intervals.model_dump_json()
     return "sha256:" + hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _without_retired_layers(data: dict) -> dict:
+    """A configuration saved before the hazard and the conditioned interval layer left the package (they ship
+    in no default; ``bench/posthoc``): their keys are dropped when they were off (the same forecast), and a
+    forecast made with one of them on is refused by name (this package cannot reproduce it)."""
+    hz, lay = data.get("hazard"), data.get("intervals")
+    if isinstance(hz, dict) and hz.get("intercept") is not None:
+        raise ValueError("made with the hazard of leaving the regime, which this version no longer applies")
+    if isinstance(lay, dict) and lay.get("shifts"):
+        raise ValueError("made with the conditioned interval layer, which this version no longer applies")
+    return {k: v for k, v in data.items() if k not in ("hazard", "intervals")}

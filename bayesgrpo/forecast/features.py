@@ -1,4 +1,4 @@
-"""What a run's observed prefix shows: the features the shape prior, the hazard and the interval layer read.
+"""What a run's observed prefix shows: the features the shape prior reads (and the research layers of bench/posthoc).
 
 Every feature is a dimensionless number computed from the logged prefix alone (the reward, the
 channels of :data:`bayesgrpo.schema.CHANNELS` when logged, the reward's bounds and the observed

@@ -21,14 +21,13 @@ import pandas as pd
 from bayesgrpo.conventions import QUANTILES, SUMMARY_QUANTILES, quantile_column
 from bayesgrpo.errors import ForecastError, SamplerWarning
 from bayesgrpo.forecast import artefact
-from bayesgrpo.forecast.calibration import leave_anchor
 from bayesgrpo.forecast.config import FINAL_COLUMNS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.paths import PathDraws, stop_quantile
 from bayesgrpo.forecast.shape import KIND_CODE, weights_label
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.arrays import SPREAD_PARAMS, RunArrays, RunInfo
-from bayesgrpo.models.kinds import MODEL_KINDS, get_kind
+from bayesgrpo.models.kinds import get_kind
 from bayesgrpo.physics.stability import is_stable, is_underdamped
 from bayesgrpo.plan import MAX_STORED_STEPS, horizon_error
 from bayesgrpo.schema import REWARD, STEP, RunSet
@@ -83,7 +82,6 @@ class FittedForecast:
     sample_stats: object = None
     shape_weights: dict = field(default_factory=dict)  # kind 'auto': run -> {kind: weight}
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _features: dict = field(default_factory=dict, repr=False)
     _window: dict = field(default_factory=dict, repr=False)
     _rows: dict = field(default_factory=dict, repr=False)
     _final: dict = field(default_factory=dict, repr=False)
@@ -204,25 +202,6 @@ class FittedForecast:
             return [(get_kind(self.config.kinds[int(present[0])]), None)]
         return [(get_kind(self.config.kinds[int(c)]), np.flatnonzero(code == c)) for c in present]
 
-    def features(self, run_id: str) -> dict:
-        """What the run's prefix shows (:func:`bayesgrpo.forecast.features.prefix_features`) and its shape
-        weights (``w_<kind>``): the inputs of the hazard and the interval layer."""
-        if run_id not in self._features:
-            from bayesgrpo.forecast.features import prefix_features
-
-            info: RunInfo = self.infos[run_id]
-            f = prefix_features(self.runs.run(run_id), fraction=float(self.arrays.run(run_id).fraction[0]),
-                                reward_min=info.reward_min, reward_max=info.reward_max)  # fmt: skip
-            w = self.shape_weights.get(run_id, {self.config.kinds[0]: 1.0})
-            f.update({f"w_{k}": float(w.get(k, 0.0)) for k in MODEL_KINDS})
-            self._features[run_id] = f
-        return self._features[run_id]
-
-    def _anchor(self, run_id: str) -> tuple[float, float]:
-        """``(level, floor)`` a draw that leaves the regime goes from and toward (:func:`leave_anchor`)."""
-        info: RunInfo = self.infos[run_id]
-        return leave_anchor(self.runs.run(run_id)[REWARD].to_numpy(), info.reward_min)
-
     def paths(self, run_id: str) -> PathDraws:
         """Posterior predictive draws of the run's future logged steps (its own units).
 
@@ -269,22 +248,13 @@ class FittedForecast:
         sc, lo = info.scale, info.loc
         observed = obs_z * sc + lo
         latent_run = latent_z * sc + lo
-        cal = self.config.calibration
         latent_now = (m0 + p["r_star"]) * sc + lo
-        frac = float(arr.fraction[0])
         go = info.time_to_go(fut)  # pro rata of the planned run: one forecast, read at any step
-        if not cal.is_identity:  # the layer's widening grows with the time to go (Calibration.widen_paths)
-            observed = cal.widen_paths(observed, fraction=frac, scale=sc, go=go)
-            latent_run = cal.widen_paths(latent_run, fraction=frac, scale=sc, go=go)
-        observed, latent_run = self._path_layers(run_id, observed, latent_run, latent_now, frac=frac, scale=sc, go=go)
-        idx, end = self._outlook(run_id, latent_run.shape[0], frac)
-        observed, latent_run = _to_ends(observed, latent_run, latent_now, idx, end, go)
-        r_star = p["r_star"] * sc + lo
-        if info.bounds:  # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
-            lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                    info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
-            observed, latent_run = np.clip(observed, *lims), np.clip(latent_run, *lims)
-            latent_now, r_star = np.clip(latent_now, *lims), np.clip(r_star, *lims)
+        observed, latent_run = self._layers(run_id, observed, latent_run, latent_now, fraction=float(arr.fraction[0]),
+                                            go=go)  # fmt: skip
+        # neither a logged reward nor the latent reward (nor its plateau) leaves the reward's range
+        observed, latent_run, latent_now, r_star = self._clip(run_id, observed, latent_run, latent_now,
+                                                              p["r_star"] * sc + lo)  # fmt: skip
         out = PathDraws(
             run_id=run_id, steps=fut, observed=observed, latent=latent_run,
             r0=p["r0"] * sc + lo, r_star=r_star, tau=p["tau"], a=p["a"], mu=p["mu"],
@@ -322,15 +292,9 @@ class FittedForecast:
             raise ForecastError(f"run {run_id!r}: the final window holds no logged step; widen --final-window")
         out = (obs_in.sum() + fut_sum) / n
         frac, go = float(self.arrays.run(run_id).fraction[0]), float(info.time_to_go(info.horizon))
-        out = self.config.calibration.apply(out, fraction=frac, scale=info.scale, go=go)
-        out = self._layers(run_id, out, fraction=frac, scale=info.scale)
-        idx, end = self._outlook(run_id, out.size, frac)
-        if idx.size:
-            out = out.copy()
-            out[idx] = end
-        if info.bounds:  # the mean of logged rewards stays inside the reward's range
-            out = np.clip(out, info.reward_min if np.isfinite(info.reward_min) else -np.inf,
-                          info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        out, _ = self._layers(run_id, out, fraction=frac, go=go)
+        (out,) = self._clip(run_id, out)  # the mean of logged rewards stays inside the reward's range
+        out = np.array(out, copy=True)
         out.flags.writeable = False  # shared by every reader of the cache
         self._final[run_id] = out
         return out
@@ -369,19 +333,6 @@ class FittedForecast:
             stop[idx], reached[idx] = kd.stop(q, n_steps=n_steps, fraction=fr, K=K)
         return m0, x, win_sum, stop, reached
 
-    def _path_layers(self, run_id, observed, latent_run, latent_now, *, frac, scale, go):
-        """The paths through the hazard of leaving (the leaving draws go linearly in time from where they are
-        now to where they end) and the conditioned interval layer (:meth:`_layers` for the final reward)."""
-        hz, lay = self.config.hazard, self.config.intervals
-        if hz.active:
-            level, floor = self._anchor(run_id)
-            idx, end = hz.leaving(latent_run.shape[0], hz.p_leave(self.features(run_id)), level=level, floor=floor)
-            observed, latent_run = _to_ends(observed, latent_run, latent_now, idx, end, go)
-        if lay.shifts:
-            observed = lay.apply(observed, self.features(run_id), fraction=frac, scale=scale, go=go)
-            latent_run = lay.apply(latent_run, self.features(run_id), fraction=frac, scale=scale, go=go)
-        return observed, latent_run
-
     def _outlook(self, run_id: str, n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
         """The draws that follow the between-source outlook and their final rewards
         (:func:`bayesgrpo.forecast.outlook.outlook_draws`; the same for the paths and the final reward)."""
@@ -395,16 +346,36 @@ class FittedForecast:
         return outlook_draws(ol, n, fraction=fraction, level=level, scale=info.scale, run_id=run_id,
                              seed=self.sampler.seed, bounds=(info.reward_min, info.reward_max))  # fmt: skip
 
-    def _layers(self, run_id: str, draws: np.ndarray, *, fraction: float, scale: float) -> np.ndarray:
-        """Final-reward draws through the hazard of leaving (a share ends between floor and level) and the
-        conditioned interval layer, in that order (what the layer was fitted on)."""
-        hz, lay = self.config.hazard, self.config.intervals
-        if hz.active:
-            level, floor = self._anchor(run_id)
-            draws = hz.apply(draws, self.features(run_id), level=level, floor=floor)
-        if lay.shifts:
-            draws = lay.apply(draws, self.features(run_id), fraction=fraction, scale=scale)
-        return draws
+    def _layers(self, run_id: str, observed, latent=None, latent_now=None, *, fraction: float, go):
+        """THE post-hoc layers of a forecast, in order, on its final-reward draws (``observed`` of shape
+        ``(draws,)``, ``go`` a number) or on its paths (``observed`` and ``latent`` of shape ``(draws, steps)``,
+        ``go`` per step, ``latent_now`` the latent level now): the kind's calibration layer (its widening grows
+        with the time to go), then the outlook of kind 'auto' (the same draws end at the same final reward on
+        both roads). The clip to the reward's range follows (:meth:`_clip`)."""
+        cal, scale = self.config.calibration, self.infos[run_id].scale
+        paths = latent is not None
+        if not cal.is_identity:
+            if paths:
+                observed = cal.widen_paths(observed, fraction=fraction, scale=scale, go=go)
+                latent = cal.widen_paths(latent, fraction=fraction, scale=scale, go=go)
+            else:
+                observed = cal.apply(observed, fraction=fraction, scale=scale, go=go)
+        idx, end = self._outlook(run_id, observed.shape[0], fraction)
+        if paths:
+            return _to_ends(observed, latent, latent_now, idx, end, go)
+        if idx.size:
+            observed = observed.copy()
+            observed[idx] = end
+        return observed, None
+
+    def _clip(self, run_id: str, *arrays):
+        """THE clip: every array inside the run's known reward range (unchanged without known bounds)."""
+        info: RunInfo = self.infos[run_id]
+        if not info.bounds:
+            return arrays
+        lims = (info.reward_min if np.isfinite(info.reward_min) else -np.inf,
+                info.reward_max if np.isfinite(info.reward_max) else np.inf)  # fmt: skip
+        return tuple(np.clip(a, *lims) for a in arrays)
 
     def stop_draws(self, run_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(stop step per draw in absolute steps, censored at the horizon; settled-before-horizon flag)."""

@@ -32,8 +32,6 @@ from bayesgrpo.forecast.calibration import Calibration
 from bayesgrpo.forecast.config import AUTO, HEALTH_VARS, STAT_VARS, STORED_VARS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.decision import DEFAULT_DELTA, DecisionCalibration
 from bayesgrpo.forecast.fitted import FittedForecast
-from bayesgrpo.forecast.hazard import Hazard
-from bayesgrpo.forecast.intervals import IntervalLayer
 from bayesgrpo.forecast.outlook import Outlook
 from bayesgrpo.forecast.shape import ShapeConfig, compiled_kind, kind_weights, mix_posteriors, run_evidence
 from bayesgrpo.inference import sampling
@@ -81,12 +79,6 @@ class Forecaster:
         kinds (:mod:`bayesgrpo.forecast.shape`; default :class:`ShapeConfig`).
     priors : dict, optional
         ``kind="auto"``: a population prior per kind (default: the packaged ones).
-    hazard : Hazard or bool
-        The hazard of leaving the regime (:mod:`bayesgrpo.forecast.hazard`): ``True`` (default) the
-        packaged one for ``kind="auto"`` and none for a single kind, ``False`` none, or a hazard.
-    intervals : IntervalLayer or bool
-        The conditioned interval layer (:mod:`bayesgrpo.forecast.intervals`): ``True`` (default) the
-        packaged one of the configuration, ``False`` none, or a layer.
     outlook : Outlook or bool
         The between-source outlook (:mod:`bayesgrpo.forecast.outlook`): ``True`` (default) the packaged one
         for ``kind="auto"`` and none for a single kind, ``False`` none, or an outlook.
@@ -119,8 +111,6 @@ class Forecaster:
         decision: DecisionCalibration | bool = True,
         shape: ShapeConfig | None = None,
         priors: dict | None = None,
-        hazard: Hazard | bool = True,
-        intervals: IntervalLayer | bool = True,
         outlook: Outlook | bool = True,
         sampler: SamplerConfig | None = None,
         channels=(),
@@ -129,8 +119,10 @@ class Forecaster:
                   channels=tuple(channels), delta=delta)  # fmt: skip
         if prior is not None:
             kw["prior"] = prior
-        for name, value, cls in (("calibration", calibration, Calibration), ("decision", decision, DecisionCalibration),
-                                 ("hazard", hazard, Hazard), ("intervals", intervals, IntervalLayer)):  # fmt: skip
+        for name, value, cls in (
+            ("calibration", calibration, Calibration),
+            ("decision", decision, DecisionCalibration),
+        ):
             if value is True:
                 kw[name] = None  # -> the packaged one
             elif isinstance(value, cls):

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.evaluation.backtest import backtest
-from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.forecast.outlook import Outlook
+from bayesgrpo.inference.sampling import SamplerConfig
 from bench.yardstick import data as D
 from bench.yardstick import score, store, study
 
@@ -59,8 +59,10 @@ def run(split: str = "test", only=None) -> None:
 
 
 def report() -> None:
-    n = score.look("the default (kind auto + outlook) and its stop advice on the locked test, after removing the "
-                   "interval layer the selection study never chose (look 1 found it in the shipped default)")
+    n = score.look(
+        "the default (kind auto + outlook) and its stop advice on the locked test, after removing the "
+        "interval layer the selection study never chose (look 1 found it in the shipped default)"
+    )
     cf, M, E, peers = study.load("test")
     d, _ = store.read(NAME)
     M[NAME] = {k: v for k, v in d.items() if k in set(cf["key"])}

@@ -1,5 +1,5 @@
-"""The hazard of leaving the regime (forecast.hazard) and the conditioned interval layer (forecast.intervals):
-known coefficients and miscalibrations recovered, exact behaviour of the draws they change."""
+"""The research layers of bench/posthoc (the hazard of leaving the regime, the conditioned interval layer; in no
+default since the yardstick study) and the prefix features: known coefficients and miscalibrations recovered."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from scipy import stats
 
 from bayesgrpo.forecast.features import prefix_features
-from bayesgrpo.forecast.hazard import P_MAX, Hazard, fit_hazard, left_regime
-from bayesgrpo.forecast.intervals import LEVELS, IntervalLayer, _transport, fit_layer
+from bench.posthoc.hazard import P_MAX, Hazard, fit_hazard, left_regime
+from bench.posthoc.intervals import LEVELS, IntervalLayer, _transport, fit_layer
 
 
 def _simulated_events(n=4000, b0=-1.5, b1=1.0, seed=0):
@@ -163,28 +163,3 @@ def test_prefix_features_of_known_shapes():
     peak = pd.DataFrame({"step": steps, "reward": np.r_[np.linspace(0, 1, 60), np.linspace(1, 0.4, 40)]})
     h = prefix_features(peak, fraction=0.5)
     assert h["past_peak"] > 0.4 and h["recent"] < 0 and h["has_kl"] == 0.0 and h["kl_growth"] == 0.0
-
-
-def test_the_shipped_auto_package_data_loads_with_its_provenance():
-    """The default's package data (bench/yardstick/study.py's choice on the selection sources): the shape
-    configuration and the outlook load, name the study that chose them, and are what Forecaster() uses; no
-    post-hoc interval layer or hazard ships (the study chose neither)."""
-    from importlib.resources import files
-
-    from bayesgrpo.forecast.forecaster import Forecaster
-    from bayesgrpo.forecast.outlook import Outlook
-    from bayesgrpo.forecast.shape import ShapeConfig
-
-    res = files("bayesgrpo.resources")
-    shape, ol = ShapeConfig.default(), Outlook.default()
-    for prov in (shape.provenance, ol.provenance):
-        assert prov["command"] == "nice .venv/bin/python -m bench.yardstick.study --ship"
-        assert prov["study"] == "bench/results/yardstick/study.md" and prov["date"]
-        assert "selection sources" in prov["data"]
-    assert shape.kinds == ("oscillator", "stationary", "degeneracy") and len(shape.prior.at_floor) == 3
-    assert not ol.is_identity and ol.grid == (0.1, 0.2, 0.3, 0.5) and all(0 <= w <= 1 for w in ol.weight)
-    assert not res.joinpath("intervals_auto.json").is_file() and not res.joinpath("hazard.json").is_file()
-    fc = Forecaster()
-    assert fc.config.kind == "auto" and fc.config.shape == shape and fc.config.outlook == ol
-    assert fc.config.intervals == IntervalLayer() and not fc.config.hazard.active
-    assert Forecaster("oscillator").config.outlook.is_identity  # a single kind gets no auto data

@@ -292,3 +292,12 @@ def test_alert_to_names_only_the_trackers_it_knows(tmp_path):
     log.write_text('{"step": 1, "data": {"critic/score/mean": 0.5}}\n')
     r = CliRunner().invoke(app, ["watch", str(log), "--alert-to", "slack", "--max-updates", "1"])
     assert r.exit_code == 2 and "alerts go to trackio or wandb" in r.output
+
+
+def test_the_default_kind_quotes_its_own_measured_decline_alarm():
+    """The default (kind auto) ships its own P(decline) alarm level and false share (bench/yardstick/alerts.py,
+    the selection sources only); its flags were never measured for it, so none is quoted."""
+    ship = json.loads((ROOT / "bayesgrpo" / "resources" / "alerts_auto.json").read_text())
+    assert ship["kind"] == "auto" and ship["provenance"]["command"] == "nice .venv/bin/python -m bench.yardstick.alerts"
+    assert set(alert_rates_for("auto")) == {"decline"} and 0.0 < alert_rates_for("auto")["decline"]["false_share"] < 1
+    assert decline_alarm_for("auto") == ship["signals"]["decline"]["alarm_level"] and decline_alarm_for("auto") > 0

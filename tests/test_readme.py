@@ -1,11 +1,12 @@
-"""The README's examples run on the data shipped with the repository (issue 19, item 19).
+"""The examples of the README and of the user guide (docs/guide.md) run on the data shipped with the
+repository (issue 19, item 19).
 
-Every ``bash`` block is read line by line: ``NAME=value`` lines set variables, ``$B ...`` lines are
-``bayesgrpo`` commands (several per line with ``;``; a ``| tee ...`` pipe is dropped), run through the
-real CLI from a copy of the repository's layout (so every relative path of the README resolves) with
+Every ``bash`` block of either document is read line by line: ``NAME=value`` lines set variables,
+``$B ...`` lines are ``bayesgrpo`` commands (several per line with ``;``; a ``| tee ...`` pipe is dropped),
+run through the real CLI from a copy of the repository's layout (so every relative path resolves) with
 the sampler mocked (tests/conftest.py) and ``watch``'s worker answering in this process. Every
 ``python`` block runs too. What cannot run here is listed in :data:`NOT_RUN` with the reason (and
-where it is tested instead); a README command matching nothing there must run and exit 0.
+where it is tested instead); a command of either document matching nothing there must run and exit 0.
 """
 
 from __future__ import annotations
@@ -23,9 +24,22 @@ from bayesgrpo.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-pytestmark = pytest.mark.slow  # about a minute: every example of the README, sampling mocked
+GUIDE = ROOT / "docs" / "guide.md"
+#: the documents whose examples run here
+DOCS = (README, GUIDE)
+#: per document: what its commands must leave behind (relative to the working directory) and how many of its
+#: commands and python blocks must run at least (the README's python example trains a model: not run here)
+EXPECT = {
+    README: {"files": ("out/forecast.csv", "out/report.html", "live.html"), "commands": 5, "python": 0},
+    GUIDE: {
+        "files": ("out/forecast.csv", "out/backtest/cases.csv", "out/compare/forest.png", "live/forecasts.csv"),
+        "commands": 15,
+        "python": 1,
+    },
+}
+pytestmark = pytest.mark.slow  # about a minute: every example of the README and the guide, sampling mocked
 
-#: substring of a README command or python block -> why it is not run here (and what tests it)
+#: substring of a documented command or python block -> why it is not run here (and what tests it)
 NOT_RUN = {
     "bash scripts/": "sets up a virtualenv (scripts/test.sh is what CI runs)",
     "pip install": "installs packages",
@@ -34,23 +48,24 @@ NOT_RUN = {
     "--workers": "starts a Dask cluster of worker processes (tests/test_fleet.py)",
     "testbed sweep": "177 real training runs, ~5 minutes (tests/test_testbed.py runs small sweeps)",
     "GRPOTrainer(model=": "downloads Qwen2.5-0.5B (tests/test_integration_trl.py trains a tiny local model)",
-    "watch(": "follows a log until stopped (the watch commands of the README run here with --idle-timeout)",
+    "watch(": "follows a log until stopped (the documents' watch commands run here with --idle-timeout)",
     "DaskExecutor(": "starts a Dask cluster (tests/test_fleet.py)",
 }
 
 
-def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+def _blocks(lang: str, doc: Path = README) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", doc.read_text(), flags=re.S)
 
 
 def _skip(text: str) -> str | None:
     return next((why for key, why in NOT_RUN.items() if key in text), None)
 
 
-def _commands() -> list[tuple[str, list[str]]]:
-    """(README line, argv) of every bayesgrpo command in the bash blocks, variables and globs expanded."""
+def _commands(doc: Path = README) -> list[tuple[str, list[str]]]:
+    """(document line, argv) of every bayesgrpo command in the bash blocks of ``doc``, variables and globs
+    expanded."""
     out = []
-    for block in _blocks("bash"):
+    for block in _blocks("bash", doc):
         block = re.sub(r"\\\n\s*", " ", block)  # a command continued on the next line (a trailing backslash)
         env: dict[str, str] = {}
         for line in block.splitlines():
@@ -93,17 +108,25 @@ def inprocess_watch(monkeypatch):
     monkeypatch.setattr(W, "ForecastWorker", InProcessWorker)
 
 
-def test_the_readme_has_the_examples_it_promises():
-    cmds = _commands()
-    verbs = {argv[0] for _, argv in cmds}
+def _doc_id(doc: Path) -> str:
+    return str(doc.relative_to(ROOT))
+
+
+def test_the_docs_have_the_examples_they_promise():
+    cmds = {doc: _commands(doc) for doc in DOCS}
+    verbs = {argv[0] for doc in DOCS for _, argv in cmds[doc]}
     assert {"summary", "forecast", "budget", "diagnose", "backtest", "compare", "watch", "formats", "models"} <= verbs
-    assert len([c for c in cmds if not _skip(c[0])]) >= 15
+    assert {"forecast", "report", "watch"} <= {argv[0] for _, argv in cmds[README]}  # the README's three examples
+    assert any("BayesGRPOCallback(" in b for b in _blocks("python", README))
+    for doc in DOCS:
+        assert len([c for c in cmds[doc] if not _skip(c[0])]) >= EXPECT[doc]["commands"], _doc_id(doc)
 
 
-def test_every_readme_command_runs_on_shipped_data(repo, mock_sampler, inprocess_watch, request):
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_every_doc_command_runs_on_shipped_data(doc, repo, mock_sampler, inprocess_watch, request):
     runner = CliRunner()
     ran = []
-    cmds = [c for c in _commands() if not _skip(c[0])]
+    cmds = [c for c in _commands(doc) if not _skip(c[0])]
     for line, argv in sorted(cmds, key=lambda c: c[1][0] == "compare"):  # compare last:
         if argv[0] == "compare" and "compare" not in ran:  # its models sample their prior (conftest.prior_sampler)
             request.getfixturevalue("prior_sampler")
@@ -114,16 +137,19 @@ def test_every_readme_command_runs_on_shipped_data(repo, mock_sampler, inprocess
         assert res.exit_code == 0, (line, res.output[-3000:])
         assert not [ln for ln in res.output.splitlines() if ln.startswith("error:")], (line, res.output[-2000:])
         ran.append(argv[0])
-    assert (repo / "out" / "forecast.csv").exists() and (repo / "out" / "backtest" / "cases.csv").exists()
-    assert (repo / "out" / "compare" / "forest.png").exists() and (repo / "live" / "forecasts.csv").exists()
-    assert len(ran) >= 15
+    missing = [f for f in EXPECT[doc]["files"] if not (repo / f).exists()]
+    assert not missing, missing
+    assert len(ran) >= EXPECT[doc]["commands"]
 
 
-def test_every_readme_python_block_runs(repo, mock_sampler):
+@pytest.mark.parametrize("doc", DOCS, ids=_doc_id)
+def test_every_doc_python_block_runs(doc, repo, mock_sampler):
     ran = 0
-    for block in _blocks("python"):
+    for block in _blocks("python", doc):
         if _skip(block):
             continue
-        exec(compile(block, str(README), "exec"), {"__name__": "readme"})
+        exec(compile(block, str(doc), "exec"), {"__name__": "readme"})
         ran += 1
-    assert ran >= 1 and (repo / "fit.nc").exists()
+    assert ran >= EXPECT[doc]["python"]
+    if ran:
+        assert (repo / "fit.nc").exists()

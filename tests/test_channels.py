@@ -356,7 +356,7 @@ def _shared() -> Path | None:
     return next((c for c in cands if (c / "grpo-public").is_dir()), None)
 
 
-#: runs logging each channel, per development dataset (the README's data section shows this table)
+#: runs logging each channel, per development dataset (docs/guide.md, "Channels", shows this table)
 DEV_CHANNELS = {
     "grpo-public": (100, {"reward_std": 100, "kl": 54, "completion_length": 100}),
     "grpo-extra": (34, {"reward_std": 4, "kl": 29, "completion_length": 30}),

@@ -217,3 +217,8 @@ def test_the_shipped_auto_package_data_loads_with_its_provenance():
     assert fc.config.kind == "auto" and fc.config.shape == shape and fc.config.outlook == ol
     assert not hasattr(fc.config, "hazard") and not hasattr(fc.config, "intervals")
     assert Forecaster("oscillator").config.outlook.is_identity  # a single kind gets no auto data
+    # p_gain's map is the default's own (the identity its stop thresholds were chosen on), not its first kind's
+    from bayesgrpo.forecast.decision import DecisionCalibration
+
+    assert fc.config.decision == DecisionCalibration.default("auto", 0.05) and fc.config.decision.method == "identity"
+    assert Forecaster("oscillator").config.decision.method != "identity"

@@ -36,12 +36,25 @@ def write_runs(tmp_path, n=60):
     return p
 
 
-def test_defaults_agree_with_the_decision_layer():
-    from bayesgrpo.cli.options import DEFAULT_DELTA, DEFAULT_RISK
-    from bayesgrpo.decisions.stop import DEFAULT_RISK as RISK
-    from bayesgrpo.forecast.decision import DEFAULT_DELTA as DELTA
+def test_the_defaults_are_defined_once():
+    """DEFAULT_KIND, DEFAULT_DELTA and DEFAULT_RISK are assigned in bayesgrpo/conventions.py only (every front end
+    imports them), and the CLI's options use them."""
+    import ast
 
-    assert (DEFAULT_DELTA, DEFAULT_RISK) == (DELTA, RISK)
+    from bayesgrpo import conventions
+    from bayesgrpo.cli import options
+
+    pkg = Path(conventions.__file__).parent
+    where = {}
+    for f in pkg.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(t, ast.Name) and t.id in ("DEFAULT_KIND", "DEFAULT_DELTA", "DEFAULT_RISK"):
+                        where.setdefault(t.id, []).append(str(f.relative_to(pkg)))
+    assert where == {k: ["conventions.py"] for k in ("DEFAULT_KIND", "DEFAULT_DELTA", "DEFAULT_RISK")}, where
+    assert options.OPTIONS["risk"][1] == conventions.DEFAULT_RISK
+    assert options.OPTIONS["delta"][1] == conventions.DEFAULT_DELTA
 
 
 @pytest.mark.parametrize(

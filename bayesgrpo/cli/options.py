@@ -21,8 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bayesgrpo.conventions import DEFAULT_FINAL_WINDOW, DEFAULT_RISK
-from bayesgrpo.conventions import DEFAULT_KIND as _DEFAULT_KIND
+from bayesgrpo.conventions import DEFAULT_DELTA, DEFAULT_FINAL_WINDOW, DEFAULT_KIND, DEFAULT_RISK
 from bayesgrpo.inference.sampling import RETRY_MIN_DRAWS, RETRY_R_HAT, SamplerConfig
 from bayesgrpo.physics.stopping import DEFAULT_STOP_FRACTION
 
@@ -142,12 +141,10 @@ RiskOpt = Annotated[
     ),
 ]
 
-DEFAULT_KIND = _DEFAULT_KIND
 DEFAULT_DRAWS = _S.draws
 DEFAULT_TUNE = _S.tune
 DEFAULT_CHAINS = _S.chains
 DEFAULT_RETRY = _S.retry
-DEFAULT_DELTA = 0.05  # bayesgrpo.forecast.decision.DEFAULT_DELTA (a test keeps them equal)
 
 # ------------------------------------------------------------------------------ the shared options
 #: every option several verbs share: parameter name -> (its annotated type, its default). A verb takes

@@ -120,7 +120,9 @@ class ForecastConfig(BaseModel):
                 data = {**data, "outlook": Outlook.default()}
             data = _without_retired_layers(data)
             if data.get("decision") is None and "decision" in data:
-                data = {**data, "decision": DecisionCalibration.default(kind, data.get("delta", DEFAULT_DELTA))}
+                # the declared kind's map ('auto' ships its own: the identity its thresholds were chosen on)
+                declared = str(data.get("kind", DEFAULT_KIND))
+                data = {**data, "decision": DecisionCalibration.default(declared, data.get("delta", DEFAULT_DELTA))}
         return data
 
     @field_validator("kind")

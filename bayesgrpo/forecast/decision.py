@@ -41,7 +41,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from bayesgrpo.conventions import content_identity
+from bayesgrpo.conventions import DEFAULT_DELTA, content_identity
 from bayesgrpo.forecast.calibration import case_weights
 from bayesgrpo.schema import REWARD
 from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
@@ -63,8 +63,6 @@ __all__ = [
     "measured_deltas",
 ]
 
-#: the gain worth continuing for, in units of the run's scale (``--delta``)
-DEFAULT_DELTA = 0.05
 #: recalibration methods (module docstring)
 CALIBRATION_METHODS = ("identity", "platt", "beta", "isotonic")
 #: a decline: the final reward ends more than this share of the run's scale below its current level

@@ -144,8 +144,9 @@ class PolicyStop:
 
     The policy runs in the forecasting worker (the training process stays light): each forecast carries
     its ``p_gain``, ``advice`` and the policy's measured bad-stop share. ``risk`` is the share of its stops
-    allowed to lose more than 0.1 of the run's range (thresholds measured leave-one-source-out,
-    ``bench/results/stop_policy.md``); ``patience`` defaults to the measured one.
+    allowed to lose more than 0.1 of the run's range (thresholds chosen on the yardstick's selection sources, the
+    error rate measured on its locked test: ``bench/results/yardstick.md``); ``patience`` defaults to the measured
+    one.
 
     Examples
     --------

@@ -90,11 +90,11 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
     stop : StopPolicy, PolicyStop, ImprovementStop, UtilityStop or dict, optional
         Stopping rule (off by default). ``bayesgrpo.decisions.stop.StopPolicy(risk=0.15)`` (or
         ``PolicyStop(risk=0.15)``) is the stop policy of the forecast table's ``advice``, with its
-        measured error rate (README, "Should this run stop?"). When it fires, ``control.should_training_stop`` is set on
+        measured error rate (docs/guide.md, "Should this run stop?"). When it fires, ``control.should_training_stop`` is set on
         every rank at the same step, ``bayesgrpo/stop = 1`` is logged and the reason is logged as a
         warning.
-    model : str
-        ``Forecaster`` model kind.
+    kind : str
+        ``Forecaster`` model kind (default: the default forecast, ``auto``).
     sampler : dict, optional
         ``SamplerConfig`` fields (default :data:`LIVE_SAMPLER`: 2 chains of 400 + 400).
     min_points : int

@@ -246,3 +246,17 @@ def test_watch_stop_shows_the_advice_on_every_forecast(tmp_path, monkeypatch, mo
     assert f"stop policy: {StopPolicy().describe()}" in res.output
     bad = runner.invoke(app, ["watch", str(p), "--stop", "--risk", "0.01"])
     assert bad.exit_code == 2 and "below every measured operating point" in bad.output, bad.output
+
+
+@pytest.mark.slow
+def test_the_guides_slow_start_example_is_never_told_to_stop(tmp_path):
+    """Issue 33 item 14: the shipped verl slow-start run (a 0/1 score at its floor for ~80 steps, then a rise to
+    ~0.56) read at 10 / 20 / 30% of its 400 steps by the default forecast (real sampling): no `stop` (each
+    would have lost 15-30% of the run's range)."""
+    ex = Path(__file__).resolve().parents[1] / "bayesgrpo" / "resources" / "examples" / "verl-slow-start" / "grpo.jsonl"
+    for until in (40, 80, 120):
+        out = tmp_path / f"t{until}.csv"
+        res = invoke("forecast", ex, "--until-step", until, "--horizon", 400, "--reward-range", "0,1", "--out", out)
+        assert res.exit_code == 0, res.output
+        row = pd.read_csv(out).iloc[0]
+        assert row["status"] == "ok" and row["advice"] in ("too early", "continue"), (until, row.to_dict())

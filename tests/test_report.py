@@ -318,6 +318,36 @@ def test_cli_report_writes_one_page(tmp_path, mock_sampler):
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
 
 
+def _glance_stop_count(text: str) -> int:
+    glance = re.search(r'<section id="glance">.*?</section>', text, re.S).group(0)
+    return int(re.search(r"<b>(\d+)</b>to stop now", glance).group(1))
+
+
+@pytest.mark.parametrize("chain_shift", [0.0, 0.5])  # healthy chains (CLI: ok), chains that disagree (CLI: warning)
+def test_cli_report_glance_and_sampler_word_say_what_the_table_and_cli_say(tmp_path, mock_sampler, chain_shift):
+    """Issue 33, item 11: the glance counts the stop advices the table shows (one rule), and the page's sampler word
+    is the CLI table's status word for the same fit (one rule, one word)."""
+    mock_sampler["params"]["r_star"] = 0.0  # every run heads down: the stop policy advises stop
+    mock_sampler["chain_shift"] = chain_shift
+    out = tmp_path / "r.html"
+    res = invoke("report", SMALL / "runs.csv", "--meta", SMALL / "meta.csv", "--until-fraction", 0.3,
+                 "--draws", 50, "--tune", 10, "--out", out)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    text = out.read_text(encoding="utf-8")
+    page = Page(text)
+    rows = [page.cell_texts(i) for i in range(len(page.rows))]
+    advice = [c[4] for c in rows]
+    n_stop = sum(a.split(" saves")[0] in ("stop", "stop now") for a in advice)  # the policy's word, the budget's
+    assert n_stop > 0 and _glance_stop_count(text) == n_stop, (advice, n_stop)
+    assert sum(r["attrs"]["data-stop"] == "1" for r in page.rows) == n_stop  # the "stop now" filter: the same rule
+    cli = {ln.split()[0]: ("warning" if "warning:" in ln else ln.split()[-1]) for ln in res.output.splitlines()
+           if ln.split() and ln.split()[0] in small_runs().run_ids}  # fmt: skip
+    assert set(cli.values()) == ({"ok"} if chain_shift == 0 else {"warning"}), res.output
+    page_word = {c[0]: c[7].split()[0] for c in rows}  # the sampler column
+    assert page_word == cli
+    assert ">poor<" not in text
+
+
 @pytest.mark.parametrize(
     ("args", "needles"),
     [

@@ -405,3 +405,81 @@ def test_worker_that_dies_answers_with_an_error_and_is_restarted(tmp_path):
         w.close()
         assert time.monotonic() - t0 < 5  # a busy worker is not waited for
     assert not w.alive()
+
+
+# ------------------------------------------------------------------------------------ issue 33, item 10
+def _in_process_worker(monkeypatch):
+    import sys
+
+    import bayesgrpo.integrations.watch as W
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from inprocess_worker import InProcessWorker
+
+    InProcessWorker.instances = []
+    monkeypatch.setattr(W, "ForecastWorker", InProcessWorker)
+    return InProcessWorker
+
+
+def test_cli_watch_says_it_is_compiling_before_the_first_forecast(tmp_path, monkeypatch, mock_sampler):
+    """(a) not quiet while the first compile runs: one status line says so, before the first forecast's line."""
+    from bayesgrpo.cli import app
+    from bayesgrpo.integrations.watch import FIRST_FORECAST_NOTE
+
+    _in_process_worker(monkeypatch)
+    p = tmp_path / "exp.jsonl"
+    p.write_text("".join(_verl_line(s) for s in range(1, 31)))
+    res = CliRunner().invoke(app, ["watch", str(p), "--horizon", "300", "--interval", "0.05", "--idle-timeout", "0.3"])
+    assert res.exit_code == 0, res.output
+    out = res.output.splitlines()
+    note = [i for i, ln in enumerate(out) if "compiling the model" in ln and "first forecast" in ln]
+    first = next(i for i, ln in enumerate(out) if ln.startswith("step "))
+    assert len(note) == 1 and note[0] < first and out[note[0]] == f"# {FIRST_FORECAST_NOTE}", res.output
+
+
+def test_live_table_shows_the_latest_status_while_waiting():
+    """(a) on a terminal the status lines are not printed (a live table): the latest one is its caption."""
+    from rich.console import Console
+
+    from bayesgrpo.integrations.cli import _Display, _live_table
+    from bayesgrpo.integrations.watch import FIRST_FORECAST_NOTE
+
+    show = _Display("watching x", tty=True, line=str)
+    try:
+        show.status(FIRST_FORECAST_NOTE)
+        assert show.live is not None and show.note == FIRST_FORECAST_NOTE
+    finally:
+        show.live.stop()
+    con = Console(record=True, width=300)
+    con.print(_live_table([], title="watching x", note=show.note))
+    assert "compiling the model in the background" in con.export_text()
+
+
+@pytest.mark.parametrize("horizon", [300, 80])  # the last answer a forecast with advice / the run complete
+def test_cli_watch_report_is_rewritten_after_the_last_forecast_printed(tmp_path, monkeypatch, mock_sampler, horizon):
+    """(b) the live page shows the forecast the terminal printed last: its step (also when that answer is the run
+    being complete) and the stop policy's advice the terminal shows (not the budget's)."""
+    from bayesgrpo.cli import app
+
+    _in_process_worker(monkeypatch)
+    from test_report import Page  # the tests folder is on the path now
+
+    mock_sampler["params"]["r_star"] = 0.0  # a run heading down: the policy says stop, the budget says stop at ...
+    p = tmp_path / "exp.jsonl"
+    p.write_text("")
+    w = Writer(p, range(1, 81), delay=0.01)
+    w.start()
+    page = tmp_path / "live.html"
+    res = CliRunner().invoke(app, ["watch", str(p), "--horizon", str(horizon), "--stop", "--risk", "0.3", "--every", "20",
+                                   "--interval", "0.05", "--idle-timeout", "0.5", "--report", str(page)])  # fmt: skip
+    w.join()
+    assert res.exit_code == 0, res.output
+    last = [ln for ln in res.stdout.splitlines() if ln.startswith("step ")][-1]
+    cells = Page(page.read_text(encoding="utf-8")).cell_texts(0)
+    step = last.split()[1]  # "80/300"
+    assert cells[1].replace(" ", "") == step, (last, cells)
+    if horizon == 80:
+        assert "complete" in last and "complete" in cells[-1], (last, cells)
+    else:
+        advice = last.split(" advice ")[1].split()[0]
+        assert advice == "stop" and cells[4] == advice, (last, cells)  # the terminal's stop is the page's

@@ -10,7 +10,7 @@ import typer
 from bayesgrpo.cli import common as C
 from bayesgrpo.cli.options import ADVICE, CONTEXT, KIND, READ, SAMPLER, WHERE, FolderOpt, RunsArg, pick, with_options
 
-__all__ = ["backtest_cmd"]
+__all__ = ["backtest_cmd", "slow_peer_note", "SLOW_PEERS"]
 
 
 def _run(rs, out_dir, **kw):
@@ -75,12 +75,40 @@ def backtest_cmd(
     C.check_out_names(out_dir, [*OUTPUT_FILES, "draws.npz", "stop_policy.csv"])
     ctx = C.read_context(options)
     C.status(f"backtest: {len(rs)} run(s) x {len(cut)} cutoff(s), peers {peers}; ledger {out_dir / 'cases.csv'}")
+    slow = slow_peer_note(peers)
+    if slow:
+        C.status(slow)
     with C.guard(), make_executor(**pick(options, WHERE)) as ex:
         res = _run(rs, out_dir, cutoffs=cut, kind=kind, context=ctx, peers=peers, sampler=smp, resume=resume,
                    seed=options["seed"], executor=ex, save_draws=STOP_DRAWS if policy is not None else 0)  # fmt: skip
     _show_and_write(res, rs, out=out, out_dir=out_dir)
     if policy is not None:
         _stop_characteristic(res, rs, policy, out_dir)
+
+
+#: the peers that sample by MCMC: most of a backtest's time. Measured on the shipped example run
+#: (bayesgrpo/resources/examples, default cutoffs 0.1-0.5, 2 shared cores, models compiled): domhan 4.2-7.7 s
+#: per case (22.7 s of 4 cases), last_value 0.01 s, exponential 0.13 s, scalerl 0.25 s, pow3 0.28 s per case,
+#: bayesgrpo itself 0.5-2.3 s; on a new machine domhan compiles once first (minutes; then the disk cache)
+SLOW_PEERS = ("domhan", "domhan_fast")
+
+
+def slow_peer_note(peers: str) -> str | None:
+    """One status line naming the MCMC peers of ``--peers`` (:data:`SLOW_PEERS`) and the ``--peers`` that skips
+    them (the other peers, in the spelling of ``--help``), or None when there is none."""
+    from bayesgrpo.evaluation.methods import resolve_methods
+    from bayesgrpo.evaluation.peers import PEER_ALIASES
+
+    names = resolve_methods(peers)
+    slow = [n for n in names if PEER_ALIASES.get(n, n) in SLOW_PEERS]
+    if not slow:
+        return None
+    alias = {v: k for k, v in reversed(PEER_ALIASES.items())}  # sat_exp -> exponential, as --help spells them
+    rest = list(dict.fromkeys(alias.get(n, n) for n in names if n not in slow))
+    skip = f"--peers {','.join(rest)}" if rest else "--peers none"
+    return (f"backtest: peer {' and '.join(slow)} takes most of the time (MCMC over 11 curve families: seconds per "
+            f"case, the other peers under 0.3 s; a compile of a few minutes the first time on a machine); "
+            f"skip it with {skip}")  # fmt: skip
 
 
 #: final-reward draws kept per bayesgrpo case for the stop policy's probabilities (OUT_DIR/draws.npz)

@@ -207,20 +207,27 @@ def _handle(req: dict) -> dict:
             if req.get("plot"):
                 _plot(res.fit, fid, req["plot"])
                 out["plot"] = str(req["plot"])
-            if req.get("report"):
-                out["report"] = _report(res.fit, req, title=f"bayesgrpo live: {rid}")
+        if req.get("report"):  # after every answer, a complete run's too: the page shows what the terminal shows
+            out["report"] = _report(res, out, req, title=f"bayesgrpo live: {rid}")
         out["run_id"] = rid
     caught_msgs = [f"{w.category.__name__}: {w.message}" for w in caught]
     out["warnings"] = caught_msgs[:10]
     return out
 
 
-def _report(fit, req: dict, *, title: str) -> str:
-    """Rewrite the live HTML report of ``fit`` (atomically; the page reloads itself)."""
+def _report(res, answer: dict, req: dict, *, title: str) -> str:
+    """Rewrite the live HTML report of the forecast ``res`` (a BatchResult: its table's status, or the run's
+    completion) with the stop policy's ``advice`` of the ``answer`` the terminal shows, when it carries one (the
+    forecast table's columns: ``p_gain``, ``advice``, ``advice_error_rate`` -- the measured rate of a ``stop``);
+    atomically, and the page reloads itself."""
     lib = _lib()
+    if answer.get("advice"):  # the request's one run
+        err = answer.get("advice_error_rate") if answer["advice"] == "stop" else None
+        res.table = res.table.assign(p_gain=answer.get("p_gain", math.nan), advice=answer["advice"],
+                                     advice_error_rate=math.nan if err is None else err)  # fmt: skip
     u = req.get("utility") or {}
     cost = lib.Costs(**{k: u.get(k) for k in ("cost_per_step", "cost_per_hour", "steps_per_hour")}).per_step
-    p = lib.write_report(fit, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
+    p = lib.write_report(res, req["report"], target=req.get("target"), ceiling=req.get("ceiling"),
                          cost_per_step=cost, value_per_reward=u.get("value_per_reward"), title=title,
                          refresh=req.get("report_refresh", REPORT_REFRESH))  # fmt: skip
     return str(p)

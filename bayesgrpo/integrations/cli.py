@@ -26,12 +26,13 @@ AlertToOpt = Annotated[
 WATCH_HELP = "Follow a log that is being written (HF folder, verl/OpenRLHF/CSV/JSONL log, wandb:run) and re-forecast every N new steps."
 
 
-def _live_table(results, *, title: str):
+def _live_table(results, *, title: str, note: str | None = None):
+    """The live table of ``watch``'s last forecasts; ``note``: the latest status line, as its caption."""
     from rich.table import Table
 
     from bayesgrpo.integrations.watch import stop_text
 
-    t = Table(title=escape(title), header_style="bold")
+    t = Table(title=escape(title), header_style="bold", caption=escape(note) if note else None)
     # the labels of `bayesgrpo forecast`'s table where the quantity is the same
     for c in (
         "seen/horizon",
@@ -75,6 +76,7 @@ class _Display:
 
         self.title, self.line = title, line
         self.results: list[dict] = []
+        self.note: str | None = None  # the latest status line (the live table's caption)
         self.live = None
         if tty:
             from rich.live import Live
@@ -86,14 +88,18 @@ class _Display:
     def update(self, res: dict) -> None:
         self.results.append(res)
         if self.live is not None:
-            self.live.update(_live_table(self.results, title=self.title))
+            self.live.update(_live_table(self.results, title=self.title, note=self.note))
         else:
             typer.echo(self.line(res))
             sys.stdout.flush()
 
     def status(self, msg: str) -> None:
+        """A status line: on stderr, or on a terminal the live table's caption (e.g. while the model compiles)."""
+        self.note = msg
         if self.live is None:
             typer.echo(f"# {msg}", err=True)
+        else:
+            self.live.update(_live_table(self.results, title=self.title, note=msg))
 
 
 def watch_cmd(

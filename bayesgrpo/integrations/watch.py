@@ -34,9 +34,14 @@ from bayesgrpo.integrations.alerts import Alerter, active_trackers
 from bayesgrpo.integrations.history import append_history, write_latest
 from bayesgrpo.integrations.stops import PolicyStop
 
-__all__ = ["watch", "LogSource", "format_line", "stop_text"]
+__all__ = ["watch", "LogSource", "format_line", "stop_text", "FIRST_FORECAST_NOTE"]
 
 log = logging.getLogger("bayesgrpo")
+
+#: the status line while the worker prepares the model: the first forecast waits for it (a minute on a machine
+#: that never compiled it; seconds from the disk cache), and nothing else is printed until then
+FIRST_FORECAST_NOTE = ("compiling the model in the background (about a minute the first time on a machine, seconds "
+                       "once it is in the disk cache); the first forecast comes after it")  # fmt: skip
 
 
 class LogSource:
@@ -391,6 +396,7 @@ def watch(
                                                         policy=policy))  # fmt: skip
     try:
         w.submit({"kind": "warmup", "model_kind": kind, "sampler": loop.request["sampler"]})
+        status(FIRST_FORECAST_NOTE)
         loop.run(every=every, interval=interval, min_points=min_points, idle_timeout=idle_timeout,
                  final_wait=final_wait, stop_event=stop_event)  # fmt: skip
     except KeyboardInterrupt:

@@ -34,13 +34,15 @@ from bayesgrpo.report.svg import thin_indices
 from bayesgrpo.schema import CHANNELS, REWARD, STEP, RunSet, is_channel
 
 __all__ = ["ReportData", "RunReport", "assemble", "KIND_COLUMN", "ADVICE_COLUMN", "ADVICE_ERROR_COLUMN",
-           "ADVICE_SOURCE_BUDGET", "ADVICE_SOURCE_POLICY", "file_digests"]  # fmt: skip
+           "ADVICE_SOURCE_BUDGET", "ADVICE_SOURCE_POLICY", "POLICY_STOP", "file_digests", "health_rule", "stops_now"]  # fmt: skip
 
 #: the forecast table's model-kind column (``model`` is the LLM of the metadata)
 KIND_COLUMN = "kind"
 #: the stop policy's advice and its measured error rate, when ``bayesgrpo.decisions`` adds them to the table
 ADVICE_COLUMN = "advice"
 ADVICE_ERROR_COLUMN = "advice_error_rate"
+#: the stop policy's word for "stop now" in :data:`ADVICE_COLUMN` (``bayesgrpo.decisions.stop``)
+POLICY_STOP = "stop"
 #: what the page says about the advice when the table carries no stop policy
 ADVICE_SOURCE_BUDGET = (
     "Stop advice here is the budget's recommendation (bayesgrpo.decisions.budget.recommend_stop): without a cost "
@@ -180,7 +182,13 @@ def _advice_from_budget(rec, row) -> dict:
         text = f"stop at {rec.step}"
     return {"text": text, "step": int(rec.step), "rule": rec.rule, "steps_saved": rec.steps_saved,
             "fraction_saved": rec.fraction_saved, "error_rate": None, "source": "budget",
-            "notes": list(rec.notes)}  # fmt: skip
+            "notes": list(rec.notes), "stop_now": text == "stop now"}  # fmt: skip
+
+
+def stops_now(advice: dict | None) -> bool:
+    """Whether a run's advice says stop now -- the stop policy's ``stop`` or the budget's ``stop now``: the one
+    rule by which the page's table, its filter and its "At a glance" count the runs to stop."""
+    return advice is not None and bool(advice.get("stop_now"))
 
 
 def _advice(row, rec) -> dict | None:
@@ -189,8 +197,13 @@ def _advice(row, rec) -> dict | None:
     if v is not None and not (isinstance(v, float) and math.isnan(v)):
         err = row.get(ADVICE_ERROR_COLUMN)
         err = float(err) if err is not None and pd.notna(err) else None
-        return {"text": str(v), "step": None, "rule": "stop policy (bayesgrpo.decisions)", "steps_saved": None,
-                "fraction_saved": None, "error_rate": err, "source": "policy", "notes": []}  # fmt: skip
+        out: dict = {"text": str(v), "step": None, "rule": "stop policy (bayesgrpo.decisions)", "steps_saved": None,
+                     "fraction_saved": None, "error_rate": err, "source": "policy", "notes": [],
+                     "stop_now": str(v) == POLICY_STOP}  # fmt: skip
+        seen, horizon = row.get("observed_until"), row.get("horizon")
+        if out["stop_now"] and pd.notna(seen) and pd.notna(horizon):  # stopping now saves the remaining steps
+            out |= {"step": int(seen), "steps_saved": max(int(horizon) - int(seen), 0), "fraction_saved": 1.0}
+        return out
     return _advice_from_budget(rec, row) if rec is not None else None
 
 
@@ -217,27 +230,32 @@ def _channels(df: pd.DataFrame) -> dict:
     return out
 
 
-def health_rule() -> str:
-    """When the sampler health of a run is poor: :meth:`FittedForecast.warn_health`'s own thresholds."""
-    import inspect
+def health_rule(fit=None) -> str:
+    """When the sampler health of a run is poor: the rule of the forecast table's ``warning`` status
+    (:meth:`FittedForecast.health_status`, :data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`), the word the
+    CLI's table shows; with a ``fit`` its thresholds for that fit's draws and chains."""
+    from bayesgrpo.inference.sampling import STATUS_HEALTH as t
 
-    from bayesgrpo.forecast import FittedForecast
-
-    par = inspect.signature(FittedForecast.warn_health).parameters
-    return f"poor when r_hat > {par['r_hat'].default:g}, ESS < {par['ess'].default:g} or any divergence."
+    if fit is None:
+        return (f"warning (the forecast table's status) when r_hat > {t['r_hat']:g} + {t['r_hat_per_draw']:g} / draws "
+                f"per chain, ESS < {t['ess']:g} (or {100 * t['ess_share']:.0f}% of the draws when fewer), or divergent "
+                f"transitions in more than {100 * t['divergent_share']:g}% of the draws; else ok.")  # fmt: skip
+    n = fit.sampler.draws * fit.sampler.chains
+    r_hat, ess = t["r_hat"] + t["r_hat_per_draw"] / fit.sampler.draws, min(t["ess"], t["ess_share"] * n)
+    return (f"warning (the forecast table's status) when r_hat > {r_hat:.3g}, ESS < {ess:.0f} or more than "
+            f"{t['divergent_share'] * n:.0f} divergent transitions ({100 * t['divergent_share']:g}% of {n} draws); "
+            f"else ok.")  # fmt: skip
 
 
 def _health_notes(fit) -> dict:
-    """run id -> the sampler-health warnings of :meth:`FittedForecast.warn_health` (its thresholds, its words)."""
+    """run id -> the reason of a ``warning`` status (:meth:`FittedForecast.health_status`, the rule the CLI's
+    table shows), or no note when the status is ``ok``."""
     if fit is None:
         return {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        msgs = fit.warn_health()
     out: dict = {}
     for rid in fit.forecast_ids:
-        prefix = f"run {rid!r}: "
-        out[rid] = [m[len(prefix) :] for m in msgs if m.startswith(prefix)]
+        status, reason = fit.health_status(rid)
+        out[rid] = [reason] if status != "ok" else []
     return out
 
 
@@ -299,7 +317,7 @@ def assemble(
     return ReportData(runs=runs, title=name, target=target, cost_per_step=cost_per_step,
                       value_per_reward=value_per_reward, by=by, comparison=cmp, compare_result=comparison,
                       provenance=prov, advice_source=ADVICE_SOURCE_POLICY if policy else ADVICE_SOURCE_BUDGET,
-                      health_rule=health_rule())  # fmt: skip
+                      health_rule=health_rule(fit))  # fmt: skip
 
 
 def _report_status(row: dict) -> tuple[str, str]:

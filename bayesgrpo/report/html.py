@@ -19,7 +19,7 @@ import numpy as np
 from bayesgrpo.conventions import CI_PROB, HEADLINE, INTERVALS, interval_bounds, interval_label, quantile_column
 from bayesgrpo.report import figures
 from bayesgrpo.report.assets import CSS, JS
-from bayesgrpo.report.data import KIND_COLUMN, ReportData, RunReport
+from bayesgrpo.report.data import KIND_COLUMN, ReportData, RunReport, stops_now
 from bayesgrpo.report.svg import COLORS, data_uri
 
 __all__ = ["render", "script_json", "table_json", "e", "tag", "void"]
@@ -114,8 +114,8 @@ def _health_cell(r: RunReport) -> str:
         return "<td></td>"
     detail = f"r_hat {_f(row['r_hat_max'], '{:.3f}')}, ESS {_f(row['ess_min'], '{:.0f}')}"
     detail += f", {int(row['divergences'])} divergences"
-    verdict = (
-        tag("span", "poor", class_="poor", title="; ".join(r.health)) if r.health else '<span class="ok">ok</span>'
+    verdict = (  # the CLI table's status word for the same fit (FittedForecast.health_status): ok or warning
+        tag("span", "warning", class_="poor", title="; ".join(r.health)) if r.health else '<span class="ok">ok</span>'
     )
     short = tag("span", e(f"r\u0302 {_f(row['r_hat_max'], '{:.3f}')}"), class_="muted", title=detail)
     return _num_cell(row["r_hat_max"], "", f"{verdict} {short}")
@@ -126,7 +126,8 @@ def _advice_cells(r: RunReport) -> str:
     if a is None:
         return "<td></td><td></td>"
     txt = e(a["text"])
-    if a.get("steps_saved") and a.get("fraction_saved") is not None and not a["text"].startswith("continue"):
+    budget = a["source"] == "budget"  # the policy's cell is the CLI's advice word, as the CLI's table shows it
+    if budget and a.get("steps_saved") and a.get("fraction_saved") is not None and not a["text"].startswith("continue"):
         txt += tag("span", f" saves {int(a['steps_saved']):,} steps ({100 * a['fraction_saved']:.0f}%)", class_="muted")
     adv = tag("td", txt, data_t="num", data_v=f"{a['step']:.12g}" if _finite(a.get("step")) else "")
     if a.get("error_rate") is None:
@@ -154,7 +155,7 @@ def _data_attrs(r: RunReport) -> dict:
     """What the filter reads: the searchable text (lower case), status, worst severity, "stop now"."""
     words = [r.run_id, *r.groups.values(), r.status, r.error]
     words += [f["mode"] for f in r.findings if f["severity"] != "none"]
-    stop_now = r.advice is not None and r.advice["text"] == "stop now"
+    stop_now = stops_now(r.advice)
     return {"data_search": " ".join(words).lower(), "data_status": r.status, "data_sev": _SEV_RANK[r.worst],
             "data_stop": "1" if stop_now else "0"}  # fmt: skip
 
@@ -214,7 +215,7 @@ def _summary(d: ReportData) -> str:
     errs = [r for r in d.runs if r.status != "ok"]
     best = sorted(ok, key=lambda r: -float(r.row["final_q50"]))[:5]
     failing = sorted([r for r in d.runs if _SEV_RANK[r.worst] >= 2], key=lambda r: -_SEV_RANK[r.worst])
-    stop_now = [r for r in ok if r.advice is not None and r.advice["text"] == "stop now"]
+    stop_now = [r for r in ok if stops_now(r.advice)]  # the advice column's own rule (data.stops_now)
     early = [r for r in ok if r.advice and r.advice.get("steps_saved") and r.advice["step"] < int(r.row["horizon"])]
     saved = sum(int(r.advice["steps_saved"]) for r in early)
     left = sum(max(int(r.row["horizon"]) - int(r.row["observed_until"]), 0) for r in early)

@@ -122,6 +122,43 @@ def test_second_process_loads_the_compiled_model_from_disk(forecast_cache, seria
     serial_table["table"] = pd.DataFrame(a["table"])
 
 
+# one oscillator fit (the Kalman likelihood kernels) in a fresh process: a hash of every posterior draw
+SAME_DRAWS = r"""
+import hashlib, json, logging, sys, warnings
+warnings.simplefilter("ignore")
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+import numpy as np
+from bayesgrpo.forecast import Forecaster, SamplerConfig
+from bayesgrpo.inference import sampling
+from bayesgrpo.io import read_runs
+digest, nuts = hashlib.sha256(), sampling.nuts
+def hashing_nuts(*args, **kw):
+    out = nuts(*args, **kw)
+    for name in sorted(out["posterior"].data_vars):
+        digest.update(name.encode() + np.ascontiguousarray(out["posterior"][name].to_numpy()).tobytes())
+    return out
+sampling.nuts = hashing_nuts
+runs = read_runs(sys.argv[1]).truncate(until_step=150)
+fit = Forecaster("oscillator", sampler=SamplerConfig(draws=60, tune=60, seed=3)).fit(runs, horizon=1000)
+q = fit.table()[["final_q10", "final_q50", "final_q90"]].to_numpy().ravel().tolist()
+print(json.dumps({"draws": digest.hexdigest(), "quantiles": q}))
+"""
+EXAMPLE_RUN = ROOT / "bayesgrpo" / "resources" / "examples" / "example-grpo-run" / "trainer_state.json"
+
+
+@pytest.mark.slow
+def test_cache_off_gives_the_cached_draws(forecast_cache):
+    """``BAYESGRPO_CACHE=off`` samples the same machine code as a cached model, so the same draws (issue 33:
+    a model compiled in the sampling process has gradients that differ in the last bits, and NUTS
+    amplified that into other forecasts)."""
+    cached = _python(SAME_DRAWS, EXAMPLE_RUN, env=_env(forecast_cache))
+    off = _python(SAME_DRAWS, EXAMPLE_RUN, env={**os.environ, mc.CACHE_ENV: "off"})
+    assert COMPILED in off.stderr and LOADED not in off.stderr, off.stderr[-2000:]
+    a, b = json.loads(cached.stdout.splitlines()[-1]), json.loads(off.stdout.splitlines()[-1])
+    assert a["quantiles"] == b["quantiles"]
+    assert a["draws"] == b["draws"], "the posterior draws differ between the cached and the uncached path"
+
+
 @pytest.mark.slow
 def test_corrupt_or_stale_entry_is_rebuilt_never_trusted(tiny):
     cache = tiny / "cache"

@@ -5,7 +5,9 @@ cache, the disk cache of :mod:`bayesgrpo.inference.model_cache`, or a compile); 
 
 * :func:`compile_here` -- ``nutpie.compile_pymc_model`` in this process;
 * :func:`compile_to_cache` -- compile in a child process (``python -m bayesgrpo.inference.compile JOB``,
-  :func:`_child`) that stores the entry, then load it (fallback: compile here and store).
+  :func:`_child`) that stores the entry, then load it (fallback: compile here and store);
+* :func:`compile_isolated` -- the same through a temporary folder removed at once (the disk cache
+  switched off, ``BAYESGRPO_CACHE=off``): the same machine code, so the same draws, as a cached model.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ import numpy as np
 from bayesgrpo.inference import model_cache as mc
 from bayesgrpo.inference.model_cache import JitteredPoint
 
-__all__ = ["compile_here", "compile_to_cache"]
+__all__ = ["compile_here", "compile_to_cache", "compile_isolated"]
 
 log = logging.getLogger("bayesgrpo")
 
 
-def compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str, **kwargs):
-    """Compile in a child process that stores the entry, then load it (fallback: compile here).
+def compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str, store: bool = True, **kwargs):
+    """Compile in a child process that stores the entry, then load it (fallback: compile here, and
+    store the entry unless ``store`` is False).
 
     Why a child: a process that compiled a model also holds PyTensor's own copies of the kernels the
     model's code calls, and numba's JIT resolves the model's calls to those copies; their machine
@@ -79,8 +82,30 @@ def compile_to_cache(cache, digest: str, desc: dict, key, build, *, backend: str
             )
             log.warning("the compile process %s; compiling in this process", what)
     compiled = compile_here(key, build, backend=backend, **kwargs)
-    cache.store(digest, desc, compiled)
+    if store:
+        cache.store(digest, desc, compiled)
     return compiled
+
+
+def compile_isolated(key, build, *, backend: str, **kwargs):
+    """The disk cache switched off (``BAYESGRPO_CACHE=off``): :func:`compile_to_cache` through a
+    temporary folder that is removed as soon as the model is loaded (nothing outlives the process).
+
+    Why not :func:`compile_here`: a model compiled in this process runs other machine code than a
+    loaded entry (its gradient differs in the last bits at some points, see :func:`compile_to_cache`),
+    and NUTS amplifies that into other draws; loaded from a child's entry, the draws are the cached
+    path's to the last bit (``tests/test_fleet.py``). Fallback (no temporary folder, a failed child):
+    compile here.
+    """
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix="bayesgrpo-compile-", ignore_cleanup_errors=True)
+    except OSError as e:
+        log.info("compiling in this process (no temporary folder: %s)", e)
+        return compile_here(key, build, backend=backend, **kwargs)
+    with tmp as root:
+        digest, desc = mc.entry_digest(key, backend=backend, options=kwargs, build=build)
+        return compile_to_cache(mc.ModelCache(root), digest, desc, key, build, backend=backend, store=False,
+                                **kwargs)  # fmt: skip
 
 
 def compile_here(key, build, *, backend: str, **kwargs):

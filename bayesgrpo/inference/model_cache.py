@@ -33,7 +33,9 @@ is this one, and the self-check reproduces the stored numbers (to rounding); any
 removed and rebuilt. Writers take an exclusive lock per entry (:mod:`filelock`) and publish by
 atomic rename, so concurrent processes compile an entry once and readers never see half a file.
 
-Where: ``$BAYESGRPO_CACHE`` if set (``off``, ``0`` or ``none`` disables the disk cache), else
+Where: ``$BAYESGRPO_CACHE`` if set (``off``, ``0`` or ``none`` disables the disk cache: models are
+then compiled into a temporary entry that is loaded and removed at once, so they run the same machine
+code and give the same draws, :func:`bayesgrpo.inference.compile.compile_isolated`), else
 ``$XDG_CACHE_HOME/bayesgrpo/models``, else ``~/.cache/bayesgrpo/models``.
 
 Limits (why this relies on numba internals): numba has no public API to persist a ``cfunc``'s code

@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from bayesgrpo.inference.compile import compile_here, compile_to_cache
+from bayesgrpo.inference.compile import compile_here, compile_isolated, compile_to_cache
 
 __all__ = [
     "SamplerConfig",
@@ -135,10 +135,13 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     -----
     With a key and the numba backend the model is looked up in the disk cache
     (:mod:`bayesgrpo.inference.model_cache`; ``BAYESGRPO_CACHE=off`` disables it), and compiled under
-    a per-entry lock on a miss. Its chains start at the support point plus ``U(-1, 1)`` jitter drawn
-    with numpy from nutpie's seed (:class:`~bayesgrpo.inference.model_cache.JitteredPoint`), whether
-    it was compiled in this process or loaded. Log lines (``-v``): ``compiled a model in ... s`` or
-    ``loaded a compiled model from the disk cache in ... s``.
+    a per-entry lock on a miss (in a child process whose stored entry is then loaded). With the disk
+    cache off the model is compiled the same way through a temporary entry removed at once, so both
+    modes run the same machine code and give the same draws for a seed. Its chains start at the
+    support point plus ``U(-1, 1)`` jitter drawn with numpy from nutpie's seed
+    (:class:`~bayesgrpo.inference.model_cache.JitteredPoint`), whether it was compiled or loaded.
+    Log lines (``-v``): ``compiled a model in ... s`` or ``loaded a compiled model from the disk cache
+    in ... s``.
     """
     if key is not None and key in _CACHE:
         return _CACHE[key]
@@ -147,8 +150,8 @@ def compile_model(key: Hashable | None, build: Callable[[], object], *, backend:
     from bayesgrpo.inference import model_cache as mc
 
     root = mc.cache_dir()
-    if root is None:
-        compiled = _compile(key, build, backend=backend, **kwargs)
+    if root is None:  # no disk cache: compiled through a temporary entry (the cached path's machine code)
+        compiled = compile_isolated(key, build, backend=backend, **kwargs)
         _CACHE[key] = compiled
         return compiled
     t0 = time.perf_counter()

@@ -7,7 +7,7 @@ bayesgrpo/resources/calibration_<kind>.json.
 
 For every source S, each variant of the layer is fitted on the backtest cases of every OTHER source and
 applied to S's draws, which are re-scored (``shift`` is the package's layer,
-``bayesgrpo.forecast.calibration.fit_calibration``; the others are research variants,
+``bench/fit_layers.py::fit_calibration``; the others are research variants,
 ``bench/calibration_variants.py``):
 
 * ``none``: the model's own draws;
@@ -49,7 +49,7 @@ from devdata import SELECTION, load_dev  # noqa: E402
 
 from bayesgrpo.evaluation.report import markdown_table  # noqa: E402
 from bayesgrpo.evaluation.scoring import score_draws, summarize, summarize_weighted  # noqa: E402
-from bayesgrpo.forecast.calibration import fit_calibration  # noqa: E402
+from bench.fit_layers import fit_calibration  # noqa: E402
 
 CMD = ".venv/bin/python bench/calibration_study.py"
 VARIANTS = {

@@ -22,10 +22,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.evaluation.metrics import crps_sample
-from bayesgrpo.forecast.calibration import (
-    Calibration,
+from bayesgrpo.forecast.calibration import Calibration
+from bench.fit_layers import (
     case_weights,
-    leave_anchor,  # the one definition (the package's)
+    leave_anchor,  # the one definition (bench/fit_layers.py)
     weighted_quantile,
 )
 
@@ -120,7 +120,7 @@ def fit_variant_layer(cases, *, draws=None, grid=(0.1, 0.2, 0.3, 0.5), level: fl
                       leave: bool = False, name: str = "variant", provenance=None) -> VariantCalibration:  # fmt: skip
     """Fit width ratios (and with ``leave`` the share of draws leaving the regime) to backtest cases.
 
-    ``cases`` as for :func:`bayesgrpo.forecast.calibration.fit_calibration` plus ``q50``; with ``leave``
+    ``cases`` as for :func:`bench.fit_layers.fit_calibration` plus ``q50``; with ``leave``
     also ``range``, ``level`` and ``floor`` (:func:`leave_anchor`) and the draws of every case.
     ``w_min`` is the smallest width ratio (1: only ever widen).
     """

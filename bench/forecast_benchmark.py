@@ -234,12 +234,13 @@ def pit_table(cases: pd.DataFrame, method: str) -> str:
 
 
 def stop_section(cases: pd.DataFrame) -> list[str]:
-    from bayesgrpo.evaluation.stop_rule import stop_rule_backtest, summarize_stops
+    from bayesgrpo.evaluation.stop_rule import summarize_stops
+    from bench.stop_rule import stop_rule_backtest
 
     runs = load_all()
     stops = stop_rule_backtest(cases, runs, delta=0.05, epsilon=0.2)
     out = ["## Stop or continue? The stop rule on every method's forecasts", "",
-           "Rule (`bayesgrpo.evaluation.stop_rule`): at the checkpoints 0.1/0.2/0.3/0.5 of each run, stop at the first "
+           "Rule (`bench/stop_rule.py::stop_rule_backtest`): at the checkpoints 0.1/0.2/0.3/0.5 of each run, stop at the first "
            "where P(final reward >= current level + 0.05 x scale) < 0.2; a bad stop loses more than 0.1 of the run's "
            "range. The oracle knows the outcome. Target: >= 20% of steps saved with <= 15% bad stops.", ""]  # fmt: skip
     for weighted in (False, True):

@@ -348,7 +348,7 @@ def _wmedian(x, w) -> float:
     ok = np.isfinite(x)
     if not ok.any():
         return float("nan")
-    from bayesgrpo.forecast.calibration import weighted_quantile
+    from bench.fit_layers import weighted_quantile
 
     return weighted_quantile(x[ok], w[ok], 0.5)
 

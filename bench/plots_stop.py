@@ -1,5 +1,6 @@
 """Stop-advice figures: reliability diagrams of decision probabilities and the stop policy's operating
-curves (steps saved against the bad-stop rate and against the reward lost).
+curves (steps saved against the bad-stop rate and against the reward lost), for the stop study
+(``bench/stop_report.py``; no command of the package draws them, so they left ``bayesgrpo/plots/``).
 
 Every function builds a ``matplotlib.figure.Figure`` (no pyplot state, no backend switch).
 """
@@ -12,7 +13,8 @@ import textwrap
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.evaluation.stop_rule import ORACLE, reliability
+from bayesgrpo.evaluation.stop_rule import ORACLE
+from bench.stop_rule import reliability
 
 __all__ = ["reliability_figure", "operating_figure"]
 
@@ -68,7 +70,7 @@ def operating_figure(curves: pd.DataFrame, *, points: pd.DataFrame, oracle: pd.D
     """Operating curves: steps saved against the bad-stop rate (left) and against the mean reward lost
     (right), per run (top) and source-weighted (bottom).
 
-    ``curves`` -- :func:`~bayesgrpo.evaluation.stop_rule.operating_curve` rows (the threshold swept) per
+    ``curves`` -- :func:`~bench.stop_rule.operating_curve` rows (the threshold swept) per
     method; ``points`` -- the leave-one-source-out operating point of each method at ``risk`` (columns
     ``method, weighting, steps_saved, bad_stops, reward_lost``; bayesgrpo's is the shipped point, a star);
     ``oracle`` -- the oracle's summary per weighting.

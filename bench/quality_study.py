@@ -52,10 +52,10 @@ import forecast_benchmark as FB  # noqa: E402
 from devdata import load_all  # noqa: E402
 
 from bayesgrpo.evaluation.scoring import score_draws, summarize, summarize_weighted  # noqa: E402
-from bayesgrpo.forecast.calibration import fit_calibration, leave_anchor  # noqa: E402
 from bayesgrpo.forecast.features import CHANNEL_FLAGS, PRECURSORS, prefix_features  # noqa: E402
 from bayesgrpo.forecast.shape import ShapeConfig, ShapePrior, draw_counts, kind_weights  # noqa: E402
 from bayesgrpo.series import current_level, noise_sd, robust_range, start_level  # noqa: E402
+from bench.fit_layers import fit_calibration, leave_anchor  # noqa: E402
 from bench.posthoc.hazard import FALL, fit_hazard, left_regime  # noqa: E402
 from bench.posthoc.intervals import LEVELS, RULES, case_weights, fit_layer  # noqa: E402
 

@@ -9,7 +9,8 @@ trainer, which know every prompt's pass rate, and logged runs, which know the re
 * :func:`growth_law` -- the local growth of the reward against a proxy (``1 - frac_zero_std``,
   ``reward_std**2``, ...): rank correlation and the share of the growth a proportional law explains.
 
-Used by ``bench/spread_validation.py``; callable on a TRL trainer's log as well (pure numpy).
+Used by ``bench/spread_validation.py`` (research: no command or forecast of the package uses them, so they
+left ``bayesgrpo/models/``); callable on a TRL trainer's log as well (pure numpy).
 """
 
 from __future__ import annotations

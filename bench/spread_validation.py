@@ -3,7 +3,7 @@ prompt's pass rate, and on the real development runs that log the spread.
 
     .venv/bin/python bench/spread_validation.py   # ~5-10 min: bench/results/spread_validation.md (+ .json, figures)
 
-Claims and how each is checked (:mod:`bayesgrpo.models.spread_checks`):
+Claims and how each is checked (:mod:`bench.spread_checks`):
 
 (i) **E[frac_zero_std | u, nu] and E[reward_std | u, nu] with one nu per run.** Testbed runs (softmax bandit
     with unequal prompts, ``init_spread``; contextual MLP runs) record each prompt's exact pass rate at every
@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from devdata import batch_std_as_such, load_dev  # noqa: E402
 
 from bayesgrpo.models.spread import spread_expectations  # noqa: E402
-from bayesgrpo.models.spread_checks import beta_nu, exact_channels, fit_nu, growth_law  # noqa: E402
 from bayesgrpo.testbed import TrainerConfig  # noqa: E402
 from bayesgrpo.testbed.grpo import build, run  # noqa: E402
+from bench.spread_checks import beta_nu, exact_channels, fit_nu, growth_law  # noqa: E402
 
 RES = ROOT / "bench" / "results"
 FIG = RES / "figures"
@@ -283,7 +283,7 @@ def report(tb: pd.DataFrame, real: pd.DataFrame, figs: list[str]) -> dict:
     md = ["# The spread channel's physics, checked", "",
           f"Regenerate: `{CMD}`. Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
           "## The derivation (from `bayesgrpo/models/spread.py`)", "", derivation, "", "## The checks", "",
-          __doc__.split("checked (:mod:`bayesgrpo.models.spread_checks`):")[1].strip(), "",
+          __doc__.split("checked (:mod:`bench.spread_checks`):")[1].strip(), "",
           "## (i) One nu per run", "",
           f"{len(tb)} testbed runs ({len(b)} bandit, {len(tb) - len(b)} contextual MLP; std GRPO and Dr.GRPO, Adam and "
           "heavy-ball SGD, two heterogeneities and two G). Median over runs of the RMS error against the exact "

@@ -26,16 +26,10 @@ import stop_study as SS  # noqa: E402
 from devdata import SELECTION_MORE, load_dev  # noqa: E402
 
 from bayesgrpo.decisions.stop import StopPolicy  # noqa: E402
-from bayesgrpo.evaluation.stop_rule import (  # noqa: E402
-    checkpoint_sequences,
-    decision_cases,
-    operating_curve,
-    policy_backtest,
-    risk_index,
-    sweep,
-)
-from bayesgrpo.forecast.calibration import Calibration, case_weights  # noqa: E402
-from bayesgrpo.forecast.decision import fit_decision_calibration  # noqa: E402
+from bayesgrpo.evaluation.stop_rule import decision_cases, policy_backtest  # noqa: E402
+from bayesgrpo.forecast.calibration import Calibration  # noqa: E402
+from bench.fit_layers import case_weights, fit_decision_calibration  # noqa: E402
+from bench.stop_rule import checkpoint_sequences, operating_curve, risk_index, sweep  # noqa: E402
 
 DELTA, DELTA_BAD = 0.05, 0.1
 FIG = SS.RES / "figures"
@@ -195,7 +189,7 @@ def loso_policy(g: pd.DataFrame, design: str, risk: float, **kw) -> tuple[pd.Dat
 def scores_table(dec: pd.DataFrame, cols: dict, *, y: str = "event", by=None) -> pd.DataFrame:
     """Brier and log scores per method x probability column (x ``by``), cases weighing half per case and
     half per source."""
-    from bayesgrpo.evaluation.stop_rule import prob_scores
+    from bench.stop_rule import prob_scores
 
     rows = []
     groups = [((), dec)] if by is None else dec.groupby(by)
@@ -241,7 +235,7 @@ def target_met(t: pd.DataFrame, method: str, *, saved: float, bad: float) -> tup
 
 
 def reliability_check(p, y, *, band: float = 0.07, min_n: int = 30) -> dict:
-    from bayesgrpo.evaluation.stop_rule import reliability, reliability_worst_gap
+    from bench.stop_rule import reliability, reliability_worst_gap
 
     t = reliability(p, y)
     worst = reliability_worst_gap(p, y, min_n=min_n)
@@ -298,8 +292,8 @@ def prob_section(dec: pd.DataFrame, shipped: str) -> tuple[list[str], dict]:
 def reliability_section(dec: pd.DataFrame, draws: dict, shipped: str, config: str) -> tuple[list[str], dict, list]:
     """Reliability diagrams (figures) of p_gain, P(final >= target) and P(already plateaued), and the
     ±0.07 check of every populated p_gain bin."""
-    from bayesgrpo.evaluation.stop_rule import threshold_cases
-    from bayesgrpo.plots.stop import reliability_figure
+    from bench.plots_stop import reliability_figure
+    from bench.stop_rule import threshold_cases
 
     FIG.mkdir(parents=True, exist_ok=True)
     js, figs, md = {}, [], []
@@ -370,9 +364,9 @@ def reliability_section(dec: pd.DataFrame, draws: dict, shipped: str, config: st
 
 
 def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
-    """What the +-0.07 check can tell on these cases (:func:`~bayesgrpo.evaluation.stop_rule.reliability_noise_floor`),
+    """What the +-0.07 check can tell on these cases (:func:`~bench.stop_rule.reliability_noise_floor`),
     the source-weighted diagram, and which sources fill the bins that miss."""
-    from bayesgrpo.evaluation.stop_rule import reliability, reliability_noise_floor
+    from bench.stop_rule import reliability, reliability_noise_floor
 
     md = ["What the check can tell on these cases: checkpoints of one run share its final reward, so their outcomes "
           "are correlated (the latent correlation `rho` of a Gaussian copula, matched to the within-run correlation "
@@ -380,7 +374,7 @@ def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
           "run raise it too, so `rho = 0`, independent cases, is given beside it). `pass rate` is how often a "
           "forecaster *exactly* calibrated at the same probabilities passes the check, with its median worst gap; "
           "`p-value`: (1 + the calibrated worlds whose worst gap is at least the observed one) / (1 + 400 "
-          "simulations) (`bayesgrpo.evaluation.stop_rule.reliability_noise_floor`).", "",
+          "simulations) (`bench/stop_rule.py::reliability_noise_floor`).", "",
           "| probability | observed worst gap | rho | pass rate (exactly calibrated) | median worst gap | p-value | pass rate, independent cases |",
           "|---|---|---|---|---|---|---|"]  # fmt: skip
     for label, col in (("raw", "p_gain_raw"), ("recalibrated", shipped)):
@@ -405,7 +399,7 @@ def noise_floor_md(b: pd.DataFrame, shipped: str, js: dict) -> list[str]:
 
 
 def _scores(g: pd.DataFrame, col: str, y: str = "event") -> dict:
-    from bayesgrpo.evaluation.stop_rule import prob_scores
+    from bench.stop_rule import prob_scores
 
     return prob_scores(g[col], g[y], weights=case_weights(g["source"]))
 
@@ -466,7 +460,7 @@ def operating_section(dec: pd.DataFrame, stops: pd.DataFrame, design: str, ship:
     """The operating curves (LOSO probabilities, the threshold swept at the shipped patience and
     min_fraction) with each method's nested-LOSO point at the shipped risk and the oracle."""
     from bayesgrpo.decisions.stop import StopPolicy
-    from bayesgrpo.plots.stop import operating_figure
+    from bench.plots_stop import operating_figure
 
     curves = operating_curve(dec, THRESHOLDS, patience=ship["patience"], min_fraction=ship["min_fraction"], p=design,
                              delta_bad=DELTA_BAD)  # fmt: skip

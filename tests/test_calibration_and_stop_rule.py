@@ -8,9 +8,11 @@ import pytest
 from scipy import stats
 
 from bayesgrpo.evaluation.stop_rule import quantile_prob_at_least as prob_at_least
-from bayesgrpo.evaluation.stop_rule import stop_rule_backtest, summarize_stops
-from bayesgrpo.forecast.calibration import Calibration, fit_calibration
+from bayesgrpo.evaluation.stop_rule import summarize_stops
+from bayesgrpo.forecast.calibration import Calibration
 from bayesgrpo.schema import RunSet
+from bench.fit_layers import fit_calibration
+from bench.stop_rule import stop_rule_backtest
 
 
 def _cases(n=400, true_sd=2.0, skew=0.0, seed=0):

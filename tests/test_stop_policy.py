@@ -7,12 +7,12 @@ import pytest
 
 from bayesgrpo.forecast.decision import (
     DecisionCalibration,
-    fit_decision_calibration,
     gain_threshold,
     p_plateaued,
     prob_at_least,
 )
 from bayesgrpo.series import current_level
+from bench.fit_layers import fit_decision_calibration
 
 
 def _logit(p):
@@ -196,7 +196,8 @@ def _dec(seed=0, n_runs=40):
 def test_operating_curve_equals_the_sequential_backtest(patience):
     """The vectorised operating curve gives exactly the numbers of running the policy object through
     every run's checkpoints."""
-    from bayesgrpo.evaluation.stop_rule import operating_curve, policy_backtest, summarize_stops
+    from bayesgrpo.evaluation.stop_rule import policy_backtest, summarize_stops
+    from bench.stop_rule import operating_curve
 
     dec = _dec()
     for t in (0.05, 0.3, 0.6):
@@ -229,7 +230,7 @@ def test_policy_backtest_scores_the_stop_and_the_oracle():
 def test_risk_thresholds_take_the_largest_threshold_that_met_the_risk():
     import pandas as pd
 
-    from bayesgrpo.evaluation.stop_rule import risk_thresholds
+    from bench.stop_rule import risk_thresholds
 
     t = [0.05, 0.1, 0.2, 0.3, 0.4]
     curve = pd.DataFrame({"method": "m", "threshold": t * 2, "runs": 100,
@@ -246,7 +247,7 @@ def test_risk_thresholds_take_the_largest_threshold_that_met_the_risk():
 
 
 def test_reliability_and_scores():
-    from bayesgrpo.evaluation.stop_rule import prob_scores, reliability
+    from bench.stop_rule import prob_scores, reliability
 
     rng = np.random.default_rng(3)
     p = rng.uniform(size=20_000)
@@ -273,7 +274,7 @@ def test_reliability_noise_floor_tells_noise_from_miscalibration():
     flagged; the same probabilities 0.2 too high are (p-value 0). Few runs with many correlated
     checkpoints each: the copula's rho is recovered from the outcomes, and even exact calibration mostly
     fails the check (its median worst gap exceeds the band)."""
-    from bayesgrpo.evaluation.stop_rule import reliability_noise_floor
+    from bench.stop_rule import reliability_noise_floor
 
     rng = np.random.default_rng(5)
     p = rng.uniform(0.02, 0.98, size=6000)
@@ -409,7 +410,7 @@ def test_reliability_figure_title_stays_inside_the_figure(n_panels):
     """A long title is wrapped to the figure's width: rendered, it lies inside the figure (it was cut off)."""
     import io
 
-    from bayesgrpo.plots.stop import reliability_figure
+    from bench.plots_stop import reliability_figure
 
     rng = np.random.default_rng(0)
     p = rng.random(400)

@@ -20,7 +20,8 @@ Benchmarks fit the layer without the source they score (leave-one-source-out); t
 (``bayesgrpo/resources/calibration_<kind>.json``, chosen among the variants of
 ``bench/calibration_study.py``: width ratios, draws leaving the regime and these additive tails are
 studied there, ``bench/calibration_variants.py``) is fitted on every development run and its identity
-is recorded in every saved forecast.
+is recorded in every saved forecast. The package only applies a layer: fitting one
+(``bench/fit_layers.py::fit_calibration``) is the bench's.
 """
 
 from __future__ import annotations
@@ -32,16 +33,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import HEADLINE, content_identity, interval_bounds
-from bayesgrpo.series import current_level
 
-__all__ = [
-    "Calibration",
-    "fit_calibration",
-    "identity_calibration",
-    "case_weights",
-    "weighted_quantile",
-    "leave_anchor",
-]
+__all__ = ["Calibration", "identity_calibration"]
 
 #: fields of layers saved before the research variants moved to ``bench/``: read when they change
 #: nothing (width ratios of 1, no draw leaving the regime), refused otherwise
@@ -155,87 +148,6 @@ class Calibration(BaseModel):
         return cls.load(res) if res.is_file() else identity_calibration()
 
 
-def leave_anchor(prefix, reward_min: float = float("nan")) -> tuple[float, float]:
-    """``(level, floor)`` of a run's observed prefix: where a run that leaves its regime starts from
-    and how low it can end.
-
-    The level is the current level (:func:`bayesgrpo.series.current_level`: the mean of the last tenth
-    of the prefix, at least 3 points); the floor is the
-    reward's lower bound (metadata or ``--reward-range``), else 0 for a reward that has stayed in
-    [0, 1], else the lowest observed value; never above the level.
-    """
-    y = np.asarray(prefix, dtype=float)
-    y = y[np.isfinite(y)]
-    if y.size == 0:
-        return float("nan"), float("nan")
-    level = current_level(y)
-    if np.isfinite(reward_min):
-        floor = float(reward_min)
-    elif y.min() >= 0.0 and y.max() <= 1.0:
-        floor = 0.0
-    else:
-        floor = float(y.min())
-    return level, min(floor, level)
-
-
 def identity_calibration() -> Calibration:
     """The layer that changes nothing."""
     return Calibration()
-
-
-def weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
-    """The ``q`` quantile of ``x`` under weights ``w`` (the smallest value whose weight share reaches ``q``)."""
-    o = np.argsort(x)
-    cw = np.cumsum(w[o]) / np.sum(w)
-    return float(x[o][min(int(np.searchsorted(cw, q)), x.size - 1)])
-
-
-def case_weights(source) -> np.ndarray:
-    """Half per case, half per source (each source the same)."""
-    src = np.asarray(source).astype(str)
-    if src.size == 0:
-        return np.zeros(0)
-    _, inv, cnt = np.unique(src, return_inverse=True, return_counts=True)
-    return 0.5 / src.size + 0.5 / (cnt.size * cnt[inv])
-
-
-#: cases per observed fraction below which the layer keeps no shift there
-MIN_CASES = 5
-
-
-def fit_calibration(
-    cases, *, grid=(0.1, 0.2, 0.3, 0.5), level: float = HEADLINE, name: str = "calibration", provenance=None
-) -> Calibration:
-    """Fit the layer to backtest cases of complete runs (split-conformal, asymmetric, additive).
-
-    Parameters
-    ----------
-    cases : DataFrame
-        One row per case with ``source``, ``cutoff``, ``truth``, ``scale`` (the run's normalisation
-        scale at the cutoff) and the model's quantiles ``q10``, ``q90`` of the final reward (a
-        backtest's ``cases.csv`` with the scale added).
-    grid : floats
-        The observed fractions the shifts are fitted at (cases at other cutoffs are not used).
-    level : float
-        The central interval the tails are fitted for (0.8: 10% above, 10% below).
-    """
-    import pandas as pd
-
-    df = pd.DataFrame(cases).reset_index(drop=True)
-    w_case = case_weights(df["source"])
-    cut = df["cutoff"].to_numpy(float)
-    tail = (1.0 + level) / 2.0
-    y = df["truth"].to_numpy(float)
-    sc = df["scale"].to_numpy(float)
-    a_up, a_dn = (y - df["q90"].to_numpy(float)) / sc, (df["q10"].to_numpy(float) - y) / sc
-    cs_up, cs_dn = [], []
-    for c in grid:
-        m = np.isclose(cut, c)
-        few = m.sum() < MIN_CASES
-        cs_up.append(0.0 if few else float(max(0.0, weighted_quantile(a_up[m], w_case[m], tail))))
-        cs_dn.append(0.0 if few else float(max(0.0, weighted_quantile(a_dn[m], w_case[m], tail))))
-    prov = dict(provenance or {})
-    prov.update(cases=int(len(df)), sources=int(df["source"].nunique()), level=level, additive=True,
-                method="split-conformal additive tails per observed fraction; cases weigh half per case, half per source")  # fmt: skip
-    return Calibration(fraction_grid=tuple(float(g) for g in grid), c_up=tuple(round(v, 4) for v in cs_up),
-                       c_dn=tuple(round(v, 4) for v in cs_dn), name=name, provenance=prov)  # fmt: skip

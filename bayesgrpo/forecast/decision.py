@@ -28,7 +28,8 @@ observed on held-out sources, as a function of that probability and the observed
 Which one ships, and on which events it is fitted, is measured leave-one-source-out by
 ``bench/stop_study.py`` on a backtest at every 5% of every development run; the shipped map is package
 data (``bayesgrpo/resources/decision_<kind>.json``) with its provenance, like the interval layer of
-:mod:`bayesgrpo.forecast.calibration`. Cases weigh half per case and half per source.
+:mod:`bayesgrpo.forecast.calibration`. Cases weigh half per case and half per source. The package only
+applies a map: fitting one (``bench/fit_layers.py::fit_decision_calibration``) is the bench's.
 """
 
 from __future__ import annotations
@@ -42,14 +43,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import DEFAULT_DELTA, content_identity
-from bayesgrpo.forecast.calibration import case_weights
 from bayesgrpo.schema import REWARD
 from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
 
 __all__ = [
     "DEFAULT_DELTA",
     "DecisionCalibration",
-    "fit_decision_calibration",
     "prob_at_least",
     "gain_threshold",
     "decline_threshold",
@@ -289,122 +288,6 @@ def measured_deltas(kind: str = "oscillator") -> tuple[float, ...]:
     """The deltas whose p_gain map and stop thresholds ship for ``kind`` (empty when none do)."""
     data = _shipped(kind)
     return tuple(float(d) for d in data["deltas"]) if data else ()
-
-
-def _fit_logistic(X: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float) -> np.ndarray:
-    """Weighted logistic regression (L2 on every coefficient but the intercept), BFGS with the exact gradient."""
-    from scipy.optimize import minimize
-
-    w = w / w.sum()
-    pen = np.r_[0.0, np.full(X.shape[1] - 1, ridge)]
-
-    def f(b):
-        z = X @ b
-        nll = np.sum(w * (np.logaddexp(0.0, z) - y * z))
-        return nll + 0.5 * np.sum(pen * b * b), X.T @ (w * (_sigmoid(z) - y)) + pen * b
-
-    b0 = np.zeros(X.shape[1])
-    b0[1] = 1.0  # start from the identity (platt: b = 1; beta: b1 = 1 is near it)
-    res = minimize(f, b0, jac=True, method="BFGS")
-    return res.x
-
-
-def _isotonic_knots(p: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    from scipy.optimize import isotonic_regression
-
-    o = np.argsort(p, kind="stable")
-    fit = isotonic_regression(y[o], weights=w[o], increasing=True)
-    vals, blocks = fit.x, fit.blocks
-    xs, ys = [], []
-    for k in range(len(blocks) - 1):
-        sl = o[blocks[k] : blocks[k + 1]]
-        xs.append(float(np.average(p[sl], weights=w[sl])))
-        ys.append(float(vals[blocks[k]]))
-    yc = np.clip(ys, _EPS, 1.0 - _EPS)
-    return tuple(round(v, 6) for v in xs), tuple(round(float(v), 6) for v in yc)
-
-
-def fit_decision_calibration(
-    p,
-    outcome,
-    *,
-    fraction,
-    method: str = "platt",
-    covariates: dict | None = None,
-    source=None,
-    weights=None,
-    bands=(0.0, 0.25, 0.5, 1.0),
-    ridge: float = 1e-3,
-    name: str = "decision-calibration",
-    provenance: dict | None = None,
-) -> DecisionCalibration:
-    """Fit a :class:`DecisionCalibration` to model probabilities ``p`` of events and their ``outcome``
-    (1 = the event happened), at observed ``fraction``.
-
-    Parameters
-    ----------
-    p, outcome, fraction : array-like, one entry per case
-    method : {"identity", "platt", "beta", "isotonic"}
-    covariates : dict, optional
-        ``{name: values}`` of extra covariates (``platt`` and ``beta``), one value per case.
-    source : array-like, optional
-        Each case's source: cases weigh half per case, half per source
-        (:func:`~bayesgrpo.forecast.calibration.case_weights`); without it every case weighs the same.
-    weights : array-like, optional
-        Explicit case weights (instead of ``source``).
-    bands : edges of the observed-fraction bands of ``isotonic``
-    ridge : float
-        L2 penalty of the logistic fits (keeps them finite on separable data).
-
-    Raises
-    ------
-    ValueError
-        Unknown method, mismatched lengths, or no finite case.
-    """
-    if method not in CALIBRATION_METHODS:
-        raise ValueError(f"unknown decision calibration {method!r}; choose from {', '.join(CALIBRATION_METHODS)}")
-    p = np.asarray(p, dtype=float)
-    y = np.asarray(outcome, dtype=float)
-    f = np.broadcast_to(np.asarray(fraction, dtype=float), p.shape).astype(float)
-    if y.shape != p.shape:
-        raise ValueError(f"p has {p.size} cases, outcome {y.size}")
-    if p.size == 0:
-        raise ValueError("no finite case to fit a decision calibration to")
-    if weights is not None:
-        w = np.asarray(weights, dtype=float)
-    elif source is not None:
-        w = case_weights(source)
-    else:
-        w = np.ones(p.shape)
-    cov = {k: np.broadcast_to(np.asarray(v, dtype=float), p.shape) for k, v in (covariates or {}).items()}
-    if cov and method not in ("platt", "beta"):
-        raise ValueError(f"{method} takes no extra covariates (platt and beta do)")
-    ok = np.isfinite(p) & np.isfinite(y) & np.isfinite(f) & (w > 0)
-    for v in cov.values():
-        ok &= np.isfinite(v)
-    if not ok.any():
-        raise ValueError("no finite case to fit a decision calibration to")
-    p, y, f, w = p[ok], y[ok], f[ok], w[ok]
-    cov = {k: v[ok] for k, v in cov.items()}
-    prov = dict(provenance or {})
-    prov.update(cases=int(ok.sum()), method=method, base_rate=round(float(np.average(y, weights=w)), 4))
-    if method == "identity":
-        return DecisionCalibration(name=name, provenance=prov)
-    if method == "isotonic":
-        kp, ky = [], []
-        edges = tuple(float(b) for b in bands)
-        for b in range(len(edges) - 1):
-            m = (f >= edges[b]) & ((f < edges[b + 1]) | (b == len(edges) - 2))
-            if m.sum() < 2:  # an empty band borrows every case
-                m = np.ones_like(m)
-            a, c = _isotonic_knots(p[m], y[m], w[m])
-            kp.append(a)
-            ky.append(c)
-        return DecisionCalibration(method="isotonic", bands=edges, knots_p=tuple(kp), knots_y=tuple(ky), name=name,
-                                   provenance=prov)  # fmt: skip
-    coef = _fit_logistic(_design(method, p, f, list(cov.values())), y, w, ridge)
-    return DecisionCalibration(method=method, coef=tuple(round(float(c), 6) for c in coef), covariates=tuple(cov),
-                               name=name, provenance=prov)  # fmt: skip
 
 
 def decision_probabilities(

@@ -13,7 +13,7 @@ falls; where nothing else is logged, the reward's own signs: past its peak, fall
 -- a discrete-time survival model with the complementary log-log link (Prentice & Gloeckler 1978),
 fitted by penalised maximum likelihood on complete runs truncated at the backtest cutoffs, every
 source weighing the same (:func:`fit_hazard`). A run that leaves ends between the reward's floor and
-its current level (:func:`~bayesgrpo.forecast.calibration.leave_anchor`), at the share ``v`` of the way
+its current level (:func:`~bench.fit_layers.leave_anchor`), at the share ``v`` of the way
 up from the floor where ``v`` follows the Beta distribution of where the training runs that left ended.
 
 A forecast mixes: a share ``P(leave | x)`` of its draws (a fixed subset, the same for the final reward

@@ -14,7 +14,9 @@ lacked, so the verdict rests on fewer signals):
 * ``policy_concentration``: entropy / within-group spread falling with no reward gain; KL growth.
 * ``dynamical_instability``: from posterior draws (``P(c <= 0)``, ``P(spectral radius >= 1)``),
   growing fluctuation envelope of the detrended reward, sudden collapse of the reward toward its
-  floor (rolling median falls by more than ``collapse_drop`` of the run's range and stays).
+  floor (rolling median falls by more than ``collapse_drop`` of the run's range and stays), and, live, as
+  soon as the 50-point mean leaves the band of its plateau and the latest points sit near the floor
+  (:mod:`bayesgrpo.diagnose.collapse_band`).
 
 All statistics are computed on block means / rolling medians so that one noisy point never decides.
 Thresholds are module constants (documented defaults, not fitted to any one data set).

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.diagnose.collapse_band import band_collapse
 from bayesgrpo.diagnose.common import (
+    _RANK,
     ACF_OSC,
     ALPHA,
     COLLAPSE_DROP,
@@ -316,6 +318,11 @@ def _instability(rid, df, draws, ceiling):
     if col["severity"] != "none":
         f.raise_to(col["severity"], col["onset"], col["score"])
         ev.append(col["text"])
+    early = band_collapse(step, y)
+    if early["severity"] != "none" and _RANK[early["severity"]] >= _RANK[col["severity"]]:
+        # the early check sees a fresh fall before the whole-run check can confirm that it stays
+        f.raise_to(early["severity"], early["onset"], early["score"])
+        ev.append(early["text"])
     series = [("reward", step, y)]
     for c in df.columns:
         if c.startswith("eval/"):

@@ -130,7 +130,9 @@ def _advice_cells(r: RunReport) -> str:
     if budget and a.get("steps_saved") and a.get("fraction_saved") is not None and not a["text"].startswith("continue"):
         txt += tag("span", f" saves {int(a['steps_saved']):,} steps ({100 * a['fraction_saved']:.0f}%)", class_="muted")
     adv = tag("td", txt, data_t="num", data_v=f"{a['step']:.12g}" if _finite(a.get("step")) else "")
-    if a.get("error_rate") is None:
+    if not budget and a["text"] != "stop":  # the policy's error rate is that of its stops: nothing to quote here
+        err = '<td data-t="num" data-v=""></td>'
+    elif a.get("error_rate") is None:
         err = '<td data-t="num" data-v=""><span class="muted">not measured</span></td>'
     else:
         err = _num_cell(a["error_rate"], f"{100 * a['error_rate']:.0f}%")
@@ -174,7 +176,8 @@ def _row_html(r: RunReport, d: ReportData) -> str:
     cells.append(_advice_cells(r))
     cells.append(tag("td", _flags_html(r), data_t="num", data_v=_SEV_RANK[r.worst]))
     cells.append(_health_cell(r))
-    cells.append(tag("td", "ok" if ok else f"<b>error</b>: {e(r.error)}", data_v=r.status))
+    word = str(row.get("status") or "ok")  # the CLI table's status word (ok, or warning: poor sampler health)
+    cells.append(tag("td", e(word) if ok else f"<b>error</b>: {e(r.error)}", data_v=r.status))
     return tag("tr", "".join(cells), class_=None if ok else "error", **_data_attrs(r))
 
 

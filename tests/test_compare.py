@@ -141,6 +141,13 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
     assert len(df) == 9
     assert (df["ci_low"] <= df["mean"]).all() and (df["mean"] <= df["ci_high"]).all()
     assert df["p_gt_0"].between(0, 1).all()
+    # the answer first: one sentence per factor, the higher level first, its P above one half
+    ans = res.answers()
+    assert [a.split(":")[0] for a in ans] == ["family", "group_size"]
+    for a in ans:
+        p = float(a.rsplit("= ", 1)[1])
+        assert 0.5 <= p <= 1.0 and " over " in a and "plateau " in a and "90% interval" in a
+    assert res.summary_markdown().splitlines()[2] == f"- **{ans[0]}**"
     g = df.loc[(df["quantity"] == "log_noise_temp") & (df["factor"] == "group_size")].iloc[0]
     assert np.isclose(g["predicted"], -np.log(2 / 8))  # -(log 2 - log 8): 1/G law
     assert set(res.loo["kind"]) == set(C.COMPARE_KINDS)
@@ -169,6 +176,9 @@ def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
                                    "--fixed-g-exponent", "--kinds", "saturation,scaling",
                                    "--out", str(tmp_path / "contrasts.parquet")])  # fmt: skip
     assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()  # the answer comes first, before any table
+    assert lines[0].startswith("# the answer, per factor") and lines[1].startswith("family: ") and " over " in lines[1]
+    assert lines[2].startswith("group_size: ")
     for f in ("contrasts.csv", "loo.csv", "summary.md", "forest.png"):
         assert (out / f).exists(), f
     pq, csv = pd.read_parquet(tmp_path / "contrasts.parquet"), pd.read_csv(out / "contrasts.csv")

@@ -96,6 +96,10 @@ def _show_and_write(res, *, out, out_dir) -> None:
     from bayesgrpo.io.output import save_figure, write_table, write_text
     from bayesgrpo.plots.forest import forest_plot
 
+    answers = res.answers()
+    if answers:  # the answer first: one sentence per factor
+        typer.echo("# the answer, per factor (the plateau contrast the posterior is surest about)")
+        typer.echo("\n".join(answers))
     C.print_table(res.contrasts.drop(columns=["kind"]), title=f"contrasts ({res.primary} model; 90% intervals)",
                   floatfmt="{:.3g}")  # fmt: skip
     if len(res.tau_by_size):

@@ -101,6 +101,24 @@ class CompareResult:
                 )
         return out
 
+    def answers(self) -> list[str]:
+        """One sentence per factor a user can act on: of its plateau contrasts between known levels, the one the
+        posterior is surest about, the higher level first -- "group_size: 8 over 4: plateau +0.06 (90% interval
+        -0.01 to 0.12), P(8 higher) = 0.91" (plateaus in the comparison's reward units)."""
+        c = self.contrasts
+        c = c[(c["quantity"] == "plateau") & ~c["level_a"].astype(str).eq("unknown")
+              & ~c["level_b"].astype(str).eq("unknown")]  # fmt: skip
+        out = []
+        for factor, g in c.groupby("factor", sort=False):
+            r = g.loc[(g["p_gt_0"] - 0.5).abs().idxmax()]
+            up = r["p_gt_0"] >= 0.5  # the level the posterior says is higher, first
+            hi, lo = (r["level_a"], r["level_b"]) if up else (r["level_b"], r["level_a"])
+            m, a, b = (r["mean"], r["ci_low"], r["ci_high"]) if up else (-r["mean"], -r["ci_high"], -r["ci_low"])
+            p = r["p_gt_0"] if up else 1.0 - r["p_gt_0"]
+            out.append(f"{factor}: {hi} over {lo}: plateau {m:+.3g} (90% interval {a:.3g} to {b:.3g}), "
+                       f"P({hi} higher) = {p:.2f}")  # fmt: skip
+        return out
+
     def g_exponent(self) -> dict:
         """The noise-temperature exponent b of the primary fit (mean, sd, 90% interval, P(b>0))."""
         row = self.contrasts.loc[self.contrasts["quantity"] == "g_exponent_b"]
@@ -109,6 +127,7 @@ class CompareResult:
     def summary_markdown(self) -> str:
         """Markdown report: b vs 1, contrasts, tau by size, LOO with Pareto k, sampler health."""
         lines = [f"# bayesgrpo compare — {len(self.arrays.run_ids)} runs, by {', '.join(self.by)}", ""]
+        lines += [f"- **{s}**" for s in self.answers()]
         b = self.g_exponent()
         if b:
             kind = "free (prior N(1, 1))" if self.free_g_exponent else "fixed at 1"

@@ -1,13 +1,12 @@
 """Live collapse detection through the CLI (issue 33 item 5): ``diagnose --until-step`` a few steps after the
 reward's rolling mean leaves the band of its plateau (bayesgrpo.diagnose.collapse_band) says ``critical``."""
 
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from shared_data import shared_data
 from typer.testing import CliRunner
 
 from bayesgrpo.cli import app
@@ -17,14 +16,7 @@ from bayesgrpo.io import read_runs
 runner = CliRunner()
 
 
-def _shared() -> Path | None:
-    cands = [Path(__file__).resolve().parents[2] / "shared" / "data"]
-    if os.environ.get("BAYESGRPO_SHARED"):
-        cands.append(Path(os.environ["BAYESGRPO_SHARED"]))
-    return next((c for c in cands if (c / "log-formats").is_dir()), None)
-
-
-SHARED = _shared()
+SHARED = shared_data()
 WANDB = sorted((SHARED / "log-formats" / "wandb_csv").glob("three-runs_*TrainReward.csv")) if SHARED else []
 needs_wandb = pytest.mark.skipif(not WANDB, reason="shared/data (W&B export fixture) not available")
 

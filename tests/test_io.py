@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -17,19 +16,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from shared_data import shared_data
 
 from bayesgrpo.errors import DataValidationError, DataWarning, LogFormatError
 from bayesgrpo.io import FORMATS, detect_format, read_many, read_runs
 
-
-def _shared() -> Path | None:
-    cands = [Path(__file__).resolve().parents[2] / "shared" / "data"]
-    if os.environ.get("BAYESGRPO_SHARED"):
-        cands.append(Path(os.environ["BAYESGRPO_SHARED"]))
-    return next((c for c in cands if (c / "log-formats").is_dir()), None)
-
-
-SHARED = _shared()
+SHARED = shared_data()
 needs_data = pytest.mark.skipif(SHARED is None, reason="shared/data (real log fixtures) not available")
 LF = SHARED / "log-formats" if SHARED else Path("/nonexistent")
 

@@ -9,7 +9,6 @@ process noise, and logged-reward paths add measurement noise (:meth:`FittedForec
 from __future__ import annotations
 
 import dataclasses
-import warnings
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.conventions import QUANTILES, SUMMARY_QUANTILES, quantile_column
-from bayesgrpo.errors import ForecastError, SamplerWarning
+from bayesgrpo.errors import ForecastError
 from bayesgrpo.forecast import artefact
 from bayesgrpo.forecast.config import FINAL_COLUMNS, TABLE_COLUMNS, ForecastConfig
 from bayesgrpo.forecast.paths import PathDraws, stop_quantile
@@ -294,7 +293,6 @@ class FittedForecast:
         frac, go = float(self.arrays.run(run_id).fraction[0]), float(info.time_to_go(info.horizon))
         out, _ = self._layers(run_id, out, fraction=frac, go=go)
         (out,) = self._clip(run_id, out)  # the mean of logged rewards stays inside the reward's range
-        out = np.array(out, copy=True)
         out.flags.writeable = False  # shared by every reader of the cache
         self._final[run_id] = out
         return out
@@ -431,27 +429,10 @@ class FittedForecast:
     def health_status(self, run_id: str) -> tuple[str, str]:
         """``("ok", "")``, or ``("warning", reason)`` when the run's sampler health is poor enough to
         doubt its numbers (:data:`~bayesgrpo.inference.sampling.STATUS_HEALTH`)."""
-        t = sampling.STATUS_HEALTH
-        n = self.sampler.draws * self.sampler.chains
-        r_hat = t["r_hat"] + t["r_hat_per_draw"] / self.sampler.draws
-        ess = min(t["ess"], t["ess_share"] * n)
-        bad = sampling.health_problems(
-            self.health[run_id], r_hat=r_hat, ess=ess, max_divergences=t["divergent_share"] * n
-        )
+        bad = sampling.health_problems(self.health[run_id], **sampling.status_thresholds(self.sampler))
         if not bad:
             return "ok", ""
         return "warning", f"sampler health: {'; '.join(bad)}; rerun with more --draws/--tune before trusting it"
-
-    def warn_health(self, *, r_hat: float = 1.01, ess: float = 200.0) -> list[str]:
-        """Emit a :class:`SamplerWarning` per run whose sampler health is poor; return the messages."""
-        msgs = []
-        for rid in self.forecast_ids:
-            bad = sampling.health_problems(self.health[rid], r_hat=r_hat, ess=ess)
-            if bad:
-                msg = f"run {rid!r}: sampler health is poor ({'; '.join(bad)}); treat its intervals with care or rerun with more --draws/--tune"
-                warnings.warn(msg, SamplerWarning, stacklevel=2)
-                msgs.append(msg)
-        return msgs
 
     # ------------------------------------------------------------ ArviZ and persistence
     def inference_data(self):

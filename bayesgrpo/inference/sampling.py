@@ -48,6 +48,7 @@ __all__ = [
     "retry_seed",
     "thinned",
     "STATUS_HEALTH",
+    "status_thresholds",
 ]
 
 log = logging.getLogger("bayesgrpo")
@@ -324,6 +325,14 @@ def health(posterior, sample_stats=None, *, var_names: Sequence[str], dim: str |
 #: transitions in more than 1% of the draws. Milder problems (r_hat > 1.01, ESS < 200, any divergence)
 #: stay an ``ok`` status with a sampler warning.
 STATUS_HEALTH = {"r_hat": 1.05, "r_hat_per_draw": 2.0, "ess": 50.0, "ess_share": 0.25, "divergent_share": 0.01}
+
+
+def status_thresholds(sampler: SamplerConfig) -> dict[str, float]:
+    """:data:`STATUS_HEALTH` for ``sampler``'s draws and chains: ``r_hat``, ``ess`` and ``max_divergences`` (the
+    keywords of :func:`health_problems`) -- the one reading of the rule the status and the report state."""
+    t, n = STATUS_HEALTH, sampler.draws * sampler.chains
+    return {"r_hat": t["r_hat"] + t["r_hat_per_draw"] / sampler.draws, "ess": min(t["ess"], t["ess_share"] * n),
+            "max_divergences": t["divergent_share"] * n}  # fmt: skip
 
 
 #: the chain length from which :func:`needs_retry` reads r_hat: with fewer draws per chain r_hat exceeds 1.01

@@ -240,10 +240,11 @@ def health_rule(fit=None) -> str:
         return (f"warning (the forecast table's status) when r_hat > {t['r_hat']:g} + {t['r_hat_per_draw']:g} / draws "
                 f"per chain, ESS < {t['ess']:g} (or {100 * t['ess_share']:.0f}% of the draws when fewer), or divergent "
                 f"transitions in more than {100 * t['divergent_share']:g}% of the draws; else ok.")  # fmt: skip
-    n = fit.sampler.draws * fit.sampler.chains
-    r_hat, ess = t["r_hat"] + t["r_hat_per_draw"] / fit.sampler.draws, min(t["ess"], t["ess_share"] * n)
-    return (f"warning (the forecast table's status) when r_hat > {r_hat:.3g}, ESS < {ess:.0f} or more than "
-            f"{t['divergent_share'] * n:.0f} divergent transitions ({100 * t['divergent_share']:g}% of {n} draws); "
+    from bayesgrpo.inference.sampling import status_thresholds
+
+    n, th = fit.sampler.draws * fit.sampler.chains, status_thresholds(fit.sampler)
+    return (f"warning (the forecast table's status) when r_hat > {th['r_hat']:.3g}, ESS < {th['ess']:.0f} or more than "
+            f"{th['max_divergences']:.0f} divergent transitions ({100 * t['divergent_share']:g}% of {n} draws); "
             f"else ok.")  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.monitors import ALARM_LEVELS, _f1, auroc, precision_recall, source_weights
+from bench.monitors import alarm_levels, auroc, precision_recall, source_weights
 from bench.yardstick import study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,13 +50,9 @@ def cases() -> pd.DataFrame:
 
 
 def measure(c: pd.DataFrame) -> dict:
-    """Alarm levels leave-one-source-out, their alarms' false share, AUROC per cut (source-weighted)."""
-
-    def choose(d: pd.DataFrame) -> float:
-        w = source_weights(d["source"])
-        return max(ALARM_LEVELS, key=lambda lv: (_f1(d["p_decline"], d["decline"], w, lv), lv))
-
-    lv = {s: choose(c[c["source"] != s]) for s in c["source"].unique()}
+    """Alarm levels leave-one-source-out (:func:`bench.monitors.alarm_levels`, the oscillator's rule), their alarms'
+    false share, AUROC per cut (source-weighted)."""
+    lv, level = alarm_levels(c.drop(columns="p_decline"), c[["key", "p_decline"]], "decline")
     alarm = c["p_decline"].to_numpy() >= c["source"].map(lv).to_numpy()
     p_sw, r_sw = precision_recall(alarm, c["decline"], source_weights(c["source"]))
     p_pc, _ = precision_recall(alarm, c["decline"], np.ones(len(c)))
@@ -65,7 +61,7 @@ def measure(c: pd.DataFrame) -> dict:
     for cut, g in c.groupby("cutoff"):
         per_cut[f"{cut:g}"] = dict(auroc=auroc(g["p_decline"], g["decline"], source_weights(g["source"])),
                                    cases=len(g), declines=int(g["decline"].sum()))  # fmt: skip
-    return dict(alarm_level=choose(c), false_share=max(fs) if fs else None, recall=r_sw, alarms=int(alarm.sum()),
+    return dict(alarm_level=level, false_share=max(fs) if fs else None, recall=r_sw, alarms=int(alarm.sum()),
                 cases=len(c), sources=int(c["source"].nunique()), per_cut=per_cut)  # fmt: skip
 
 

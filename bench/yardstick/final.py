@@ -155,13 +155,14 @@ def report() -> None:
 
 
 def _clopper_pearson(k: int, n: int, level: float = 0.9) -> tuple[float, float]:
-    """The exact binomial ``level`` interval of ``k`` bad stops out of ``n`` ((0, 1) when there is no stop)."""
-    from scipy.stats import beta
+    """The exact (Clopper-Pearson) binomial ``level`` interval of ``k`` bad stops out of ``n`` (scipy's
+    ``binomtest``; (0, 1) when there is no stop)."""
+    from scipy.stats import binomtest
 
-    a = (1 - level) / 2
-    lo = 0.0 if k == 0 else float(beta.ppf(a, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a, k + 1, n - k))
-    return lo, hi
+    if n == 0:
+        return 0.0, 1.0
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
 
 
 def main(argv=None) -> None:

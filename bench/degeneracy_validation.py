@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from scipy import optimize  # noqa: E402
 
 from bayesgrpo.models.degeneracy import degenerate_deviation_paths  # noqa: E402
-from bayesgrpo.physics.stopping import deviation_paths  # noqa: E402
 from bayesgrpo.testbed import TrainerConfig, run  # noqa: E402
+from bench.physics_reference import deviation_paths  # noqa: E402
 
 RES = ROOT / "bench" / "results"
 CMD = ".venv/bin/python bench/degeneracy_validation.py"

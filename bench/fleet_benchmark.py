@@ -231,11 +231,12 @@ def k_child(cache: str) -> dict:
     import pandas as pd
 
     warnings.simplefilter("ignore")
+    from physics_reference import simulate  # bench/ is this script's sys.path[0]
+
     from bayesgrpo.forecast import Forecaster
     from bayesgrpo.inference import sampling
     from bayesgrpo.models.arrays import prepare_arrays
     from bayesgrpo.models.kinds import get_kind
-    from bayesgrpo.physics.dynamics import simulate
     from bayesgrpo.schema import RunSet
 
     fc = Forecaster()

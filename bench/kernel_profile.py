@@ -60,8 +60,8 @@ def sim_arrays(T: int, kind: str, K: int = 1):
 
     from bayesgrpo.models.arrays import prepare_arrays
     from bayesgrpo.models.kinds import default_prior
-    from bayesgrpo.physics.dynamics import simulate
     from bayesgrpo.schema import RunSet
+    from bench.physics_reference import simulate
 
     sim = simulate(T, refresh_interval=K, seed=100, **SIM)
     rid = f"sim-{T}"

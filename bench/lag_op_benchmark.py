@@ -94,8 +94,8 @@ def kernel_times():
 
 def simulated_runs(K: int):
     import pandas as pd
+    from physics_reference import simulate  # bench/ is this script's sys.path[0]
 
-    from bayesgrpo.physics.dynamics import simulate
     from bayesgrpo.physics.stability import spectral_radius
     from bayesgrpo.schema import RunSet
 

@@ -35,7 +35,7 @@ import physics_validation as PV  # noqa: E402  (its helpers; sets the Agg backen
 import trl_data as TD  # noqa: E402
 from scipy import special  # noqa: E402
 
-from bayesgrpo.physics import dynamics  # noqa: E402
+from bench import physics_reference as dynamics  # noqa: E402  (the closed forms and thresholds)
 
 plt = PV.plt
 OUT = ROOT / "bench" / "results"

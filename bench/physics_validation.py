@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-import bayesgrpo.physics as dynamics  # noqa: E402  (dynamics + stability)
+from bench import physics_reference as dynamics  # noqa: E402  (the closed forms and thresholds)
 
 DATA = ROOT / "data" / "testbed"
 OUT = ROOT / "bench" / "results"

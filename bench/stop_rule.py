@@ -204,11 +204,11 @@ def _calibrated_outcomes(p: np.ndarray, inv: np.ndarray, n_groups: int, rho: flo
     """``n_sim`` draws of outcomes that are perfectly calibrated to ``p`` (``P(y = 1) = p`` exactly) and
     correlated within a run: a Gaussian copula with latent correlation ``rho`` between the checkpoints of
     one run (``inv``: each case's run index)."""
-    from bayesgrpo.inference.diagnostics import norm_ppf
+    from scipy.special import ndtri
 
     u = rng.standard_normal((n_sim, n_groups))[:, inv]
     z = np.sqrt(rho) * u + np.sqrt(1.0 - rho) * rng.standard_normal((n_sim, p.size))
-    return (z < norm_ppf(np.clip(p, 1e-12, 1 - 1e-12))).astype(float)
+    return (z < ndtri(np.clip(p, 1e-12, 1 - 1e-12))).astype(float)
 
 
 def _within_run_correlation(r: np.ndarray, inv: np.ndarray) -> float:

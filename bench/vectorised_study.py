@@ -50,8 +50,8 @@ def run_group(arr, prior, kind, sampler, key) -> dict:
     known = {v.name for v in c.shared_var_keys}
     cm = c.with_data(**{k: v for k, v in arr.data(prior).items() if k in known})
     c0, t0 = time.process_time(), time.perf_counter()
-    d = nuts_core.sample(cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=2,
-                         seed=sampler.seed + R, target_accept=sampler.target_accept)  # fmt: skip
+    d = nuts_core.start(cm, draws=sampler.draws, tune=sampler.tune, chains=sampler.chains, cores=2,
+                         seed=sampler.seed + R, target_accept=sampler.target_accept).wait()  # fmt: skip
     return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "n_grad": d.n_grad,
             "ess_min": [_health_ess(d.posterior, j) for j in range(R)], "divergences": d.divergences}  # fmt: skip
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bayesgrpo.decisions.alerts import alert_rates_for, decline_alarm_for, shipped_alert_rates
+from bayesgrpo.decisions.alerts import alert_rates_for, decline_alarm_for
 from bayesgrpo.integrations.alerts import DECLINE_ALARM, Alerter, AlertRules, margin_layout
+from bayesgrpo.resources import resource_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,13 +83,13 @@ def test_the_decline_level_is_the_measured_one_unless_the_user_sets_one():
 
 def test_shipped_rates_are_the_benchmarks_measurement():
     bench = json.loads((ROOT / "bench" / "results" / "monitors.json").read_text())["alert_rates"]
-    ship = shipped_alert_rates("oscillator")
+    ship = json.loads(resource_path("alerts_oscillator.json").read_text())  # the packaged measurement
     assert ship["signals"] == bench and ship["provenance"]["command"].endswith("bench.monitors")
     assert decline_alarm_for("oscillator") == bench["decline"]["alarm_level"]
     got = alert_rates_for("oscillator")
     assert got["decline"]["false_share"] == bench["decline"]["false_share"]
     assert set(got) == {k for k, v in bench.items() if v["false_share"] is not None}
-    assert shipped_alert_rates("no-such-kind") == {} and decline_alarm_for("no-such-kind") is None
+    assert alert_rates_for("no-such-kind") == {} and decline_alarm_for("no-such-kind") is None
 
 
 def test_the_worker_result_carries_what_the_alerts_read(mock_sampler):

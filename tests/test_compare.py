@@ -14,8 +14,8 @@ from bayesgrpo.compare import model as C
 from bayesgrpo.inference.sampling import SamplerConfig
 from bayesgrpo.models.kalman import filter_numpy
 from bayesgrpo.models.kalman_op import ar2_loglik_grad
-from bayesgrpo.physics.dynamics import simulate
 from bayesgrpo.schema import RunSet
+from bench.physics_reference import simulate
 
 
 def _sim_runs(

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-import bayesgrpo.physics as D  # recursion (1) and its stability: dynamics + stability
-from bayesgrpo.physics import dynamics as _dyn
-from bayesgrpo.physics import stability as S
+import bayesgrpo.physics as P  # what the package uses: the companion matrix and exact stability
+from bench import physics_reference as D  # the closed forms, thresholds and simulator (bench only)
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -54,17 +53,17 @@ def test_first_unstable_lag_reference_values(mu, a, expected):
     d = D.first_unstable_lag(a=a, momentum=mu)
     assert d == expected
     if d <= 100:  # independent check by companion eigenvalues (slow for d ~ 300 under load)
-        assert D.spectral_radius(a=a, momentum=mu, lag=d) >= 1.0
-        assert D.spectral_radius(a=a, momentum=mu, lag=d - 1) < 1.0
+        assert P.spectral_radius(a=a, momentum=mu, lag=d) >= 1.0
+        assert P.spectral_radius(a=a, momentum=mu, lag=d - 1) < 1.0
     else:
-        assert S._is_stable_certified(a, mu, d - 1) and not S._is_stable_certified(a, mu, d)
+        assert D._is_stable_certified(a, mu, d - 1) and not D._is_stable_certified(a, mu, d)
 
 
 @pytest.mark.parametrize(("mu", "a", "expected"), [(0.9, 0.005, 26), (0.9, 0.02, 6), (0.0, 0.2, 8)])
 def test_first_unstable_lag_scan_reference(mu, a, expected):
     # brute force: every smaller lag is stable
     assert D.first_unstable_lag(a=a, momentum=mu, method="scan") == expected
-    assert all(D.spectral_radius(a=a, momentum=mu, lag=d) < 1 for d in range(expected))
+    assert all(P.spectral_radius(a=a, momentum=mu, lag=d) < 1 for d in range(expected))
 
 
 @settings(max_examples=25, deadline=None)
@@ -77,9 +76,9 @@ def test_first_unstable_lag_crossing_equals_scan(mu, a):
 @settings(max_examples=40, deadline=None)
 @given(mu=st.floats(0.0, 0.98), a=st.floats(1e-3, 3.0), d=st.integers(0, 60))
 def test_stability_certificate_matches_eigenvalues(mu, a, d):
-    rho = D.spectral_radius(a=a, momentum=mu, lag=d)
+    rho = P.spectral_radius(a=a, momentum=mu, lag=d)
     assume(abs(rho - 1.0) > 1e-9)
-    assert S._is_stable_certified(a, mu, d) == (rho < 1.0)
+    assert D._is_stable_certified(a, mu, d) == (rho < 1.0)
 
 
 def test_first_unstable_lag_zero_when_ar2_unstable():
@@ -93,8 +92,8 @@ def test_refresh_threshold_reference_values(mu, expected):
     a = 0.02
     k = D.refresh_threshold(a=a, momentum=mu)
     assert k == expected
-    assert D.spectral_radius(a=a, momentum=mu, refresh_interval=k) >= 1.0
-    assert all(D.spectral_radius(a=a, momentum=mu, refresh_interval=j) < 1.0 for j in range(1, k))
+    assert P.spectral_radius(a=a, momentum=mu, refresh_interval=k) >= 1.0
+    assert all(P.spectral_radius(a=a, momentum=mu, refresh_interval=j) < 1.0 for j in range(1, k))
     first = D.refresh_threshold(a=a, momentum=mu, exact=False)
     assert first == pytest.approx((1 - mu) / a)
     assert first < k  # the exact boundary is higher than the first-order one
@@ -110,7 +109,7 @@ def test_refresh_mu0_period_map_is_one_minus_ka():
     # mu = 0: x_{n+K} = (1 - K a) x_n; oscillatory past Ka = 1, unstable past Ka = 2
     a = 0.02
     for k in (10, 49, 51, 99, 100, 101):
-        m = D.monodromy_matrix(a=a, momentum=0.0, refresh_interval=k)
+        m = P.monodromy_matrix(a=a, momentum=0.0, refresh_interval=k)
         ev = np.sort(np.abs(np.linalg.eigvals(m)))
         assert ev[-1] == pytest.approx(abs(1 - k * a), abs=1e-12)
         assert ev[0] == pytest.approx(0.0, abs=1e-12)
@@ -120,8 +119,8 @@ def test_refresh_mu0_period_map_is_one_minus_ka():
 @pytest.mark.parametrize("mu", [0.0, 0.5, 0.9])
 def test_reduced_monodromy_matches_full(k, mu):
     a = 0.07
-    red = np.linalg.eigvals(D.monodromy_matrix(a=a, momentum=mu, refresh_interval=k))
-    full = D.monodromy_matrix(a=a, momentum=mu, refresh_interval=k, reduced=False)
+    red = np.linalg.eigvals(P.monodromy_matrix(a=a, momentum=mu, refresh_interval=k))
+    full = P.monodromy_matrix(a=a, momentum=mu, refresh_interval=k, reduced=False)
     assert full.shape == (max(2, k + 1),) * 2
     fev = np.linalg.eigvals(full)
     assert np.max(np.abs(red)) == pytest.approx(np.max(np.abs(fev)), rel=1e-9)
@@ -133,7 +132,7 @@ def test_monodromy_matches_simulation_over_periods():
     a, mu, k = 0.03, 0.7, 6
     sim = D.simulate(4 * k + 1, r0=0.0, r_star=1.0, a=a, momentum=mu, refresh_interval=k)
     x = sim.latent - 1.0
-    m = D.monodromy_matrix(a=a, momentum=mu, refresh_interval=k)
+    m = P.monodromy_matrix(a=a, momentum=mu, refresh_interval=k)
     state = np.array([x[0], x[0]])  # (x_0, x_{-1} = x_0)
     for p in range(1, 4):
         state = m @ state
@@ -147,12 +146,12 @@ def test_refresh_one_equals_no_lag():
     s0 = D.simulate(500, lag=0, **kw)
     np.testing.assert_array_equal(s1.latent, s0.latent)
     np.testing.assert_array_equal(s1.observed, s0.observed)
-    assert D.spectral_radius(a=0.03, momentum=0.9, refresh_interval=1) == pytest.approx(
-        D.spectral_radius(a=0.03, momentum=0.9, lag=0), rel=1e-12
+    assert P.spectral_radius(a=0.03, momentum=0.9, refresh_interval=1) == pytest.approx(
+        P.spectral_radius(a=0.03, momentum=0.9, lag=0), rel=1e-12
     )
     np.testing.assert_allclose(
-        D.monodromy_matrix(a=0.03, momentum=0.9, refresh_interval=1),
-        D.transition_matrix(a=0.03, momentum=0.9),
+        P.monodromy_matrix(a=0.03, momentum=0.9, refresh_interval=1),
+        P.transition_matrix(a=0.03, momentum=0.9),
         rtol=0,
         atol=1e-15,
     )
@@ -336,8 +335,8 @@ def test_simulate_history_convention_by_hand():
 def test_lfilter_path_equals_loop(d):
     rng = np.random.default_rng(3)
     eps = rng.normal(size=400) * 0.05
-    fast = _dyn._simulate_constant_lag_1d(0.7, 0.8, 0.03, d, eps)
-    slow = _dyn._simulate_loop(np.array(0.7), np.array(0.8), np.array(0.03), np.full(401, d), eps)
+    fast = D._simulate_constant_lag_1d(0.7, 0.8, 0.03, d, eps)
+    slow = D._simulate_loop(np.array(0.7), np.array(0.8), np.array(0.03), np.full(401, d), eps)
     np.testing.assert_allclose(fast, slow, rtol=1e-10, atol=1e-12)
 
 
@@ -360,7 +359,7 @@ def test_simulate_batch_and_noise():
 
 
 def test_transition_matrix_matches_recursion():
-    f = D.transition_matrix(a=0.03, momentum=0.9)
+    f = P.transition_matrix(a=0.03, momentum=0.9)
     np.testing.assert_allclose(f, [[1.9 - 0.03, -0.9], [1.0, 0.0]], atol=1e-15)
     x = D.simulate(50, r0=0.2, r_star=0.9, a=0.03, momentum=0.9).latent - 0.9
     state = np.array([x[0], x[0]])
@@ -369,8 +368,8 @@ def test_transition_matrix_matches_recursion():
         assert state[0] == pytest.approx(x[n], rel=1e-12, abs=1e-15)
     # companion eigenvalues = roots of the characteristic polynomial
     for d in (0, 1, 4):
-        ev = np.sort_complex(np.linalg.eigvals(D.transition_matrix(a=0.1, momentum=0.6, lag=d)))
-        poly = _dyn._lag_polynomial(0.1, 0.6, d)
+        ev = np.sort_complex(np.linalg.eigvals(P.transition_matrix(a=0.1, momentum=0.6, lag=d)))
+        poly = D._lag_polynomial(0.1, 0.6, d)
         np.testing.assert_allclose(ev, np.sort_complex(np.roots(poly)), atol=1e-10)
 
 
@@ -423,9 +422,9 @@ def test_stationary_variance_values_and_divergence():
     sigma=st.floats(0.01, 2.0),
 )
 def test_stationary_covariance_solves_lyapunov(a, mu, d, sigma):
-    assume(D.spectral_radius(a=a, momentum=mu, lag=d) < 0.999)
+    assume(P.spectral_radius(a=a, momentum=mu, lag=d) < 0.999)
     p = D.stationary_covariance(a=a, momentum=mu, sigma_p=sigma, lag=d)
-    f = D.transition_matrix(a=a, momentum=mu, lag=d)
+    f = P.transition_matrix(a=a, momentum=mu, lag=d)
     q = np.zeros_like(f)
     q[0, 0] = sigma**2
     resid = p - f @ p @ f.T - q
@@ -444,7 +443,7 @@ def test_stationary_covariance_solves_lyapunov(a, mu, d, sigma):
 @given(a=st.floats(1e-3, 3.0), mu=st.floats(0.0, 0.98), d=st.integers(0, 12))
 @example(a=1.0, mu=0.0, d=0)  # dead-beat (rho = 0): once math.log(0) on a fresh clone
 def test_spectral_radius_predicts_boundedness(a, mu, d):
-    rho = D.spectral_radius(a=a, momentum=mu, lag=d)
+    rho = P.spectral_radius(a=a, momentum=mu, lag=d)
     if rho == 0.0:  # dead-beat: at the target from the first step on
         x = D.simulate(20, r0=0.0, r_star=1.0, a=a, momentum=mu, lag=d).latent - 1.0
         assert x[0] == -1.0 and np.all(x[1:] == 0.0)
@@ -465,7 +464,7 @@ def test_spectral_radius_predicts_boundedness(a, mu, d):
 @example(a=1.0, mu=0.0, k=1)  # dead-beat (rho = 0): once a math domain error
 @example(a=0.9999999999999999, mu=0.0, k=1)  # rho ~ 1e-16: once a one-period horizon (first = last points)
 def test_monodromy_radius_predicts_boundedness(a, mu, k):
-    rho = D.spectral_radius(a=a, momentum=mu, refresh_interval=k)
+    rho = P.spectral_radius(a=a, momentum=mu, refresh_interval=k)
     assume(rho > 0.0 and abs(math.log(rho)) > 0.02)  # rho = 0 (a = 1, mu = 0): dead-beat, settled in one step
     periods = max(2, int(math.ceil(30 / abs(math.log(rho)))))  # the first and last period never the same points
     assume(periods * k <= 20_000)
@@ -513,7 +512,8 @@ def test_time_to_fraction():
 def test_stop_step_is_the_settling_step_in_every_regime(a, mu, regime, first_crossing, settled):
     """Stop step = first step after which the mean trajectory stays within 5% of its gain from the
     plateau: equal to the first crossing when it approaches monotonically, later when it rings."""
-    from bayesgrpo.physics.stopping import deviation_paths, settling_index, stop_steps
+    from bayesgrpo.physics.stopping import settling_index, stop_steps
+    from bench.physics_reference import deviation_paths
 
     assert D.classify_regime(a=a, momentum=mu) == regime
     x = deviation_paths(a, mu, 5000)

@@ -39,7 +39,7 @@ def test_table_contract_and_definitions(mock_sampler):
     assert row.final_q05 <= row.final_q50 <= row.final_q95
     # stop step = first step of the mean recursion from R0 with 95% of the gain: the dynamics core's
     # independent implementation (tau_s = 48 here, not c/k = 60: a is not deep in the overdamped limit)
-    from bayesgrpo.physics.dynamics import time_to_fraction
+    from bench.physics_reference import time_to_fraction
 
     expected = 1 + time_to_fraction(0.95, r0=0.0, r_star=1.0, a=0.1 / 60, momentum=0.9)
     assert row.stop_q50 == pytest.approx(expected, abs=1)
@@ -112,7 +112,7 @@ def test_constant_curve_warns(mock_sampler):
 @pytest.mark.slow
 def test_recovers_plateau_and_timescale_from_simulated_run():
     """Real NUTS on a run simulated from recursion (1): the posterior covers the true plateau."""
-    from bayesgrpo.physics.dynamics import simulate
+    from bench.physics_reference import simulate
 
     a, mu, r0, r_star = 0.002, 0.9, 0.2, 0.75
     sim = simulate(300, r0=r0, r_star=r_star, a=a, momentum=mu, sigma_p=0.002, sigma_m=0.05, seed=11)

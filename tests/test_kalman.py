@@ -113,7 +113,7 @@ def test_op_in_pytensor_graph_matches_kernel():
 
 def test_propagation_matches_simulated_variance():
     """Propagating a known state forward reproduces the exact AR(2) stationary variance."""
-    from bayesgrpo.physics.stability import stationary_variance
+    from bench.physics_reference import stationary_variance
 
     a, mu, sp = 0.05, 0.5, 0.1
     n = 4000

@@ -56,7 +56,7 @@ def test_same_draws_as_nutpie_sample():
     compiled = nutpie.compile_pymc_model(model, backend="numba")
     compiled = compiled.with_data(obs=np.array([1.0, 0.5, -0.2]))
     kw = dict(draws=120, tune=100, chains=2, cores=2, seed=7, target_accept=0.9)
-    ours = nuts_core.sample(compiled, adaptation="low_rank", **kw)
+    ours = nuts_core.start(compiled, adaptation="low_rank", **kw).wait()
     ref = nutpie.sample(compiled, adaptation="low_rank", progress_bar=False, **kw)
     for name in ("mu", "sd"):
         np.testing.assert_array_equal(ours.posterior[name], ref["posterior"][name].to_numpy())
@@ -73,12 +73,12 @@ def test_same_draws_as_nutpie_sample():
     np.testing.assert_array_equal(back.posterior["mu"], ours.posterior["mu"])
     np.testing.assert_array_equal(back.warmup_stats["n_steps"], ours.warmup_stats["n_steps"])
     assert back.dims["mu"] == ("k",)
-    diag = nuts_core.sample(compiled, adaptation="diag", var_names=("sd",), **kw)
+    diag = nuts_core.start(compiled, adaptation="diag", var_names=("sd",), **kw).wait()
     ref = nutpie.sample(compiled, adaptation="diag", progress_bar=False, **kw)
     assert set(diag.posterior) == {"sd"}
     np.testing.assert_array_equal(diag.posterior["sd"], ref["posterior"]["sd"].to_numpy())
     with pytest.raises(ValueError, match="unknown adaptation"):
-        nuts_core.sample(compiled, adaptation="flow", **kw)
+        nuts_core.start(compiled, adaptation="flow", **kw).wait()
     # the light model (what the disk cache loads) samples exactly like nutpie's own
     light = nuts_core.CompiledModel(
         compiled_logp_func=compiled.compiled_logp_func, compiled_expand_func=compiled.compiled_expand_func,
@@ -89,7 +89,7 @@ def test_same_draws_as_nutpie_sample():
     new = np.array([-0.4, 0.1, 0.9])
     a, b = light.with_data(obs=new), compiled.with_data(obs=new)
     assert a.user_data.tobytes() != light.user_data.tobytes()  # points at the new array
-    da, db = nuts_core.sample(a, **kw), nuts_core.sample(b, **kw)
+    da, db = nuts_core.start(a, **kw).wait(), nuts_core.start(b, **kw).wait()
     np.testing.assert_array_equal(da.posterior["mu"], db.posterior["mu"])
     assert not np.array_equal(da.posterior["mu"], ours.posterior["mu"])  # the data did change
     # two runs in flight, one thread each: the same draws as one at a time on two threads
@@ -97,7 +97,7 @@ def test_same_draws_as_nutpie_sample():
     ra, rb = nuts_core.start(a, **kw1), nuts_core.start(b, **{**kw1, "seed": 8})
     fa, fb = ra.wait(), rb.wait()
     np.testing.assert_array_equal(fa.posterior["mu"], da.posterior["mu"])
-    np.testing.assert_array_equal(fb.posterior["mu"], nuts_core.sample(b, **{**kw, "seed": 8}).posterior["mu"])
+    np.testing.assert_array_equal(fb.posterior["mu"], nuts_core.start(b, **{**kw, "seed": 8}).wait().posterior["mu"])
     with pytest.raises(KeyError, match="Unknown shared variable"):
         light.with_data(nope=new)
     with pytest.raises(ValueError, match="rank"):

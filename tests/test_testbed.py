@@ -15,11 +15,10 @@ from bayesgrpo.testbed import (
     TrainerConfig,
     group_advantages,
     grpo_logit_grad,
-    grpo_loss,
     run,
     sweep,
 )
-from bayesgrpo.testbed.grpo import MLPPolicy, TabularPolicy, build, softmax
+from bayesgrpo.testbed.grpo import MLPPolicy, TabularPolicy, _gather, build, softmax
 
 SMALL = dict(task="bandit", n_prompts=8, batch_size=4, vocab_size=4, group_size=4, max_steps=30, learning_rate=0.1)
 SMALL_CTX = dict(
@@ -41,6 +40,25 @@ SMALL_CTX = dict(
 
 
 # ------------------------------------------------------------------------------ advantages
+def grpo_loss(probs, old_probs, ref_probs, actions, adv, *, clip_eps: float = 0.2, kl_beta: float = 0.0) -> float:
+    """The reference of the analytic gradient: the GRPO loss (to minimise): ``-mean_tokens min(rho A, clip(rho) A) + beta * mean_tokens k3``.
+
+    ``probs``/``old_probs``/``ref_probs`` ``[B, L, V]`` (current / sampling / reference policy per
+    prompt and answer position), ``actions [B, G, L]``, ``adv [B, G]``. Answers have a fixed
+    length, so the token mean equals GRPO's per-sequence-then-per-group mean.
+    """
+    pa, oa = _gather(probs, actions), _gather(old_probs, actions)
+    rho = pa / oa
+    A = np.asarray(adv, dtype=float)[:, :, None]
+    surr = np.minimum(rho * A, np.clip(rho, 1 - clip_eps, 1 + clip_eps) * A)
+    loss = -surr.mean()
+    if kl_beta:
+        ra = _gather(ref_probs, actions)
+        u = ra / pa
+        loss += kl_beta * (u - np.log(u) - 1.0).mean()
+    return float(loss)
+
+
 def test_group_advantages_hand_made():
     r = np.array([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
     a = group_advantages(r, eps=0.0, ddof=1)

@@ -23,7 +23,7 @@ from inprocess_worker import InProcessWorker
 from bayesgrpo.conventions import DEFAULT_RISK
 from bayesgrpo.integrations.verl import BACKEND, BayesGRPOTracking, register
 from bayesgrpo.io.verl import verl_config_meta
-from bayesgrpo.resources import example_verl_run
+from bayesgrpo.resources import resource_path
 
 
 class Recorder:
@@ -68,7 +68,9 @@ class VerlTracking:
 
 
 def verl_records(n=None):
-    return [json.loads(line) for line in example_verl_run().read_text().splitlines()][:n]
+    return [
+        json.loads(line) for line in resource_path("examples", "verl-slow-start", "grpo.jsonl").read_text().splitlines()
+    ][:n]
 
 
 def config(**opts):

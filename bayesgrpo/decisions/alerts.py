@@ -20,19 +20,13 @@ import functools
 import json
 from importlib.resources import files
 
-__all__ = ["shipped_alert_rates", "alert_rates_for", "decline_alarm_for"]
+__all__ = ["alert_rates_for", "decline_alarm_for"]
 
 
 @functools.lru_cache(maxsize=8)
 def _load(kind: str) -> dict:
     res = files("bayesgrpo.resources").joinpath(f"alerts_{kind}.json")
     return json.loads(res.read_text()) if res.is_file() else {}
-
-
-def shipped_alert_rates(kind: str = "oscillator") -> dict:
-    """The packaged measurement of ``kind`` (``signals``: signal -> ``false_share``, ``alarms``, ``cases``,
-    ``sources``, what an ``alarm`` is and its ``event``; ``provenance``); ``{}`` when the kind ships none."""
-    return json.loads(json.dumps(_load(kind)))
 
 
 def alert_rates_for(kind: str = "oscillator") -> dict:

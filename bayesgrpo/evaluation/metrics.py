@@ -14,8 +14,6 @@ Scores
 ------
 * :func:`crps_sample` -- CRPS of an ensemble / sample forecast, energy form, exact for the
   empirical distribution of the draws; vectorised over cases.
-* :func:`crps_quantiles` -- CRPS approximated from predictive quantiles (pinball-loss average).
-* :func:`coverage`, :func:`interval_width` -- central-interval diagnostics.
 * :func:`pit` -- probability integral transform, randomised for ties.
 * :func:`reward_range` -- the robust per-run reward scale (:func:`bayesgrpo.series.robust_range`)
   used to normalise errors and CRPS before pooling runs on different reward scales.
@@ -32,10 +30,6 @@ from bayesgrpo.series import robust_range as reward_range  # the one definition 
 
 __all__ = [
     "crps_sample",
-    "crps_normal",
-    "crps_quantiles",
-    "coverage",
-    "interval_width",
     "pit",
     "final_reward",
     "reward_range",
@@ -100,60 +94,6 @@ def _crps_dense(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     # 1/2 E|X - X'| = (1/n^2) sum_i (2i - n + 1) x_(i)
     term2 = (xs @ coef) / (n * n)
     return term1 - term2
-
-
-def crps_normal(mu, sigma, y):
-    """Closed-form CRPS of a Normal(mu, sigma) forecast at ``y`` (Gneiting & Raftery 2007)."""
-    from math import pi
-
-    mu, sigma, y = (np.asarray(a, dtype=float) for a in (mu, sigma, y))
-    z = (y - mu) / sigma
-    from scipy.special import ndtr
-
-    pdf = np.exp(-0.5 * z * z) / np.sqrt(2 * pi)
-    return sigma * (z * (2 * ndtr(z) - 1) + 2 * pdf - 1 / np.sqrt(pi))
-
-
-def crps_quantiles(quantiles, levels, y) -> np.ndarray | float:
-    """CRPS approximated from predictive quantiles: ``2 * mean_k pinball_{tau_k}(q_k, y)``.
-
-    Exact in the limit of many evenly spaced levels on (0, 1) (e.g. ``(k - 0.5) / K``).
-
-    Parameters
-    ----------
-    quantiles : array (n_cases, n_levels) or (n_levels,)
-    levels : array (n_levels,) of quantile levels in (0, 1)
-    y : array (n_cases,) or scalar
-    """
-    scalar = np.ndim(quantiles) == 1 and np.ndim(y) == 0
-    q = _as_cases(quantiles)
-    tau = np.asarray(levels, dtype=float)
-    if tau.shape != (q.shape[1],):
-        raise ValueError(f"levels has shape {tau.shape}, expected ({q.shape[1]},)")
-    yy = np.broadcast_to(np.asarray(y, dtype=float), (q.shape[0],))[:, None]
-    u = yy - q
-    pin = np.maximum(tau * u, (tau - 1.0) * u)
-    out = 2.0 * pin.mean(axis=1)
-    return float(out[0]) if scalar else out
-
-
-def coverage(lower, upper, y) -> float:
-    """Share of cases with ``lower <= y <= upper`` (cases with any NaN are ignored; NaN if none)."""
-    lo, hi, yy = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (lower, upper, y)))
-    ok = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(yy)
-    if not ok.any():
-        return float("nan")
-    return float(np.mean((yy[ok] >= lo[ok]) & (yy[ok] <= hi[ok])))
-
-
-def interval_width(lower, upper, scale=None) -> float:
-    """Mean width ``upper - lower`` (optionally divided per case by ``scale``); NaN cases ignored."""
-    lo, hi = np.broadcast_arrays(np.asarray(lower, dtype=float), np.asarray(upper, dtype=float))
-    w = hi - lo
-    if scale is not None:
-        w = w / np.asarray(scale, dtype=float)
-    w = w[np.isfinite(w)]
-    return float(np.mean(w)) if w.size else float("nan")
 
 
 def pit(samples, y, *, seed=None) -> np.ndarray | float:

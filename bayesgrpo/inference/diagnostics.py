@@ -1,13 +1,17 @@
 """Sampler diagnostics on numpy arrays: rank-normalised split R-hat and bulk ESS (Vehtari et al. 2021).
 
-Why not ArviZ here: importing ``arviz`` loads xarray, scipy and matplotlib (about 2.5 s of a warm
-forecast's start, ``bench/results/imports.md``), and a forecast needs two numbers per variable. These
-are the definitions ``arviz.rhat`` (``method="rank"``) and ``arviz.ess`` (``method="bulk"``) compute,
-step for step (``arviz_stats/base/diagnostics.py``): split chains in halves, rank-normalise (Blom's
-offset 3/8, average ranks for ties), the classic R-hat of the normal scores and of the folded draws
-``|x - median|`` (R-hat is the larger), and the ESS of the normal scores from FFT autocovariances with
-Geyer's initial monotone sequence. ``tests/test_diagnostics.py`` checks both against ArviZ on the
-same draws. Inputs are arrays ``(chain, draw, *shape)``; outputs have ``shape``.
+These are the definitions ``arviz_stats.base.array_stats.rhat`` (``method="rank"``) and ``.ess``
+(``method="bulk"``) compute, step for step (``arviz_stats/base/diagnostics.py``): split chains in halves,
+rank-normalise (Blom's offset 3/8, average ranks for ties; the inverse normal is ``scipy.special.ndtri``,
+loaded anyway by the default kind's evidence through ``scipy.optimize``),
+the classic R-hat of the normal scores and of the folded draws ``|x - median|`` (R-hat is the larger), and
+the ESS of the normal scores from FFT autocovariances with Geyer's initial monotone sequence.
+``tests/test_diagnostics.py`` checks both against arviz_stats on the same draws (equal to 1e-15, as fast).
+Why not call arviz_stats: importing it (its ``__init__`` loads ``loo``, ``scipy.stats``, ``xarray_einstats``)
+costs 1.3 s in a process that already holds numpy, pandas, scipy.special and xarray (2.0 s after
+``import bayesgrpo.forecast``; measured on this 2-core machine), against a warm forecast's 2.5 s
+(``bench/results/startup.md``) that needs two numbers per variable.
+Inputs are arrays ``(chain, draw, *shape)``; outputs have ``shape``.
 
 Reference: A. Vehtari, A. Gelman, D. Simpson, B. Carpenter, P.-C. Bürkner (2021), "Rank-normalization,
 folding, and localization: an improved R-hat for assessing convergence of MCMC", Bayesian Analysis.
@@ -16,52 +20,9 @@ folding, and localization: an improved R-hat for assessing convergence of MCMC",
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import ndtri
 
-__all__ = ["rhat", "ess_bulk", "norm_ppf", "run_health"]
-
-# Wichura's algorithm AS 241 (PPND16): the inverse normal CDF to about 1e-16 relative, vectorised
-# (the coefficients of Python's statistics.NormalDist.inv_cdf, which implements the same algorithm)
-# fmt: off
-_A = (3.3871328727963666080e0, 1.3314166789178437745e2, 1.9715909503065514427e3, 1.3731693765509461125e4,
-      4.5921953931549871457e4, 6.7265770927008700853e4, 3.3430575583588128105e4, 2.5090809287301226727e3)
-_B = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3, 2.1213794301586595867e4,
-      3.9307895800092710610e4, 2.8729085735721942674e4, 5.2264952788528545610e3)
-_C = (1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0, 3.64784832476320460504e0,
-      1.27045825245236838258e0, 2.41780725177450611770e-1, 2.27238449892691845833e-2, 7.74545014278341407640e-4)
-_D = (1.0, 2.05319162663775882187e0, 1.67638483018380384940e0, 6.89767334985100004550e-1, 1.48103976427480074590e-1,
-      1.51986665636164571966e-2, 5.47593808499534494600e-4, 1.05075007164441684324e-9)
-_E = (6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0, 2.96560571828504891230e-1,
-      2.65321895265761230930e-2, 1.24266094738807843860e-3, 2.71155556874348757815e-5, 2.01033439929228813265e-7)
-_F = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1, 1.48753612908506148525e-2, 7.86869131145613259100e-4,
-      1.84631831751005468180e-5, 1.42151175831644588870e-7, 2.04426310338993978564e-15)
-# fmt: on
-
-
-def _poly(c, x):
-    out = np.full_like(x, c[-1])
-    for coef in c[-2::-1]:
-        out = out * x + coef
-    return out
-
-
-def norm_ppf(p) -> np.ndarray:
-    """Inverse of the standard normal CDF (Wichura's AS 241), elementwise; 0 and 1 map to -inf and inf."""
-    p = np.asarray(p, dtype=float)
-    q = p - 0.5
-    out = np.empty_like(p)
-    central = np.abs(q) <= 0.425
-    r = 0.180625 - q[central] ** 2
-    out[central] = q[central] * _poly(_A, r) / _poly(_B, r)
-    tail = ~central
-    rt = np.where(q[tail] > 0.0, 1.0 - p[tail], p[tail])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rt = np.sqrt(-np.log(rt))
-    near = rt <= 5.0
-    with np.errstate(invalid="ignore"):
-        x = np.where(near, _poly(_C, rt - 1.6) / _poly(_D, rt - 1.6), _poly(_E, rt - 5.0) / _poly(_F, rt - 5.0))
-    x = np.where(np.isinf(rt), np.inf, x)  # p = 0 or 1
-    out[tail] = np.where(q[tail] < 0.0, -x, x)
-    return out
+__all__ = ["rhat", "ess_bulk", "run_health"]
 
 
 def _rankdata(a: np.ndarray) -> np.ndarray:
@@ -79,7 +40,7 @@ def _rankdata(a: np.ndarray) -> np.ndarray:
 
 def _z_scale(x: np.ndarray) -> np.ndarray:
     rank = _rankdata(x)
-    return norm_ppf((rank - 0.375) / (rank.size + 0.25)).reshape(x.shape)
+    return ndtri((rank - 0.375) / (rank.size + 0.25)).reshape(x.shape)
 
 
 def _split(x: np.ndarray) -> np.ndarray:

@@ -11,11 +11,10 @@ bit for bit (``tests/test_nuts_core.py`` checks it against ``nutpie.sample``).
 
 * :func:`nutpie_lib` -- the ``nutpie._lib`` extension, loaded without running ``nutpie/__init__``
   (registered as ``nutpie._lib``, so a later ``import nutpie`` reuses it);
-* :func:`start` / :class:`Running` -- a run on nutpie's threads while Python does other work (several
-  runs may be in flight, e.g. one per core);
-* :func:`sample` -- NUTS on a compiled model (anything with nutpie's ``CompiledPyMCModel``
+* :func:`start` / :class:`Running` -- NUTS on a compiled model (anything with nutpie's ``CompiledPyMCModel``
   attributes: the two callback addresses, the shared-data record, the shapes and the initial-point
-  function); returns :class:`Draws`.
+  function) on nutpie's threads while Python does other work (several runs may be in flight, e.g. one
+  per core); ``Running.wait()`` returns :class:`Draws`.
 * :class:`CompiledModel` -- those attributes and ``with_data`` without nutpie's Python layer (what the
   disk cache of compiled models loads, :mod:`bayesgrpo.inference.model_cache`).
 
@@ -34,7 +33,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "sample", "start", "Running", "Draws", "CompiledModel", "update_user_data"]
+__all__ = ["NUTPIE_VERSIONS", "nutpie_lib", "start", "Running", "Draws", "CompiledModel", "update_user_data"]
 
 #: nutpie versions whose private ``_lib`` API this module is written against ([low, high))
 NUTPIE_VERSIONS = ((0, 16, 11), (0, 17, 0))
@@ -225,7 +224,7 @@ def _core_model(lib, compiled):
     """nutpie's ``PyMcModel`` of a compiled model (as ``CompiledPyMCModel._make_model``).
 
     Dims are one per axis of each variable (``<name>_dim_<i>``, with its size) and there are no coords:
-    they only label the sampler's arrow output, which :func:`sample` reads by name and shape (the draws
+    they only label the sampler's arrow output, which :meth:`Running.wait` reads by name and shape (the draws
     are the same, checked in ``tests/test_nuts_core.py``)."""
     expand = lib.ExpandFunc(compiled.n_dim, compiled.n_expanded, compiled.compiled_expand_func.address,
                             compiled.user_data.ctypes.data, compiled)  # fmt: skip
@@ -236,7 +235,7 @@ def _core_model(lib, compiled):
     sizes = {d: k for n, s in zip(names, shapes, strict=True) for d, k in zip(dims[n], s, strict=True)}
     variables = lib.PyVariable.new_variables(list(names), ["float64"] * len(names), shapes, sizes, dims)
 
-    def make_adapter(*args, **kwargs):  # only called with adaptation="flow", which sample() refuses
+    def make_adapter(*args, **kwargs):  # only called with adaptation="flow", which start() refuses
         raise RuntimeError("the normalising-flow adaptation needs nutpie's Python layer")
 
     return lib.PyMcModel(logp, expand, variables, compiled.n_dim, sizes, {}, compiled.initial_point_func, make_adapter)
@@ -278,7 +277,17 @@ def start(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int
     """Start NUTS on ``compiled`` in the background (nutpie's threads; the GIL is free meanwhile).
 
     Several runs may be in flight at once (e.g. one per core with ``cores=1``): the draws of a run
-    depend on its seed only, not on ``cores`` or on what else runs. Arguments as :func:`sample`.
+    depend on its seed only, not on ``cores`` or on what else runs. ``start(...).wait()`` gives the same
+    draws as ``nutpie.sample(compiled, ..., progress_bar=False)`` with the same arguments.
+
+    Parameters
+    ----------
+    compiled
+        A nutpie ``CompiledPyMCModel`` or a :class:`CompiledModel`.
+    var_names : sequence of str, optional
+        Posterior variables to return (default: all).
+    **extra
+        Further nutpie sampler settings (e.g. ``maxdepth``).
     """
     lib = nutpie_lib()
     settings = _settings(lib, seed=seed, adaptation=adaptation, tune=tune, draws=draws, chains=chains,
@@ -287,25 +296,6 @@ def start(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int
     sampler = lib.PySampler.from_pymc(settings, int(cores), model, lib.ProgressType.none(), None, 100,
                                       lib.PyStorage.arrow())  # fmt: skip
     return Running(sampler, compiled, var_names)
-
-
-def sample(compiled, *, draws: int, tune: int, chains: int, cores: int, seed: int, target_accept: float,
-           adaptation: str = "low_rank", var_names=None, **extra) -> Draws:  # fmt: skip
-    """Run nutpie's NUTS on ``compiled`` (a nutpie ``CompiledPyMCModel`` or a :class:`CompiledModel`) and
-    return the draws as numpy arrays.
-
-    The same arguments give the same draws as ``nutpie.sample(compiled, draws=..., tune=...,
-    chains=..., cores=..., seed=..., target_accept=..., adaptation=..., progress_bar=False, **extra)``.
-
-    Parameters
-    ----------
-    var_names : sequence of str, optional
-        Posterior variables to return (default: all).
-    **extra
-        Further nutpie sampler settings (e.g. ``maxdepth``).
-    """
-    return start(compiled, draws=draws, tune=tune, chains=chains, cores=cores, seed=seed, target_accept=target_accept,
-                 adaptation=adaptation, var_names=var_names, **extra).wait()  # fmt: skip
 
 
 def _draws(trace, compiled, var_names) -> Draws:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["settling_index", "deviation_paths", "stop_steps", "band", "DEFAULT_STOP_FRACTION"]
+__all__ = ["settling_index", "stop_steps", "band", "DEFAULT_STOP_FRACTION"]
 
 #: share of the gain the stop step has realised (physics.md section 8 item 10: 95%)
 DEFAULT_STOP_FRACTION = 0.95
@@ -106,28 +106,14 @@ def _recursion(a, mu, n_steps: int, refresh_interval: int | None):
     return shape, steps()
 
 
-def deviation_paths(a, mu, n_steps: int, *, refresh_interval: int | None = None) -> np.ndarray:
-    """Deterministic recursion (1) from ``x_0 = x_{-1} = 1`` (zero initial velocity), batched.
-
-    ``x_{n+1} = (1 + mu) x_n - mu x_{n-1} - a x_{n - d_n}``, ``d_n = n mod K`` for a refresh interval
-    ``K`` (else 0). Returns ``x`` of shape ``(*batch, n_steps + 1)`` (index 0 is the start).
-    """
-    shape, steps = _recursion(a, mu, n_steps, refresh_interval)
-    out = np.empty(shape + (n_steps + 1,))
-    out[..., 0] = 1.0
-    with np.errstate(over="ignore", invalid="ignore"):
-        for n, x in steps:
-            out[..., n + 1] = x
-    return out
-
-
 def stop_steps(
     a, mu, *, n_steps: int, fraction: float = DEFAULT_STOP_FRACTION, refresh_interval: int | None = None, gain=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stop step (in steps from the start) of recursion (1) per draw, censored at ``n_steps``.
 
     Streams the recursion (memory O(draws), whatever ``n_steps``) and applies the same rule as
-    :func:`settling_index` on :func:`deviation_paths` (``gain``: see there). Returns ``(steps,
+    :func:`settling_index` on the deterministic paths of the recursion (``gain``: see there;
+    ``bench/physics_reference.py::deviation_paths`` keeps the whole paths). Returns ``(steps,
     reached)``; ``steps`` equals ``n_steps`` where the mean trajectory has not settled within
     ``n_steps`` steps.
     """

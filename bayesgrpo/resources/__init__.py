@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-__all__ = ["resource_path", "example_run", "example_meta", "example_verl_run"]
+__all__ = ["resource_path", "example_run", "example_meta"]
 
 
 def resource_path(*parts: str) -> Path:
@@ -26,8 +26,3 @@ def example_run() -> Path:
 def example_meta() -> Path:
     """Metadata of the shipped example run."""
     return resource_path("examples", "meta.csv")
-
-
-def example_verl_run() -> Path:
-    """The shipped verl example (``grpo.jsonl`` of a 400-step testbed run whose 0/1 reward starts flat at 0)."""
-    return resource_path("examples", "verl-slow-start", "grpo.jsonl")

@@ -14,7 +14,7 @@ validation of the mean-field physics against it.
 """
 
 from bayesgrpo.testbed.config import SweepConfig, SweepGroup, TrainerConfig, load_sweep_config
-from bayesgrpo.testbed.grpo import Adam, HeavyBall, group_advantages, grpo_logit_grad, grpo_loss, run
+from bayesgrpo.testbed.grpo import Adam, HeavyBall, group_advantages, grpo_logit_grad, run
 from bayesgrpo.testbed.sweep import sweep, write_runs
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "sweep",
     "write_runs",
     "group_advantages",
-    "grpo_loss",
     "grpo_logit_grad",
     "Adam",
     "HeavyBall",

@@ -26,13 +26,11 @@ is recorded in every saved forecast. The package only applies a layer: fitting o
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import HEADLINE, content_identity, interval_bounds
+from bayesgrpo.io.jsonfile import JsonFile
 
 __all__ = ["Calibration", "identity_calibration"]
 
@@ -41,7 +39,7 @@ __all__ = ["Calibration", "identity_calibration"]
 _LEGACY_IDENTITY = {"w_up": 1.0, "w_dn": 1.0, "p_leave": None}
 
 
-class Calibration(BaseModel):
+class Calibration(JsonFile):
     """Parameters of the layer (module docstring). The default is the identity (no shift)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -129,23 +127,10 @@ class Calibration(BaseModel):
         step: 0 at the last observation, 1 at the horizon) of the final reward's shifts."""
         return self.stretch(paths, fraction=fraction, scale=scale, go=np.asarray(go, dtype=float)[None, :], axis=0)
 
-    def save(self, path) -> None:
-        from bayesgrpo.io.output import write_text
-
-        write_text(path, self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path) -> Calibration:
-        p = path if hasattr(path, "read_text") else Path(path)
-        return cls.model_validate(json.loads(p.read_text()))
-
     @classmethod
     def default(cls, kind: str = "oscillator") -> Calibration:
         """The packaged layer of ``kind`` (``calibration_<kind>.json``), else the identity."""
-        from importlib.resources import files
-
-        res = files("bayesgrpo.resources").joinpath(f"calibration_{kind}.json")
-        return cls.load(res) if res.is_file() else identity_calibration()
+        return cls.packaged(f"calibration_{kind}.json") or identity_calibration()
 
 
 def identity_calibration() -> Calibration:

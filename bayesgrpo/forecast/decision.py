@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import DEFAULT_DELTA, content_identity
+from bayesgrpo.io.jsonfile import JsonFile
 from bayesgrpo.schema import REWARD
 from bayesgrpo.series import best_window_mean, current_level, level_points, noise_sd
 
@@ -146,7 +146,7 @@ def _design(method: str, p, fraction, extra=()) -> np.ndarray:
     return np.column_stack(cols)
 
 
-class DecisionCalibration(BaseModel):
+class DecisionCalibration(JsonFile):
     """A recalibration map of event probabilities (module docstring). Frozen, serialisable.
 
     Attributes
@@ -225,17 +225,6 @@ class DecisionCalibration(BaseModel):
         else:
             out[ok] = _sigmoid(_design(self.method, p[ok], f, [x[ok] for x in extra]) @ np.asarray(self.coef))
         return out
-
-    def save(self, path) -> None:
-        from bayesgrpo.io.output import atomic_path
-
-        with atomic_path(path) as tmp:
-            Path(tmp).write_text(self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path) -> DecisionCalibration:
-        p = path if hasattr(path, "read_text") else Path(path)
-        return cls.model_validate(json.loads(p.read_text()))
 
     @classmethod
     def default(cls, kind: str = "oscillator", delta: float = DEFAULT_DELTA) -> DecisionCalibration:

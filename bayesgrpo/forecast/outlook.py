@@ -30,19 +30,18 @@ is fitted on the yardstick's *selection* sources, its weights chosen leave-one-s
 
 from __future__ import annotations
 
-import json
 import zlib
-from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bayesgrpo.conventions import content_identity
+from bayesgrpo.io.jsonfile import JsonFile
 
 __all__ = ["Outlook", "outlook_draws"]
 
 
-class Outlook(BaseModel):
+class Outlook(JsonFile):
     """The outlook of the module docstring: per observed fraction of ``grid``, the mixture weight and the
     quantiles of the change ``z`` (at evenly spaced levels). ``grid`` empty: no outlook (identity)."""
 
@@ -88,24 +87,10 @@ class Outlook(BaseModel):
         t = 0.0 if k == j else float(np.clip((f - g[j]) / (g[k] - g[j]), 0.0, 1.0))
         return w, (1.0 - t) * Q[j] + t * Q[k]
 
-    def save(self, path) -> None:
-        from bayesgrpo.io.output import atomic_path
-
-        with atomic_path(path) as tmp:
-            Path(tmp).write_text(self.model_dump_json(indent=1) + "\n")
-
-    @classmethod
-    def load(cls, path) -> Outlook:
-        p = path if hasattr(path, "read_text") else Path(path)
-        return cls.model_validate(json.loads(p.read_text()))
-
     @classmethod
     def default(cls) -> Outlook:
         """The packaged outlook (``resources/outlook.json``), else none."""
-        from importlib.resources import files
-
-        res = files("bayesgrpo.resources").joinpath("outlook.json")
-        return cls.load(res) if res.is_file() else cls()
+        return cls.packaged("outlook.json") or cls()
 
 
 def outlook_draws(outlook: Outlook, n: int, *, fraction: float, level: float, scale: float, run_id: str,

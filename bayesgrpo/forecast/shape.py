@@ -36,6 +36,8 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bayesgrpo.io.jsonfile import JsonFile
+
 __all__ = ["ShapePrior", "ShapeConfig", "kind_weights", "mix_posteriors", "weights_label", "KIND_CODE"]
 
 #: the posterior variable naming the kind of each draw of a mixture (index into ShapeConfig.kinds)
@@ -66,7 +68,7 @@ class ShapePrior(BaseModel):
         return w / w.sum()
 
 
-class ShapeConfig(BaseModel):
+class ShapeConfig(JsonFile):
     """Which kinds a run's shape is chosen among, and how.
 
     Parameters
@@ -104,30 +106,11 @@ class ShapeConfig(BaseModel):
             raise ValueError(f"shape: the prior has {len(self.prior.at_floor)} weights for {len(self.kinds)} kinds")
         return self
 
-    def save(self, path) -> None:
-        from pathlib import Path
-
-        from bayesgrpo.io.output import atomic_path
-
-        with atomic_path(path) as tmp:
-            Path(tmp).write_text(self.model_dump_json(indent=2) + "\n")
-
-    @classmethod
-    def load(cls, path) -> ShapeConfig:
-        import json
-        from pathlib import Path
-
-        p = path if hasattr(path, "read_text") else Path(path)
-        return cls.model_validate(json.loads(p.read_text()))
-
     @classmethod
     def default(cls) -> ShapeConfig:
         """The packaged shape configuration (``resources/shape.json``, chosen by ``bench/quality_study.py``),
         else the class defaults."""
-        from importlib.resources import files
-
-        res = files("bayesgrpo.resources").joinpath("shape.json")
-        return cls.load(res) if res.is_file() else cls()
+        return cls.packaged("shape.json") or cls()
 
 
 def kind_weights(feats: dict, evidence: dict, config: ShapeConfig, *, allowed=None) -> dict[str, float]:

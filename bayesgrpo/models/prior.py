@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from bayesgrpo.errors import PriorError
+from bayesgrpo.io.jsonfile import JsonFile
 from bayesgrpo.models.arrays import ADAM_BETA1
 
 __all__ = ["PopulationPrior", "PRIOR_RESOURCE", "VECTOR_FIELDS", "prior_resource", "fit_population", "context_prior",
@@ -65,7 +66,7 @@ def prior_resource(kind: str = "oscillator"):
     )
 
 
-class PopulationPrior(BaseModel):
+class PopulationPrior(JsonFile):
     """Hyperparameters of the per-run effects (normalised units; see :mod:`bayesgrpo.models.arrays`).
 
     Every fitted number must be given (no built-in defaults that could silently stand in for the
@@ -151,27 +152,11 @@ class PopulationPrior(BaseModel):
         return f"{self.name}@sha256:{self.sha256[:12]}"
 
     # ------------------------------------------------------------------ io
-    @classmethod
-    def load(cls, path) -> PopulationPrior:
-        """Read a prior JSON file; a missing or invalid file raises :class:`PriorError` naming it."""
-        p = path if hasattr(path, "read_text") else Path(path)
-        try:
-            text = p.read_text()
-        except (FileNotFoundError, OSError) as e:
-            raise PriorError(
-                f"population prior {p}: cannot be read ({e.__class__.__name__}). The package data are incomplete "
-                "(reinstall bayesgrpo) or $BAYESGRPO_PRIOR points to a missing file."
-            ) from None
-        try:
-            return cls.model_validate(json.loads(text))
-        except (json.JSONDecodeError, ValidationError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise PriorError(f"population prior {p}: not a valid prior file ({first})") from None
-
-    def save(self, path) -> None:
-        from bayesgrpo.io.output import write_text
-
-        write_text(path, self.model_dump_json(indent=2) + "\n")
+    # io: save / load (a missing or invalid file raises PriorError naming it) from JsonFile
+    file_label: ClassVar[str] = "population prior"
+    file_error: ClassVar[type[Exception]] = PriorError
+    file_hint: ClassVar[str] = (". The package data are incomplete (reinstall bayesgrpo) or $BAYESGRPO_PRIOR points "
+                                "to a missing file.")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- fitting

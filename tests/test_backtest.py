@@ -139,10 +139,11 @@ def test_skipped_accounting():
     rs = _runs((50, 30, 4))
     res, _ = _bt(rs, cutoffs=(0.1, 0.5))
     sk = res.skipped
-    # r2 has 4 points: skipped at both cutoffs; r1 (30 points, span 29): cutoff 0.1 -> steps <= 3.9 -> 3 points
-    assert set(map(tuple, sk[["run_id", "cutoff"]].to_numpy())) == {("r2", 0.1), ("r2", 0.5), ("r1", 0.1)}
-    assert sk["reason"].str.contains("a forecast needs at least 5").all()  # the plan's one message
-    assert len(res.cases) == 3  # r0 @ 0.1, r0 @ 0.5, r1 @ 0.5
+    # r2 has 4 points: 1 and 2 at the cutoffs, skipped at both; r1 (30 points, span 29): cutoff 0.1 -> steps <= 3.9
+    # -> 3 points, the fewest a forecast takes (bayesgrpo.plan.MIN_POINTS)
+    assert set(map(tuple, sk[["run_id", "cutoff"]].to_numpy())) == {("r2", 0.1), ("r2", 0.5)}
+    assert sk["reason"].str.contains("a forecast needs at least 3").all()  # the plan's one message
+    assert len(res.cases) == 4  # r0 and r1 at 0.1 and 0.5
 
 
 def test_resume_skips_done_cases(tmp_path):

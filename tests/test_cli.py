@@ -50,9 +50,9 @@ def test_errors_are_one_line(tmp_path):
     few = tmp_path / "few.csv"
     few.write_text("run_id,step,reward\nr,1,0.1\nr,2,0.2\n")
     res = runner.invoke(app, ["forecast", str(few), "--horizon", "100"])  # the only run: an error row, exit 1
-    assert res.exit_code == 1 and "'r'" in res.output and "at least 5" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 1 and "'r'" in res.output and "at least 3" in res.output and "Traceback" not in res.output
     res = runner.invoke(app, ["forecast", str(few), "--horizon", "100", "--strict"])
-    assert res.exit_code == 2 and "at least 5" in res.output
+    assert res.exit_code == 2 and "at least 3" in res.output
     res = runner.invoke(app, ["forecast", str(few), "--model", "magic"])
     assert res.exit_code == 2 and "--model 'magic' is not a model kind" in res.output
 

@@ -169,19 +169,35 @@ def test_table_suffix_decides_the_format(tmp_path, mock_sampler):
 def test_one_short_run_is_an_error_row_not_a_lost_batch(tmp_path, mock_sampler):
     p = write_runs(tmp_path)
     df = pd.read_csv(p)
-    df = pd.concat([df, pd.DataFrame({"run_id": "tiny", "step": [1, 2, 3], "reward": [0.1, 0.2, 0.3]})])
+    df = pd.concat([df, pd.DataFrame({"run_id": "tiny", "step": [1, 2], "reward": [0.1, 0.2]})])
     df.to_csv(p, index=False)
     out = tmp_path / "t.csv"
     res = invoke("forecast", p, "--horizon", 200, "--out", out, "--draws", 20, "--tune", 10)
     assert res.exit_code == 0, res.output
     assert "warning:" in res.output and "'tiny'" in res.output
     t = pd.read_csv(out).set_index("run_id")
-    assert t.loc["tiny", "status"] == "error" and "at least 5" in t.loc["tiny", "error"]
+    assert t.loc["tiny", "status"] == "error" and "at least 3" in t.loc["tiny", "error"]
     assert (t.loc[["a", "b"], "status"] == "ok").all()
     res = invoke("forecast", p, "--horizon", 200, "--exclude", "tiny", "--draws", 20, "--tune", 10)
     assert res.exit_code == 0 and "tiny" not in res.output
     res = invoke("forecast", p, "--horizon", 200, "--strict")
     assert res.exit_code == 2
+
+
+def test_a_run_of_three_points_is_forecast_and_says_it_is_rough(tmp_path, mock_sampler):
+    """The 10% cut of a 30-point run has 3 points: a forecast (not an error row) that says what was measured
+    from so few (up to 5 points); 6 points do not."""
+    p = tmp_path / "short.csv"
+    steps = np.arange(1, 7)
+    rows = [("three", s, 0.1 + 0.02 * s) for s in steps[:3]] + [("six", s, 0.1 + 0.02 * s) for s in steps]
+    pd.DataFrame(rows, columns=["run_id", "step", "reward"]).to_csv(p, index=False)
+    out = tmp_path / "t.csv"
+    res = invoke("forecast", p, "--horizon", 30, "--out", out, "--draws", 20, "--tune", 10)
+    assert res.exit_code == 0, res.output
+    t = pd.read_csv(out).set_index("run_id")
+    assert set(t["status"]) <= {"ok", "warning"} and t.loc["three", "n_obs"] == 3  # forecast, not an error row
+    assert "'three'" in res.output and "only 3 logged points" in res.output and "short_prefix" in res.output
+    assert res.output.count("logged points, a rough answer") == 1
 
 
 def test_bad_metadata_cell_warns_and_is_missing(tmp_path, mock_sampler):

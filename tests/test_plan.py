@@ -98,7 +98,7 @@ def test_too_few_points_names_the_first_logged_step_under_until_step():
     runs = _runs({"a": _ramp(step=10, start=10), "b": _ramp()}, meta={"max_steps": {"a": 900, "b": 900}})
     p = plan_runs(runs, until_step=8)
     assert p["a"].n_obs == 0 and p["a"].last_step is None
-    assert p["a"].error == ("run 'a' has 0 logged reward point(s); a forecast needs at least 5 with --until-step 8 "
+    assert p["a"].error == ("run 'a' has 0 logged reward point(s); a forecast needs at least 3 with --until-step 8 "
                             "(its first logged step is 10)")  # fmt: skip
     assert p["b"].ok and (p["b"].n_obs, p["b"].last_step, p["b"].last_logged) == (8, 8, 50)
     assert p.ok_ids == ["b"] and set(p.errors) == {"a"} and p.truncated

@@ -35,7 +35,17 @@ import numpy as np
 import pandas as pd
 
 from bayesgrpo.errors import DataWarning, ForecastError, Interrupted, warning_type
-from bayesgrpo.plan import MIN_POINTS, Plans, RunPlan, final_reward, meta_number, plan_runs, run_where
+from bayesgrpo.plan import (
+    FEW_POINTS,
+    FEW_POINTS_NOTE,
+    MIN_POINTS,
+    Plans,
+    RunPlan,
+    final_reward,
+    meta_number,
+    plan_runs,
+    run_where,
+)
 from bayesgrpo.schema import REWARD, STEP, RunSet
 
 if TYPE_CHECKING:
@@ -142,6 +152,7 @@ def forecast_batch(
                       final_window=forecaster.config.final_window, min_points=min_points,
                       n_draws=forecaster.sampler.draws * forecaster.sampler.chains)  # fmt: skip
     _max_steps_warnings(plans)
+    _few_points_warnings(plans)
     errors, complete = _check_plans(plans, strict=strict)
     good = [r for r in plans.ok_ids if r not in complete]
     fit, cut = None, []
@@ -218,6 +229,15 @@ def _max_steps_warnings(plans: Plans) -> None:
                           f"is complete at step {int(p.horizon)} (its final reward is the one logged up to it; the later "
                           "steps are not used). To see what a forecast at an earlier step said, use --until-step",
                           DataWarning, stacklevel=4)  # fmt: skip
+
+
+def _few_points_warnings(plans: Plans) -> None:
+    """A forecast from fewer than :data:`~bayesgrpo.plan.FEW_POINTS` logged points says it is rough, and what
+    was measured from so few."""
+    for p in plans:
+        if p.ok and not p.complete and p.n_obs < FEW_POINTS:
+            warnings.warn(f"{run_where(plans.full, p.run_id)}: forecast from only {p.n_obs} logged points, a rough "
+                          f"answer ({FEW_POINTS_NOTE})", DataWarning, stacklevel=4)  # fmt: skip
 
 
 def long_work(plans: Plans) -> list[str]:

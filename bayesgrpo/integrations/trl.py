@@ -42,6 +42,7 @@ from bayesgrpo.integrations.alerts import Alerter, margin_layout
 from bayesgrpo.integrations.history import HistoryWriter
 from bayesgrpo.integrations.stops import ImprovementStop, PolicyStop, UtilityStop, _stop_rule
 from bayesgrpo.io.trl import run_config_meta
+from bayesgrpo.plan import MIN_POINTS
 
 __all__ = ["BayesGRPOCallback", "ImprovementStop", "UtilityStop", "PolicyStop", "LOGGED_KEYS"]
 
@@ -187,8 +188,9 @@ class BayesGRPOCallback(TrainerCallback, ExportableState):
             kind = model
         if every is not None and int(every) < 1:
             raise ValueError(f"every must be >= 1; got {every}")
-        if min_points < 5:
-            raise ValueError(f"min_points must be >= 5 (a forecast needs 5 logged points); got {min_points}")
+        if min_points < MIN_POINTS:
+            raise ValueError(f"min_points must be >= {MIN_POINTS} (a forecast needs {MIN_POINTS} logged points); "
+                             f"got {min_points}")  # fmt: skip
         self.every = None if every is None else int(every)
         self.target = None if target is None else float(target)
         self.horizon = None if horizon is None else int(horizon)

@@ -82,8 +82,8 @@ def test_save_load_roundtrip_identical(mock_sampler, tmp_path):
 
 
 def test_errors_name_the_run():
-    few = RunSet.from_frames(pd.DataFrame({"run_id": "tiny", "step": [1, 2, 3], "reward": [0.1, 0.2, 0.1]}))
-    with pytest.raises(ForecastError, match=r"'tiny'.*3 logged reward point"):
+    few = RunSet.from_frames(pd.DataFrame({"run_id": "tiny", "step": [1, 2], "reward": [0.1, 0.2]}))
+    with pytest.raises(ForecastError, match=r"'tiny'.*2 logged reward point"):
         Forecaster().fit(few, horizon=100)
     runs = _runs(max_steps=np.nan)
     with pytest.raises(ForecastError, match=r"'r1'.*no horizon"):

@@ -95,11 +95,11 @@ def small_runs():
 
 
 def runs_with(tmp_path, ids, *, n=80, meta=None, short=(), every=5):
-    """Saturating 0-1 runs (ids may be hostile) plus runs with 3 points (error rows)."""
+    """Saturating 0-1 runs (ids may be hostile) plus runs with 2 points (error rows)."""
     rng = np.random.default_rng(1)
     frames = []
     for k, rid in enumerate([*ids, *short]):
-        m = 3 if rid in short else n
+        m = 2 if rid in short else n  # 2 points: fewer than a forecast takes (plan.MIN_POINTS)
         s = np.arange(1, m + 1) * every
         y = 0.2 + (0.3 + 0.1 * k) * (1 - np.exp(-s / 120)) + 0.02 * rng.standard_normal(m)
         frames.append(pd.DataFrame({"run_id": rid, "step": s, "reward": y}))

@@ -18,6 +18,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from planted import planted_package
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "bayesgrpo"
 MAX_FILE_LINES = 600
@@ -201,17 +203,8 @@ def test_no_file_over_600_lines_and_no_function_over_80_but_the_named_kernels():
     assert stale == [], f"ARCHITECTURE.md names kernels that are not over the limit: {stale}"
 
 
-def _package(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "pkg"
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
-
-
 def test_the_checkers_find_planted_defects(tmp_path):
-    root = _package(tmp_path, {
+    root = planted_package(tmp_path, {
         "__init__.py": "",
         "low.py": "def f():\n    from pkg.high import g  # a function-local import counts\n",
         "high.py": "from . import low\nimport pkg\n",

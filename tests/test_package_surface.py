@@ -23,6 +23,8 @@ import json
 import re
 from pathlib import Path
 
+from planted import planted_package
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "bayesgrpo"
 FRONT_ENDS = ("bayesgrpo.cli", "bayesgrpo.__main__")
@@ -279,17 +281,8 @@ def test_every_public_name_of_the_package_is_reached_from_a_front_end_or_the_use
     assert stale == [], f"ALLOWED names that are reached now or gone (drop them from the list): {stale}"
 
 
-def _package(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "pkg"
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-    return root
-
-
 def test_the_checker_finds_planted_bench_only_names(tmp_path):
-    root = _package(tmp_path, {
+    root = planted_package(tmp_path, {
         "__init__.py": '_LAZY = {"Api": ("pkg.core", "Api")}\n',
         "cli/__init__.py": "",
         "cli/app.py": "from pkg.core import run\n\ndef main():\n    return run()\n",

@@ -70,11 +70,11 @@ def linear_pool(parts: list[dict[str, np.ndarray]], weights, n: int = store.N_DR
     return out
 
 
-def evidence_table(keys) -> pd.DataFrame:
-    """Block evidence (raw reward units) per case key and component: the kinds' Laplace block evidence and the
+def evidence_table(keys, kinds=("oscillator", "degeneracy")) -> pd.DataFrame:
+    """Block evidence (raw reward units) per case key and component: the ``kinds``' Laplace block evidence and the
     curve families' block score, columns ``key``, ``component`` (``oscillator``, ``fam:<name>``), ``ev``."""
     rows = []
-    for k in ("oscillator", "degeneracy"):
+    for k in kinds:
         _, f = store.read(f"{k}_evidence")
         if len(f):
             rows.append(pd.DataFrame(dict(key=f["key"], component=k, ev=f["evidence_raw"])))

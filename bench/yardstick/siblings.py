@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.forecast.outlook import Outlook, outlook_draws
+from bayesgrpo.forecast.outlook import Outlook
 from bench.yardstick import score, study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,11 +72,7 @@ def with_siblings(draws: dict, cf: pd.DataFrame, weights: dict, k: float, w_sib,
             qs = sibling_quantiles(q, sib["z"].to_numpy(float), k, h_min)
             ww = w if w_sib is None else max(w, w_sib)
             ol = Outlook(grid=(float(r.cutoff),), weight=(float(ww),), quantiles=(tuple(np.maximum.accumulate(qs)),))
-            idx, end = outlook_draws(ol, x.size, fraction=r.cutoff, level=r.level_pkg, scale=r.scale,
-                                     run_id=r.key.split("|")[0])  # fmt: skip
-            x = x.copy()
-            x[idx] = end
-            out[r.key] = x
+            out.update(study.apply_outlook(ol, {r.key: x}, g_src.loc[[r.Index]]))
     return out
 
 

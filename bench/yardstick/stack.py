@@ -18,26 +18,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import pandas as pd
-
-from bench.yardstick import compose, score, store, study
+from bench.yardstick import compose, score, study
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "bench" / "results" / "yardstick"
 FAMS = ("fam:exp3", "fam:pow3", "fam:pow4", "fam:mmf", "fam:weibull", "fam:logistic")
-
-
-def evidence(keys) -> pd.DataFrame:
-    """Long table ``key, component, ev`` of the three kinds and the curve families."""
-    rows = []
-    for k in study.KINDS:
-        _, f = store.read(f"{k}_evidence")
-        rows.append(pd.DataFrame(dict(key=f["key"], component=k, ev=f["evidence_raw"])))
-    _, f = store.read("curves")
-    f = f[f["family"] != "*"]
-    rows.append(pd.DataFrame(dict(key=f["key"], component="fam:" + f["family"], ev=f["block"])))
-    E = pd.concat(rows, ignore_index=True)
-    return E[E["key"].isin(set(keys))]
 
 
 def variants() -> dict[str, dict]:
@@ -59,7 +44,7 @@ def main() -> None:
     cf, M, E_kinds, peers = study.load("selection")
     auto, _ = study.compose_auto(M, E_kinds, cf["key"], study.shape_config())
     M["auto"] = auto
-    E = evidence(cf["key"])
+    E = compose.evidence_table(cf["key"], kinds=study.KINDS)
     ours, weights_of, W_of = ["auto"], {}, {}
     for name, v in variants().items():
         M[name], W_of[name] = compose.bma(M, E, v["components"], beta=v["beta"], prior=v["prior"], fallback="auto")

@@ -92,7 +92,9 @@ def _drop_stale_kernels() -> None:
     numba's ``cache=True`` invalidates a cached function by its own file's timestamp only, so a change in
     ``kalman_op.py`` or ``spread.py`` alone would leave the extended filter running the old code (seen
     during development: a fixed gradient stayed wrong until the cache was cleared). A stamp of the sources'
-    checksum sits beside the cache; on a mismatch this module's cache entries go.
+    checksum sits beside the cache; on a mismatch this module's cache entries go. Why not a ``NUMBA_CACHE_DIR``
+    per version of the sources instead: numba reads it once per process, for every cached function of the
+    process, so setting it here would move PyTensor's and the user's own numba caches too.
     """
     try:  # numba's in-tree cache folder, or NUMBA_CACHE_DIR's mirror of it (a user-wide fallback is not handled)
         folder = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(__file__).parent / "__pycache__")

@@ -2,8 +2,8 @@
 
 * :class:`SamplerConfig` -- NUTS settings, kept apart from any model configuration.
 * :func:`compile_model` -- nutpie compilation, cached per process and on disk
-  (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine (10-30 s with
-  numba here) and reused by every later process; data enter as ``pm.Data`` and are swapped per call.
+  (:mod:`bayesgrpo.inference.model_cache`): a graph is compiled once per machine and reused by every later
+  process (a new process's first forecast, imports and compile included: ``bench/results/speed.md``); data enter as ``pm.Data`` and are swapped per call.
 * :func:`nuts` -- swap data into a compiled model and run nutpie's NUTS; returns the DataTree.
 * :func:`log_density` -- the compiled model's log posterior density and gradient with data swapped in
   (what the evidence of :mod:`bayesgrpo.inference.evidence` is computed on);

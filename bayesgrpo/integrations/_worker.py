@@ -1,8 +1,8 @@
 """The background forecasting process shared by :class:`~bayesgrpo.integrations.trl.BayesGRPOCallback`
 and ``bayesgrpo watch``.
 
-One persistent worker process per training run (or per ``watch``), so the model is compiled once
-(the first compile takes 15-30 s; later fits about 1 s):
+One persistent worker process per training run (or per ``watch``), so the model is compiled once (a new
+process's first forecast, compile included, and the later fits are timed in ``bench/results/speed.md``):
 
 * started as a fresh interpreter (``python -m bayesgrpo.integrations._serve``: a *spawn*, never a
   fork of the training process, and it never re-imports the user's training script), in its own

@@ -148,6 +148,13 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
         p = float(a.rsplit("= ", 1)[1])
         assert 0.5 <= p <= 1.0 and " over " in a and "plateau " in a and "90% interval" in a
     assert res.summary_markdown().splitlines()[2] == f"- **{ans[0]}**"
+    # the short answer per level: every run in one level per factor, P(best) a distribution over the levels
+    lv = res.levels()
+    assert list(lv["factor"].unique()) == ["family", "group_size"]
+    for _f, g in lv.groupby("factor"):
+        assert g["runs"].sum() == len(runs.run_ids) and np.isclose(g["p_best"].sum(), 1.0)
+        for q in ("plateau", "timescale", "noise"):
+            assert (g[f"{q}_lo"] <= g[q]).all() and (g[q] <= g[f"{q}_hi"]).all()
     g = df.loc[(df["quantity"] == "log_noise_temp") & (df["factor"] == "group_size")].iloc[0]
     assert np.isclose(g["predicted"], -np.log(2 / 8))  # -(log 2 - log 8): 1/G law
     assert set(res.loo["kind"]) == set(C.COMPARE_KINDS)
@@ -176,10 +183,14 @@ def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
                                    "--fixed-g-exponent", "--kinds", "saturation,scaling",
                                    "--out", str(tmp_path / "contrasts.parquet")])  # fmt: skip
     assert res.exit_code == 0, res.output
-    lines = res.stdout.splitlines()  # the answer comes first, before any table
-    assert lines[0].startswith("# the answer, per factor") and lines[1].startswith("family: ") and " over " in lines[1]
-    assert lines[2].startswith("group_size: ")
-    for f in ("contrasts.csv", "loo.csv", "summary.md", "forest.png"):
+    lines = res.stdout.splitlines()  # the answer comes first: per level, then one sentence per factor
+    assert lines[0].startswith("# per level") and lines[1].split() == ["factor", "level", "runs", "plateau",
+                                                                        "timescale", "noise", "P(best)"]  # fmt: skip
+    assert [ln.split()[0] for ln in lines[2:6]] == ["family"] * 2 + ["group_size"] * 2
+    assert lines[6].startswith("# the answer, per factor") and lines[7].startswith("family: ") and " over " in lines[7]
+    assert lines[8].startswith("group_size: ")
+    assert "contrasts (" not in res.stdout  # the full contrast table goes to the files only
+    for f in ("levels.csv", "contrasts.csv", "loo.csv", "summary.md", "forest.png"):
         assert (out / f).exists(), f
     pq, csv = pd.read_parquet(tmp_path / "contrasts.parquet"), pd.read_csv(out / "contrasts.csv")
     assert pq.shape == csv.shape and list(pq["quantity"]) == list(csv["quantity"])

@@ -328,10 +328,10 @@ def _glance_stop_count(text: str) -> int:
 def test_cli_report_glance_and_sampler_word_say_what_the_table_and_cli_say(tmp_path, mock_sampler, chain_shift):
     """Issue 33, item 11: the glance counts the stop advices the table shows (one rule), and the page's sampler word
     is the CLI table's status word for the same fit (one rule, one word)."""
-    mock_sampler["params"]["r_star"] = 0.0  # every run heads down: the stop policy advises stop
-    mock_sampler["chain_shift"] = chain_shift
+    mock_sampler["params"]["r_star"] = 0.0  # every run heads down: the stop policy advises stop (at half of
+    mock_sampler["chain_shift"] = chain_shift  # the run, where the packaged outlook adds no population changes)
     out = tmp_path / "r.html"
-    res = invoke("report", SMALL / "runs.csv", "--meta", SMALL / "meta.csv", "--until-fraction", 0.3,
+    res = invoke("report", SMALL / "runs.csv", "--meta", SMALL / "meta.csv", "--until-fraction", 0.5,
                  "--draws", 50, "--tune", 10, "--out", out)  # fmt: skip
     assert res.exit_code == 0, res.output
     text = out.read_text(encoding="utf-8")

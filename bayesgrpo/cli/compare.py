@@ -96,14 +96,16 @@ def _show_and_write(res, *, out, out_dir) -> None:
     from bayesgrpo.io.output import save_figure, write_table, write_text
     from bayesgrpo.plots.forest import forest_plot
 
+    # the answer first: per level, plateau / timescale / noise and P(best); then one sentence per factor. The full
+    # contrast table, the timescale by size and the per-run Pareto k go to the files (--out, --out-dir)
+    lv = res.levels()
+    if len(lv):
+        C.print_table(_levels_view(lv), title=f"per level ({res.primary} model; means over the level's runs, 80% "
+                                              "intervals; P(best): of the plateau)")  # fmt: skip
     answers = res.answers()
-    if answers:  # the answer first: one sentence per factor
+    if answers:
         typer.echo("# the answer, per factor (the plateau contrast the posterior is surest about)")
         typer.echo("\n".join(answers))
-    C.print_table(res.contrasts.drop(columns=["kind"]), title=f"contrasts ({res.primary} model; 90% intervals)",
-                  floatfmt="{:.3g}")  # fmt: skip
-    if len(res.tau_by_size):
-        C.print_table(res.tau_by_size, title="timescale vs model size", floatfmt="{:.3g}")
     C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
     C.print_table(res.health, title="sampler health", floatfmt="{:.3g}")
     if out is not None:
@@ -111,11 +113,22 @@ def _show_and_write(res, *, out, out_dir) -> None:
             write_table(res.contrasts, out)
         C.status(f"wrote {out}")
     with C.guard():
-        for name, df in (("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
+        for name, df in (("levels", lv), ("contrasts", res.contrasts), ("loo", res.loo), ("pareto_k", res.pareto_k),
                          ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
             write_table(df, out_dir / f"{name}.csv")
         write_text(out_dir / "summary.md", res.summary_markdown())
         save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
     C.status(
-        f"wrote {out_dir}/contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
+        f"wrote {out_dir}/levels.csv, contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
     )
+
+
+def _levels_view(lv):
+    """:meth:`CompareResult.levels` for reading: each quantity as ``mean (lo-hi)``, P(best) as a share."""
+    import pandas as pd
+
+    view = lv[["factor", "level", "runs"]].astype(str)
+    for q in ("plateau", "timescale", "noise"):
+        view[q] = [f"{m:.3g} ({a:.3g} to {b:.3g})" for m, a, b in zip(lv[q], lv[f"{q}_lo"], lv[f"{q}_hi"], strict=True)]
+    view["P(best)"] = ["" if pd.isna(p) else f"{p:.2f}" for p in lv["p_best"]]
+    return view

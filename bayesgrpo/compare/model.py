@@ -119,13 +119,39 @@ class CompareResult:
                        f"P({hi} higher) = {p:.2f}")  # fmt: skip
         return out
 
+    def levels(self) -> pd.DataFrame:
+        """The short answer, per factor level (the family factor and each other factor of ``by`` with at least two
+        levels): the mean over the level's runs of the run-level plateau, timescale (steps) and noise (``sigma_p``)
+        of the primary fit -- posterior median and 80% interval -- and ``p_best``, the posterior probability that this
+        level's mean plateau is the highest of the factor's known levels (``unknown``: no P(best))."""
+        post = sampling.as_dataset(self.fits[self.primary]["posterior"])
+        arr = self.arrays
+        per = {q: post[v].transpose("chain", "draw", "run").to_numpy().reshape(-1, post.sizes["run"])
+               for q, v in (("plateau", "r_star"), ("timescale", "tau"), ("noise", "sigma_p"))}  # fmt: skip
+        rows = []
+        for c, codes in {arr.family_factor: arr.family_idx, **arr.factor_idx}.items():
+            present = [k for k in range(len(arr.levels[c])) if np.any(codes == k)]
+            if len(present) < 2:
+                continue
+            means = {k: {q: x[:, codes == k].mean(axis=1) for q, x in per.items()} for k in present}
+            known = [k for k in present if str(arr.levels[c][k]) != "unknown"]
+            best = np.argmax(np.stack([means[k]["plateau"] for k in known]), axis=0) if len(known) > 1 else None
+            for k in present:
+                row = {"factor": c, "level": arr.levels[c][k], "runs": int(np.sum(codes == k))}
+                for q, d in means[k].items():
+                    row[q] = float(np.median(d))  # a timescale's posterior is skewed: its mean can lie past 90%
+                    row[f"{q}_lo"], row[f"{q}_hi"] = (float(v) for v in np.quantile(d, [0.1, 0.9]))
+                p = float(np.mean(best == known.index(k))) if best is not None and k in known else np.nan
+                rows.append({**row, "p_best": p})
+        return pd.DataFrame(rows)
+
     def g_exponent(self) -> dict:
         """The noise-temperature exponent b of the primary fit (mean, sd, 90% interval, P(b>0))."""
         row = self.contrasts.loc[self.contrasts["quantity"] == "g_exponent_b"]
         return row.iloc[0].to_dict() if len(row) else {}
 
     def summary_markdown(self) -> str:
-        """Markdown report: b vs 1, contrasts, tau by size, LOO with Pareto k, sampler health."""
+        """Markdown report: the answers, b vs 1, the levels, contrasts, tau by size, LOO with Pareto k, health."""
         lines = [f"# bayesgrpo compare — {len(self.arrays.run_ids)} runs, by {', '.join(self.by)}", ""]
         lines += [f"- **{s}**" for s in self.answers()]
         b = self.g_exponent()
@@ -144,6 +170,8 @@ class CompareResult:
         lines.append(
             f"- reward scales: {len(set(self.arrays.scale_groups))} normalisation group(s); primary model for contrasts: `{self.primary}`"
         )
+        lines += ["", "## Per level (means over each level's runs; 80% intervals; P(best) of the plateau)", "",
+                  _md(self.levels())]  # fmt: skip
         lines += ["", "## Contrasts (90% equal-tailed intervals)", "", _md(self.contrasts.drop(columns=["kind"]))]
         if len(self.tau_by_size):
             lines += ["", "## Timescale vs model size", "", _md(self.tau_by_size)]

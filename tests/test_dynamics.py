@@ -414,13 +414,18 @@ def test_stationary_variance_values_and_divergence():
     assert D.stationary_variance(sigma_p=1.0, a=0.05, momentum=0.9, lag=20, kind="continuum") == math.inf
 
 
-@settings(max_examples=60, deadline=None)
+# most draws with a lag are unstable and filtered (the stable a shrinks with the lag): the health check would
+# fail on some seeds, so it is off, and explicit stable cases with and without a lag always run
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(
     a=st.floats(1e-3, 3.5),
     mu=st.floats(0.0, 0.98),
     d=st.integers(0, 6),
     sigma=st.floats(0.01, 2.0),
 )
+@example(a=0.3, mu=0.0, d=0, sigma=1.0)
+@example(a=0.02, mu=0.9, d=2, sigma=0.5)  # spectral radius 0.970
+@example(a=0.1, mu=0.3, d=6, sigma=0.1)  # 0.953
 def test_stationary_covariance_solves_lyapunov(a, mu, d, sigma):
     assume(P.spectral_radius(a=a, momentum=mu, lag=d) < 0.999)
     p = D.stationary_covariance(a=a, momentum=mu, sigma_p=sigma, lag=d)

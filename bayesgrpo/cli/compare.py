@@ -124,7 +124,7 @@ def _show_and_write(res, *, out, out_dir) -> None:
 
 
 def _levels_view(lv):
-    """:meth:`CompareResult.levels` for reading: each quantity as ``mean (lo-hi)``, P(best) as a share."""
+    """:meth:`CompareResult.levels` for reading: each quantity as ``median (lo to hi)``, P(best) as a share."""
     import pandas as pd
 
     view = lv[["factor", "level", "runs"]].astype(str)

@@ -15,10 +15,10 @@ Variants (rules for the weight per cutoff, on the inner leave-one-source-out sco
 * ``cov>=0.80, w<=0.9`` -- the same on a grid up to 0.9;
 * ``min CRPS given cov>=0.80`` -- the lowest CRPS among the weights with coverage >= 0.80 (grid up to 0.9);
 * ``... by regime`` -- the changes ``z`` fitted apart for runs at their floor (the shape prior's ``at_floor``)
-  and the others, where each has cases of at least ``study.MIN_REGIME_SOURCES`` sources at every cutoff.
+  and the others, where each has cases of at least :data:`MIN_REGIME_SOURCES` sources at every cutoff.
 
 Outcome: the rule stays (no variant moves 0.1); by regime is better at 0.2 here but lost on the locked test at
-look 4 (``bench/results/yardstick/look4.md``), so it stays in ``bench/`` (:func:`bench.yardstick.study.fit_regime_outlook`).
+look 4 (``bench/results/yardstick/look4.md``), so it stays here (:func:`fit_regime_outlook`), out of the package.
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bayesgrpo.forecast.features import prefix_features
+from bayesgrpo.forecast.outlook import Outlook
+from bench.yardstick import cases as C
+from bench.yardstick import data as D
 from bench.yardstick import score, study
 
 OUT = Path(study.OUT)
@@ -39,9 +43,46 @@ GRID_HI = tuple(np.round(np.arange(0.0, 0.91, 0.05), 2))
 GRID_LO = tuple(w for w in GRID_HI if w <= 0.5)
 
 
+MIN_REGIME_SOURCES = 5  # a regime's own changes need cases of this many sources at every cutoff
+
+
+def at_floor_flags(split: str) -> dict[str, float]:
+    """``case key -> at_floor`` of the prefix, as the forecaster computes it (the run's declared bounds, else
+    those :func:`bayesgrpo.plan.reward_bounds` infers)."""
+    rs = D.load(split=split)
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for c in C.build(rs):
+            m = rs.meta.loc[c.run_id]
+            f = prefix_features(c.prefix, fraction=c.cutoff, reward_min=float(m.get("reward_min", np.nan)),
+                                reward_max=float(m.get("reward_max", np.nan)))  # fmt: skip
+            out[c.key] = f["at_floor"]
+    return out
+
+
+def fit_regime_outlook(cf: pd.DataFrame, weights: dict[float, float]) -> dict[float, Outlook]:
+    """One outlook per regime, ``at_floor`` 1 or 0 at the cut (``cf["at_floor"]``), each falling back to all
+    cases' where too few sources have it (:data:`MIN_REGIME_SOURCES` at every cutoff)."""
+    pooled = study.fit_outlook(cf, weights)
+    out = {}
+    for flag in (0.0, 1.0):
+        sub = cf[cf["at_floor"] == flag]
+        n = sub.groupby("cutoff")["source"].nunique()
+        ok = len(n) == cf["cutoff"].nunique() and (n >= MIN_REGIME_SOURCES).all()
+        out[flag] = study.fit_outlook(sub, weights) if ok else pooled
+    return out
+
+
 def apply(draws: dict, train: pd.DataFrame, test: pd.DataFrame, weights: dict, regime: bool) -> dict:
-    fit = study.fit_regime_outlook if regime else study.fit_outlook
-    return study.apply_outlook(fit(train, weights), draws, test)
+    """The outlook fitted on ``train`` applied to ``test`` (per regime: each case with its regime's outlook)."""
+    if not regime:
+        return study.apply_outlook(study.fit_outlook(train, weights), draws, test)
+    ols = fit_regime_outlook(train, weights)
+    out = {}
+    for flag, g in test.groupby("at_floor"):
+        out.update(study.apply_outlook(ols[float(flag)], draws, g))
+    return out
 
 
 def loso_scores(draws: dict, cf: pd.DataFrame, grid, regime: bool) -> pd.DataFrame:
@@ -106,6 +147,7 @@ def compute(only: str | None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cf, M, E, peers = study.load("selection")
+    cf["at_floor"] = cf["key"].map(at_floor_flags("selection")).fillna(0.0)
     base, _ = study.compose_auto(M, E, cf["key"], study.shape_config())
     methods = {"auto (no outlook)": base}
     picks = {}

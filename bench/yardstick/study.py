@@ -34,11 +34,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.forecast.features import prefix_features
 from bayesgrpo.forecast.outlook import Outlook, outlook_draws
 from bayesgrpo.forecast.shape import ShapeConfig, ShapePrior, draw_counts, kind_weights
 from bayesgrpo.series import current_level
-from bench.yardstick import cases as C
 from bench.yardstick import compose, layers, score, store
 from bench.yardstick import data as D
 
@@ -47,7 +45,6 @@ RES = ROOT / "bayesgrpo" / "resources"
 OUT = ROOT / "bench" / "results" / "yardstick"
 KINDS = ("oscillator", "stationary", "degeneracy")
 LEVELS_Z = 41  # quantiles of z kept per cutoff
-MIN_REGIME_SOURCES = 5  # a regime's own changes need cases of this many sources at every cutoff
 W_GRID = tuple(np.round(np.arange(0.0, 0.91, 0.05), 2))
 DELTA, DELTA_BAD, RISK = 0.05, 0.1, 0.15
 RISKS = (0.1, 0.15, 0.2, 0.25, 0.3)
@@ -62,14 +59,12 @@ def load(split: str):
         warnings.simplefilter("ignore")
         cf, cs, M, _ = compose.load(split, kinds=KINDS)
     lev = {c.key: current_level(c.rewards) for c in cs}
-    floor = at_floor_flags(split)
     _, fo = store.read("oscillator")
     sc = fo.set_index("key")["scale"]
     cf = cf[cf["key"].isin(sc.index)].copy()
     cf["level_pkg"] = cf["key"].map(lev)
     cf["scale"] = cf["key"].map(sc)
     cf["z"] = (cf["truth"] - cf["level_pkg"]) / cf["scale"]
-    cf["at_floor"] = cf["key"].map(floor).fillna(0.0)
     ev = {}
     for k in KINDS:
         _, f = store.read(f"{k}_evidence")
@@ -77,21 +72,6 @@ def load(split: str):
     E = pd.DataFrame(ev)
     peers = [*PEERS, *[k for k in M if k.startswith("fam:")]]
     return cf, M, E, peers
-
-
-def at_floor_flags(split: str) -> dict[str, float]:
-    """``case key -> at_floor`` of the prefix, as the forecaster computes it (the run's declared bounds, else
-    those :func:`bayesgrpo.plan.reward_bounds` infers)."""
-    rs = D.load(split=split)
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for c in C.build(rs):
-            m = rs.meta.loc[c.run_id]
-            f = prefix_features(c.prefix, fraction=c.cutoff, reward_min=float(m.get("reward_min", np.nan)),
-                                reward_max=float(m.get("reward_max", np.nan)))  # fmt: skip
-            out[c.key] = f["at_floor"]
-    return out
 
 
 def compose_auto(M: dict, E: pd.DataFrame, keys, shape: ShapeConfig, n: int = store.N_DRAWS):
@@ -116,49 +96,22 @@ def shape_config(prior=(1.0, 1.0, 1.0), min_weight: float = 0.1) -> ShapeConfig:
 
 
 # ------------------------------------------------------------------------------------------------ outlook
-def _z_rows(cf: pd.DataFrame) -> dict[float, tuple[float, ...]]:
-    """Per cutoff, the source-weighted quantiles of z at :data:`LEVELS_Z` evenly spaced levels (+ min and max)."""
+def fit_outlook(cf: pd.DataFrame, weights: dict[float, float]) -> Outlook:
+    """The outlook from the cases ``cf`` (source-weighted quantiles of z per cutoff) with ``weights``."""
+    grid, Q, Wt = [], [], []
     lv = (np.arange(LEVELS_Z) + 0.5) / LEVELS_Z
     lv = np.r_[0.0, lv, 1.0]
-    out = {}
     for c, g in cf.groupby("cutoff"):
         w = layers.source_weights(g["source"])
         z = g["z"].to_numpy()
         q = [float(z.min())] + [layers.weighted_quantile(z, w, v) for v in lv[1:-1]] + [float(z.max())]
-        out[float(c)] = tuple(float(x) for x in np.maximum.accumulate(q))
-    return out
+        grid.append(float(c))
+        Q.append(tuple(float(x) for x in np.maximum.accumulate(q)))
+        Wt.append(float(weights.get(float(c), 0.0)))
+    return Outlook(grid=tuple(grid), weight=tuple(Wt), quantiles=tuple(Q))
 
 
-def fit_outlook(cf: pd.DataFrame, weights: dict[float, float]) -> Outlook:
-    """The outlook from the cases ``cf`` (source-weighted quantiles of z per cutoff) with ``weights``."""
-    rows = _z_rows(cf)
-    grid = sorted(rows)
-    return Outlook(grid=tuple(grid), weight=tuple(float(weights.get(c, 0.0)) for c in grid),
-                   quantiles=tuple(rows[c] for c in grid))  # fmt: skip
-
-
-def fit_regime_outlook(cf: pd.DataFrame, weights: dict[float, float]) -> dict[float, Outlook]:
-    """Research (not shipped: it lost at look 4, ``bench/results/yardstick/look4.md``): one outlook per regime,
-    ``at_floor`` 1 or 0 at the cut (``cf["at_floor"]``), each falling back to all cases' where too few sources
-    have it (:data:`MIN_REGIME_SOURCES` at every cutoff)."""
-    pooled = fit_outlook(cf, weights)
-    out = {}
-    for flag in (0.0, 1.0):
-        sub = cf[cf["at_floor"] == flag]
-        n = sub.groupby("cutoff")["source"].nunique()
-        ok = len(n) == cf["cutoff"].nunique() and (n >= MIN_REGIME_SOURCES).all()
-        out[flag] = fit_outlook(sub, weights) if ok else pooled
-    return out
-
-
-def apply_outlook(ol: Outlook | dict[float, Outlook], draws: dict, cf: pd.DataFrame) -> dict:
-    """``draws`` with the outlook ``ol`` applied as the package applies it; ``ol`` a dict: per regime (the cases'
-    ``at_floor``, :func:`fit_regime_outlook`)."""
-    if isinstance(ol, dict):
-        out = {}
-        for flag, g in cf.groupby("at_floor"):
-            out.update(apply_outlook(ol[float(flag)], draws, g))
-        return out
+def apply_outlook(ol: Outlook, draws: dict, cf: pd.DataFrame) -> dict:
     out = {}
     for r in cf.itertuples():
         x = draws.get(r.key)

@@ -344,6 +344,10 @@ def test_a_horizon_before_the_last_logged_step_is_said_and_max_steps_below_the_l
     row = pd.read_csv(out).iloc[0]
     assert row["status"] == "complete" and row["final_mean"] == pytest.approx(curve(s, tau=30.0)[45:50].mean())
     m = tmp_path / "meta.csv"
+    pd.DataFrame([{"run_id": "a", "max_steps": 200}]).to_csv(m, index=False)
+    res = invoke("forecast", a, "--meta", m, "--horizon", 50, "--out", out, *FAST)
+    assert "is before its last logged step 100: the run is complete at step 50" in said(res)
+    assert "differs from its max_steps" not in said(res)  # not "the forecast of the planned 200 steps read at 50"
     pd.DataFrame([{"run_id": "a", "max_steps": 60}]).to_csv(m, index=False)
     res = invoke("forecast", a, "--meta", m, "--out", out, *FAST)
     assert "its max_steps 60 (metadata) is before its last logged step 100; the run went on past it" in said(res)

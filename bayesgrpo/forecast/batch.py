@@ -215,16 +215,21 @@ def _max_steps_warnings(plans: Plans) -> None:
     for p in plans:
         ms = meta_number(plans.full.meta.loc[p.run_id], "max_steps")
         where = run_where(plans.full, p.run_id)
+        before = (
+            p.horizon_from == "option" and p.horizon is not None and p.last_step is not None and p.horizon < p.last_step
+        )
         if np.isfinite(ms) and p.last_logged is not None and 0 < ms < p.last_logged:
             warnings.warn(f"{where}: its max_steps {int(ms)} (metadata) is before its last logged step "
                           f"{p.last_logged}; the run went on past it, so it is not the run's planned length"
                           + (f" (horizon: {p.horizon}, {p.horizon_from})" if p.horizon is not None else ""),
                           DataWarning, stacklevel=4)  # fmt: skip
+        elif before:  # complete at the horizon: not a forecast of the planned run read there
+            pass
         elif p.horizon_from == "option" and p.horizon is not None and np.isfinite(ms) and int(ms) != int(p.horizon):
             warnings.warn(f"{where}: --horizon {int(p.horizon)} differs from its max_steps {int(ms)} (metadata); the "
                           f"table is the forecast of the planned {int(ms)} steps read at step {int(p.horizon)}",
                           DataWarning, stacklevel=4)  # fmt: skip
-        if p.horizon_from == "option" and p.horizon is not None and p.last_step is not None and p.horizon < p.last_step:
+        if before:
             warnings.warn(f"{where}: --horizon {int(p.horizon)} is before its last logged step {p.last_step}: the run "
                           f"is complete at step {int(p.horizon)} (its final reward is the one logged up to it; the later "
                           "steps are not used). To see what a forecast at an earlier step said, use --until-step",

@@ -106,7 +106,10 @@ def test_fixed_g_exponent(runs):
 
 
 def test_pointwise_loglik_equals_filter_numpy(runs, prior_sampler):
-    res = C.compare_runs(runs, kinds=("oscillator",), sampler=SamplerConfig(draws=20, tune=10, chains=2), seed=1)
+    # the default fits one kind, the one the contrasts come from: oscillator when the model sizes do not vary
+    res = C.compare_runs(runs, sampler=SamplerConfig(draws=20, tune=10, chains=2), seed=1)
+    assert list(res.fits) == ["oscillator"] and res.primary == "oscillator"
+    assert list(res.loo["kind"]) == ["oscillator"] and list(res.health["kind"]) == ["oscillator"]
     tree = res.fits["oscillator"]
     ll = tree["log_likelihood"]["reward"]
     assert ll.dims == ("chain", "draw", "run") and ll.shape == (2, 20, 4)
@@ -129,7 +132,7 @@ def test_pointwise_loglik_equals_filter_numpy(runs, prior_sampler):
 
 
 def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
-    res = C.compare_runs(runs, sampler=SamplerConfig(draws=30, tune=10, chains=2), seed=2)
+    res = C.compare_runs(runs, kinds=C.COMPARE_KINDS, sampler=SamplerConfig(draws=30, tune=10, chains=2), seed=2)
     df = res.contrasts
     assert list(df.columns) == C.CONTRAST_COLUMNS
     # family pair x 3 quantities + G pair x (plateau, log_tau, log_noise_temp) + stiffness x 2 + b = 9

@@ -24,8 +24,11 @@ def compare_cmd(
         ),
     ] = "family,group_size",
     kinds: Annotated[
-        str, typer.Option("--kinds", help="model kinds to compare by PSIS-LOO (comma list; see `bayesgrpo models`)")
-    ] = "oscillator,saturation,scaling",
+        str | None,
+        typer.Option("--kinds", help="model kinds to fit, two or more ranked by PSIS-LOO (comma list, e.g. "
+                     "oscillator,saturation,scaling; see `bayesgrpo models`). Default: scaling when the runs' model "
+                     "sizes vary, else oscillator"),
+    ] = None,
     models: Annotated[str | None, typer.Option("--models", hidden=True, help="deprecated: use --kinds")] = None,
     fixed_g_exponent: Annotated[
         bool,
@@ -44,7 +47,7 @@ def compare_cmd(
     **options,
 ) -> None:
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
-    tau vs model size, and PSIS-LOO (leave-one-run-out) of the model kinds. --out writes the contrast
+    tau vs model size; with --kinds a,b,... PSIS-LOO (leave-one-run-out) ranks the kinds. --out writes the contrast
     table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
     from bayesgrpo.compare import compare_runs
 
@@ -68,7 +71,8 @@ def compare_cmd(
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
     b = "fixed at 1" if fixed_g_exponent else "free"
-    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, kinds {', '.join(kinds_t)}, b {b}")
+    what = f"kinds {', '.join(kinds_t)}" if kinds_t else "one kind (--kinds a,b to rank several by PSIS-LOO)"
+    C.status(f"compare: {len(rs)} runs, by {', '.join(by_t)}, {what}, b {b}")
     with C.guard():
         res = compare_runs(rs, by=by_t, kinds=kinds_t, free_g_exponent=not fixed_g_exponent, sampler=smp, seed=options["seed"],
                            scale=scale, max_steps=max_steps)  # fmt: skip
@@ -77,15 +81,17 @@ def compare_cmd(
     _show_and_write(res, out=out, out_dir=out_dir)
 
 
-def _kinds(kinds: str, models: str | None) -> tuple[str, ...]:
-    """The ``--kinds`` asked for (``--models``, the old name, with a warning), checked."""
+def _kinds(kinds: str | None, models: str | None) -> tuple[str, ...] | None:
+    """The ``--kinds`` asked for (``--models``, the old name, with a warning), checked; None: the default kind."""
     from bayesgrpo.compare import COMPARE_KINDS
 
     option = "--kinds"
+    if kinds is None and models is None:
+        return None
     if models is not None:
         C.err_console().print("[yellow]warning:[/] --models is deprecated: use --kinds")
         kinds, option = models, "--models"
-    out = tuple(s.strip() for s in kinds.split(",") if s.strip())
+    out = tuple(s.strip() for s in str(kinds).split(",") if s.strip())
     bad = [k for k in out if k not in COMPARE_KINDS]
     if bad or not out:
         C.fail(f"{option} {bad[0] if bad else kinds!r} is not a model kind; choose from {', '.join(COMPARE_KINDS)}")

@@ -31,7 +31,7 @@ run: ``final`` = the mean logged reward of its final window, ``range`` = its 5-9
 
 **Methods** (each case sees the same prefix):
 
-* ``forecast``: ``Forecaster()`` at its defaults (oscillator kind, packaged prior, calibration, hazard and
+* ``forecast``: ``Forecaster("oscillator")`` (:data:`KIND`: the kind whose alert rates this ships; packaged prior, calibration, hazard and
   interval layers, p_gain map) through ``forecast_batch`` with ``SamplerConfig(draws=500, tune=500)`` (fewer
   draws than the default 1000, for CPU), read by the live worker's own ``summarize_fit`` (what the callback
   and ``watch`` report): P(decline) = ``p_decline`` = P(final < level - 0.1 scale); P(collapse) the same at
@@ -82,6 +82,7 @@ LEDGER = RESULTS / "monitors"
 CUTS = (0.2, 0.3, 0.5)
 MAX_RUNS = 8
 DRAWS, TUNE = 500, 500
+KIND = "oscillator"  # the kind whose alerts this measures and ships (resources/alerts_oscillator.json)
 EVENTS = ("decline", "collapse", "plateau", "degenerate")
 DROP = {"decline": 0.1, "collapse": 0.3}
 PLATEAU_GAIN = 0.05
@@ -187,7 +188,7 @@ def forecast_cases(runs, cases: pd.DataFrame, *, draws: int, tune: int) -> pd.Da
     done = set(have["key"]) if len(have) else set()
     if len(have) and not ((have["draws"] == draws) & (have["tune"] == tune)).all():
         raise SystemExit(f"{path} holds forecasts of other sampler settings; move it away to start afresh")
-    fc = Forecaster(sampler=SamplerConfig(draws=draws, tune=tune, seed=0))
+    fc = Forecaster(KIND, sampler=SamplerConfig(draws=draws, tune=tune, seed=0))
     t0 = time.time()
     for (src, cut), g in cases.groupby(["source", "cut"], sort=True):
         todo = [r for r in g["run_id"] if f"{r}|{cut:g}" not in done]
@@ -407,8 +408,11 @@ def healthy_alarms(cases: pd.DataFrame, fc: pd.DataFrame, sig: pd.DataFrame) -> 
     advice apart: a stop on a healthy run is judged by its bad-stop rate) and every alert of each monitor."""
     bad = cases.groupby("run_id")[["decline", "collapse", "degenerate"]].max().fillna(0).max(axis=1)
     last = cases[cases["run_id"].isin(bad[bad == 0].index)].sort_values("cut").groupby("run_id").last()
-    per = {m: [] for m in ("bayesgrpo", "bayesgrpo P(decline) only", "bayesgrpo flags only", "bayesgrpo stop advice",
-                           *MONITORS)}  # fmt: skip
+    from bayesgrpo.diagnose.common import MODES
+
+    per: dict[str, list] = {m: [] for m in ("bayesgrpo", "bayesgrpo P(decline) only", "bayesgrpo flags only",
+                                            *(f"bayesgrpo flag/{mode}" for mode in MODES), "bayesgrpo stop advice",
+                                            *MONITORS)}  # fmt: skip
     levels = alarm_levels(cases, fc, "decline")[0]
     for rid, c in last.iterrows():
         steps = float(c["cut_step"] - c["s0"])
@@ -418,6 +422,8 @@ def healthy_alarms(cases: pd.DataFrame, fc: pd.DataFrame, sig: pd.DataFrame) -> 
         per["bayesgrpo P(decline) only"].append((c["source"], sum(a.signal == "decline" and a.level != "INFO"
                                                                   for a in al), steps))  # fmt: skip
         per["bayesgrpo flags only"].append((c["source"], sum(a.signal.startswith("flag/") for a in al), steps))
+        for mode in MODES:  # each flag apart: which of them fire on healthy runs
+            per[f"bayesgrpo flag/{mode}"].append((c["source"], sum(a.signal == f"flag/{mode}" for a in al), steps))
         for m in MONITORS:
             s = sig[(sig["monitor"] == m) & (sig["run_id"] == rid) & sig["announced"].astype(bool)
                     & (sig["step"] <= c["cut_step"])]  # fmt: skip
@@ -580,7 +586,7 @@ def write_report(cases, hl, tg, rates, fa, info) -> None:
          "docstring of `bench/monitors.py`.", "",
          f"**Data**: {info['runs']} development runs of {info['sources']} sources (at most {MAX_RUNS} per source; "
          f"{', '.join(info['folders'])}), each cut at {', '.join(f'{c:.0%}' for c in CUTS)} of its steps: "
-         f"{len(cases)} cases. Forecasts: `Forecaster()` at its defaults through `forecast_batch`, read by the live "
+         f"{len(cases)} cases. Forecasts: `Forecaster('{KIND}')` through `forecast_batch`, read by the live "
          f"worker's `summarize_fit`, with `SamplerConfig(draws={info['draws']}, tune={info['tune']}, seed=0)` (fewer "
          "draws than the default 1000, for CPU).", "",
          "Numbers: **source-weighted** (every source the same weight), per case in brackets. AUROC of the score; "
@@ -739,7 +745,7 @@ def main(argv=None) -> None:
         healthy_alarms=fa,
     )
     write_text(RESULTS / "monitors.json", json.dumps(_json_safe(out), indent=1) + "\n")
-    ship = dict(kind="oscillator", signals=rates,
+    ship = dict(kind=KIND, signals=rates,
                 provenance=dict(command="nice -n 10 .venv/bin/python -m bench.monitors", date=info["date"],
                                 runs=info["runs"], sources=info["sources"], cases=len(cases), data=info["folders"],
                                 sampler={"draws": a.draws, "tune": a.tune},

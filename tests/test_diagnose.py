@@ -138,6 +138,26 @@ def test_posterior_flag_in_diagnose_runs():
     assert "posterior draws" not in d.loc["dynamical_instability", "missing"]
 
 
+def test_stable_posterior_caps_the_oscillation_checks_at_watch():
+    """The shape checks (growing scatter, swings) alone say ``warning``; a confidently stable posterior of
+    recursion (1) reads them as a stable run's noise (``watch``, with the reason), an unstable one keeps the flag,
+    and a collapse is flagged whatever the posterior says."""
+    rng = np.random.default_rng(3)
+    t = np.arange(400)
+    y = 0.5 + np.clip(0.02 * np.exp(t / 130), 0, 0.4) * np.sin(2 * np.pi * t / 40) + rng.normal(0, 0.01, t.size)
+    df = pd.DataFrame({"step": t, "reward": y})
+    alone = sev(diagnose_run(df), "dynamical_instability")
+    stable = sev(diagnose_run(df, draws=draws(np.full(40, 0.02), np.full(40, 0.9), n=40)), "dynamical_instability")
+    unstable = sev(diagnose_run(df, draws=draws(np.full(40, 4.0), np.full(40, 0.9), n=40)), "dynamical_instability")
+    assert RANK[alone.severity] >= RANK["warning"], alone.evidence
+    assert stable.severity == "watch" and "the fitted dynamics are stable" in stable.evidence, stable.evidence
+    assert unstable.severity == "critical", unstable.evidence
+    col = grpo_log(lambda t: np.where(t < 200, healthy(t), 0.01), seed=1)
+    f = sev(diagnose_run(col, group_size=G, draws=draws(np.full(40, 0.02), np.full(40, 0.9), n=40)),
+            "dynamical_instability")  # fmt: skip
+    assert f.severity == "critical" and "collapse" in f.evidence, f.evidence
+
+
 def test_reward_hacking_eval_decouples():
     df = grpo_log(healthy, seed=6, eval_fn=lambda t, p: 0.3 + 0.2 * np.exp(-(((t - 80) / 60.0) ** 2)) - 0.0005 * t)
     f = sev(diagnose_run(df, group_size=G), "reward_hacking")

@@ -13,7 +13,8 @@ lacked, so the verdict rests on fewer signals):
   groups are degenerate (degeneracy, not convergence).
 * ``policy_concentration``: entropy / within-group spread falling with no reward gain; KL growth.
 * ``dynamical_instability``: from posterior draws (``P(c <= 0)``, ``P(spectral radius >= 1)``),
-  growing fluctuation envelope of the detrended reward, sudden collapse of the reward toward its
+  growing fluctuation envelope of the detrended reward and sustained swings (both at most ``watch`` when the
+  posterior is given and confidently stable, P(unstable) < 0.01), sudden collapse of the reward toward its
   floor (rolling median falls by more than ``collapse_drop`` of the run's range and stays), and, live, as
   soon as the 50-point mean leaves the band of its plateau and the latest points sit near the floor
   (:mod:`bayesgrpo.diagnose.collapse_band`).

@@ -40,7 +40,6 @@ ALLOWED = {
     "bayesgrpo.models.arrays.lag_sequence": "tests only",
     "bayesgrpo.models.kalman_op.kalman_ar2_loglik": "tests only (the Op's reference)",
     "bayesgrpo.models.kalman_op.refresh3_loglik_grad": "bench/lag_op_benchmark.py, tests",
-    "bayesgrpo.forecast.features.feature_frame": "referenced nowhere",
     # the executor seam's protocol: what a user's own executor implements (named in the forecast_batch docs)
     "bayesgrpo.inference.executor.Executor": "a typing.Protocol, named only in docstrings",
 }

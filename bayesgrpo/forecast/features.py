@@ -41,8 +41,7 @@ import pandas as pd
 from bayesgrpo.schema import REWARD
 from bayesgrpo.series import current_level, noise_sd, start_level
 
-__all__ = ["FEATURES", "SHAPE_FEATURES", "PRECURSORS", "CHANNEL_FLAGS", "FLOOR_SHARE", "prefix_features",
-           "feature_frame"]  # fmt: skip
+__all__ = ["FEATURES", "SHAPE_FEATURES", "PRECURSORS", "CHANNEL_FLAGS", "FLOOR_SHARE", "prefix_features"]
 
 #: the level is "at the floor" in the lowest 10% of the reward's range
 FLOOR_SHARE = 0.1
@@ -152,8 +151,3 @@ def prefix_features(
         v = ch["has_spread"]
         out["spread_fall"] = _rel_fall(start_level(v), current_level(v))
     return out
-
-
-def feature_frame(rows) -> pd.DataFrame:
-    """A table of features (one row per dict of :func:`prefix_features`), columns in :data:`FEATURES` order."""
-    return pd.DataFrame(list(rows), columns=list(FEATURES)).astype(float)

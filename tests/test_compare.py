@@ -170,6 +170,14 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
 
     fig = forest_plot(res)
     fig.savefig(tmp_path / "f.png")
+    from bayesgrpo.plots.forest import levels_plot
+
+    fig = levels_plot(res)  # one row per level, the levels' P(best) in their labels, b in the title
+    ticks = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(ticks) == len(lv) and ticks[0].startswith("family = ") and "P(best)" in ticks[0]
+    assert [a.get_xscale() for a in fig.axes] == ["linear", "log", "log"]
+    assert "b = " in fig._suptitle.get_text()
+    fig.savefig(tmp_path / "levels.png")
     assert "G-exponent" in res.summary_markdown()
 
 
@@ -193,7 +201,8 @@ def test_cli_writes_outputs(runs, prior_sampler, tmp_path):
     assert lines[6].startswith("# the answer, per factor") and lines[7].startswith("family: ") and " over " in lines[7]
     assert lines[8].startswith("group_size: ")
     assert "contrasts (" not in res.stdout  # the full contrast table goes to the files only
-    for f in ("levels.csv", "contrasts.csv", "loo.csv", "summary.md", "forest.png"):
+    assert not (out / "forest.png").exists()  # the figure is the answer per level, not the 100 pairwise contrasts
+    for f in ("levels.csv", "contrasts.csv", "loo.csv", "summary.md", "levels.png"):
         assert (out / f).exists(), f
     pq, csv = pd.read_parquet(tmp_path / "contrasts.parquet"), pd.read_csv(out / "contrasts.csv")
     assert pq.shape == csv.shape and list(pq["quantity"]) == list(csv["quantity"])

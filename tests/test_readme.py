@@ -32,7 +32,7 @@ DOCS = (README, GUIDE)
 EXPECT = {
     README: {"files": ("out/forecast.csv", "out/report.html", "live.html"), "commands": 5, "python": 0},
     GUIDE: {
-        "files": ("out/forecast.csv", "out/backtest/cases.csv", "out/compare/forest.png", "live/forecasts.csv"),
+        "files": ("out/forecast.csv", "out/backtest/cases.csv", "out/compare/levels.png", "live/forecasts.csv"),
         "commands": 15,
         "python": 1,
     },

@@ -25,9 +25,12 @@ def compare_cmd(
     ] = "family,group_size",
     kinds: Annotated[
         str | None,
-        typer.Option("--kinds", help="model kinds to fit, two or more ranked by PSIS-LOO (comma list, e.g. "
-                     "oscillator,saturation,scaling; see `bayesgrpo models`). Default: scaling when the runs' model "
-                     "sizes vary, else oscillator"),
+        typer.Option(
+            "--kinds",
+            help="model kinds to fit, two or more ranked by PSIS-LOO (comma list, e.g. "
+            "oscillator,saturation,scaling; see `bayesgrpo models`). Default: scaling when the runs' model "
+            "sizes vary, else oscillator",
+        ),
     ] = None,
     models: Annotated[str | None, typer.Option("--models", hidden=True, help="deprecated: use --kinds")] = None,
     fixed_g_exponent: Annotated[
@@ -48,7 +51,7 @@ def compare_cmd(
 ) -> None:
     """Compare families and group sizes: posterior contrasts, the G-exponent of the noise temperature,
     tau vs model size; with --kinds a,b,... PSIS-LOO (leave-one-run-out) ranks the kinds. --out writes the contrast
-    table; --out-dir the LOO table, Pareto k, health, summary.md and the forest plot."""
+    table; --out-dir the per-level table and its figure (levels.png), the LOO table, Pareto k, health, summary.md."""
     from bayesgrpo.compare import compare_runs
 
     by_t = tuple(s.strip() for s in by.split(",") if s.strip())
@@ -66,7 +69,7 @@ def compare_cmd(
                "a fit of one run would report its prior as a comparison")  # fmt: skip
     C.check_out_names(out_dir, [f"{n}.{x}" for n, x in (("contrasts", "csv"), ("loo", "csv"), ("pareto_k", "csv"),
                                                          ("tau_by_size", "csv"), ("health", "csv"), ("summary", "md"),
-                                                         ("forest", "png"))])  # fmt: skip
+                                                         ("levels", "png"))])  # fmt: skip
     C.validate_meta_columns(rs, by_t, option="--by")
     if scale not in ("auto", "run", "shared") and scale not in rs.meta.columns:
         C.fail(f"--scale {scale!r}: not auto, run, shared or a metadata column")
@@ -100,7 +103,7 @@ def _kinds(kinds: str | None, models: str | None) -> tuple[str, ...] | None:
 
 def _show_and_write(res, *, out, out_dir) -> None:
     from bayesgrpo.io.output import save_figure, write_table, write_text
-    from bayesgrpo.plots.forest import forest_plot
+    from bayesgrpo.plots.forest import levels_plot
 
     # the answer first: per level, plateau / timescale / noise and P(best); then one sentence per factor. The full
     # contrast table, the timescale by size and the per-run Pareto k go to the files (--out, --out-dir)
@@ -123,9 +126,11 @@ def _show_and_write(res, *, out, out_dir) -> None:
                          ("tau_by_size", res.tau_by_size), ("health", res.health)):  # fmt: skip
             write_table(df, out_dir / f"{name}.csv")
         write_text(out_dir / "summary.md", res.summary_markdown())
-        save_figure(forest_plot(res), out_dir / "forest.png", dpi=130)
+        if len(lv):  # the answer drawn: one row per level (every pairwise contrast: forest_plot, and the csv)
+            save_figure(levels_plot(res), out_dir / "levels.png", dpi=130)
     C.status(
-        f"wrote {out_dir}/levels.csv, contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md, forest.png"
+        f"wrote {out_dir}/levels.csv, contrasts.csv, loo.csv, pareto_k.csv, tau_by_size.csv, health.csv, summary.md"
+        + (", levels.png" if len(lv) else "")
     )
 
 

@@ -156,6 +156,12 @@ def test_contrast_table_loo_and_outputs(runs, prior_sampler, tmp_path):
     assert list(lv["factor"].unique()) == ["family", "group_size"]
     for _f, g in lv.groupby("factor"):
         assert g["runs"].sum() == len(runs.run_ids) and np.isclose(g["p_best"].sum(), 1.0)
+        best = g.loc[g["p_best"].idxmax()]  # the sentence names the level the table gives the largest P(best)
+        sentence = next(a for a in ans if a.startswith(f"{_f}: "))
+        assert sentence.startswith(f"{_f}: {best['level']} is the best bet (P(best) {best['p_best']:.2f} of 2 levels)")
+        assert np.isclose(
+            float(sentence.rsplit("= ", 1)[1]), best["p_best"], atol=0.006
+        )  # two levels: P(higher) = P(best)
         for q in ("plateau", "timescale", "noise"):
             assert (g[f"{q}_lo"] <= g[q]).all() and (g[q] <= g[f"{q}_hi"]).all()
     g = df.loc[(df["quantity"] == "log_noise_temp") & (df["factor"] == "group_size")].iloc[0]

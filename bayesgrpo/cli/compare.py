@@ -113,7 +113,7 @@ def _show_and_write(res, *, out, out_dir) -> None:
                                               "intervals; P(best): of the plateau)")  # fmt: skip
     answers = res.answers()
     if answers:
-        typer.echo("# the answer, per factor (the plateau contrast the posterior is surest about)")
+        typer.echo("# the answer, per factor (the level most likely best, and its margin over the next)")
         typer.echo("\n".join(answers))
     C.print_table(res.loo, title="PSIS-LOO (leave-one-run-out)", floatfmt="{:.3g}")
     C.print_table(res.health, title="sampler health", floatfmt="{:.3g}")

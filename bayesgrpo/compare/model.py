@@ -25,7 +25,7 @@ from bayesgrpo.compare.graph import (
     pointwise_loglik,
     prepare_compare,
 )
-from bayesgrpo.conventions import CI_PROB, interval_bounds
+from bayesgrpo.conventions import CI_PROB, interval_bounds, interval_label
 from bayesgrpo.errors import SamplerWarning
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
@@ -101,21 +101,22 @@ class CompareResult:
         return out
 
     def answers(self) -> list[str]:
-        """One sentence per factor a user can act on: of its plateau contrasts between known levels, the one the
-        posterior is surest about, the higher level first -- "group_size: 8 over 4: plateau +0.06 (90% interval
-        -0.01 to 0.12), P(8 higher) = 0.91" (plateaus in the comparison's reward units)."""
-        c = self.contrasts
-        c = c[(c["quantity"] == "plateau") & ~c["level_a"].astype(str).eq("unknown")
-              & ~c["level_b"].astype(str).eq("unknown")]  # fmt: skip
+        """One sentence per factor a user can act on: the known level most likely to have the highest plateau and its
+        margin over the runner-up -- "group_size: 8 is the best bet (P(best) 0.62 of 3 levels); over 4, the next:
+        plateau +0.06 (90% interval -0.01 to 0.12), P(8 higher) = 0.91". The same draws as :meth:`levels` (the mean
+        plateau over a level's runs, in the comparison's reward units); ``unknown`` levels are never named."""
+        lv, draws = self._levels()
         out = []
-        for factor, g in c.groupby("factor", sort=False):
-            r = g.loc[(g["p_gt_0"] - 0.5).abs().idxmax()]
-            up = r["p_gt_0"] >= 0.5  # the level the posterior says is higher, first
-            hi, lo = (r["level_a"], r["level_b"]) if up else (r["level_b"], r["level_a"])
-            m, a, b = (r["mean"], r["ci_low"], r["ci_high"]) if up else (-r["mean"], -r["ci_high"], -r["ci_low"])
-            p = r["p_gt_0"] if up else 1.0 - r["p_gt_0"]
-            out.append(f"{factor}: {hi} over {lo}: plateau {m:+.3g} (90% interval {a:.3g} to {b:.3g}), "
-                       f"P({hi} higher) = {p:.2f}")  # fmt: skip
+        for factor, g in lv.groupby("factor", sort=False):
+            g = g[g["p_best"].notna()].sort_values(["p_best", "plateau"], ascending=False)
+            if len(g) < 2:
+                continue
+            best, nxt = g.iloc[0], g.iloc[1]
+            d = draws[factor][best["level"]] - draws[factor][nxt["level"]]
+            lo, hi = np.quantile(d, [(1 - CI_PROB) / 2, (1 + CI_PROB) / 2])
+            out.append(f"{factor}: {best['level']} is the best bet (P(best) {best['p_best']:.2f} of {len(g)} levels); "
+                       f"over {nxt['level']}, the next: plateau {np.mean(d):+.3g} ({interval_label(CI_PROB)} interval "
+                       f"{lo:.3g} to {hi:.3g}), P({best['level']} higher) = {np.mean(d > 0):.2f}")  # fmt: skip
         return out
 
     def levels(self) -> pd.DataFrame:
@@ -123,16 +124,21 @@ class CompareResult:
         levels): the mean over the level's runs of the run-level plateau, timescale (steps) and noise (``sigma_p``)
         of the primary fit -- posterior median and 80% interval -- and ``p_best``, the posterior probability that this
         level's mean plateau is the highest of the factor's known levels (``unknown``: no P(best))."""
+        return self._levels()[0]
+
+    def _levels(self) -> tuple[pd.DataFrame, dict]:
+        """:meth:`levels` and, per factor and level, the draws of its mean plateau."""
         post = sampling.as_dataset(self.fits[self.primary]["posterior"])
         arr = self.arrays
         per = {q: post[v].transpose("chain", "draw", "run").to_numpy().reshape(-1, post.sizes["run"])
                for q, v in (("plateau", "r_star"), ("timescale", "tau"), ("noise", "sigma_p"))}  # fmt: skip
-        rows = []
+        rows, draws = [], {}
         for c, codes in {arr.family_factor: arr.family_idx, **arr.factor_idx}.items():
             present = [k for k in range(len(arr.levels[c])) if np.any(codes == k)]
             if len(present) < 2:
                 continue
             means = {k: {q: x[:, codes == k].mean(axis=1) for q, x in per.items()} for k in present}
+            draws[c] = {arr.levels[c][k]: means[k]["plateau"] for k in present}
             known = [k for k in present if str(arr.levels[c][k]) != "unknown"]
             best = np.argmax(np.stack([means[k]["plateau"] for k in known]), axis=0) if len(known) > 1 else None
             for k in present:
@@ -142,7 +148,7 @@ class CompareResult:
                     row[f"{q}_lo"], row[f"{q}_hi"] = (float(v) for v in np.quantile(d, [0.1, 0.9]))
                 p = float(np.mean(best == known.index(k))) if best is not None and k in known else np.nan
                 rows.append({**row, "p_best": p})
-        return pd.DataFrame(rows)
+        return pd.DataFrame(rows), draws
 
     def g_exponent(self) -> dict:
         """The noise-temperature exponent b of the primary fit (mean, sd, 90% interval, P(b>0))."""

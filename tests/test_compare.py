@@ -233,3 +233,26 @@ def test_recovers_g_exponent():
         & (res.contrasts["level_b"] == "16")
     ].iloc[0]
     assert row["ci_low"] <= 0.0 <= row["ci_high"]
+
+
+def _caveats_of(runs, **kw) -> list[str]:
+    """The caveats of a comparison of ``runs`` (no fit: they read the design, not the posterior)."""
+    arr = C.prepare_compare(runs, **kw)
+    empty = pd.DataFrame()
+    res = C.CompareResult(contrasts=empty, loo=empty, pareto_k=empty, tau_by_size=empty, health=empty, fits={},
+                          arrays=arr, primary="oscillator", by=("family", "group_size"), free_g_exponent=True)  # fmt: skip
+    return res.caveats()
+
+
+def test_caveats_name_single_runs_aliased_factors_and_separate_scales():
+    # a 2 x 2 design with two seeds per cell: nothing to warn about
+    assert _caveats_of(_sim_runs(seeds=(0, 1))) == []
+    # one run per family, each family with its own group size, each run on its own reward scale
+    rs = _sim_runs(groups=(2,), families=("fa", "fb", "fc"))
+    rs.meta["group_size"] = [2, 4, 8]
+    text = " | ".join(_caveats_of(rs, scale="run"))
+    assert "every family and every group_size level has one run" in text
+    assert "family and group_size move together" in text
+    assert "the runs are on 3 reward scales and none holds two levels of family or group_size" in text
+    # the same runs on one shared scale: no scale caveat
+    assert "reward scales" not in " | ".join(_caveats_of(rs, scale="shared"))

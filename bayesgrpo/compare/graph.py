@@ -117,9 +117,10 @@ class CompareArrays:
 def _level_labels(values: pd.Series) -> list[str]:
     vals = values.astype(object).where(values.notna(), "unknown")
     uniq = list(dict.fromkeys(vals))
+    known = [u for u in uniq if u != "unknown"]
     with contextlib.suppress(TypeError, ValueError):
-        uniq = sorted(uniq, key=lambda v: float(v))
-    return [_fmt_level(u) for u in uniq]
+        known = sorted(known, key=lambda v: float(v))  # numbers in their order (2, 4, 8), not the log's
+    return [_fmt_level(u) for u in known] + (["unknown"] if len(known) < len(uniq) else [])
 
 
 def _fmt_level(v) -> str:

@@ -91,6 +91,7 @@ class CompareResult:
         for c, lv in self.arrays.levels.items():
             if c != self.arrays.family_factor and len(lv) == 1:
                 out.append(f"compare: every run has {c} = {lv[0]}, so there is no {c} contrast")
+        out += self._design_caveats()
         if len(self.pareto_k):
             ks = self.pareto_k.drop(columns=["run_id"])
             bad = {m: int((ks[m] > 1).sum()) for m in ks.columns if (ks[m] > 1).any()}
@@ -98,6 +99,34 @@ class CompareResult:
                 txt = ", ".join(f"{m}: {k} of {len(ks)} runs" for m, k in bad.items())
                 what = "the LOO ranking and weights are" if len(ks.columns) > 1 else "its elpd_loo is"
                 out.append(f"compare: PSIS-LOO rests on Pareto k > 1 for {txt}; {what} unreliable")
+        return out
+
+    def _design_caveats(self) -> list[str]:
+        """What the runs' design lets the answer say: factors whose levels are single runs, factors that move together
+        (each level of one comes with one level of the other), and factors whose levels never share a reward scale."""
+        arr, out = self.arrays, []
+        codes = {arr.family_factor: arr.family_idx, **arr.factor_idx}
+        many = {c: k for c, k in codes.items() if len(set(k.tolist())) > 1}
+        known = {c: np.array([arr.levels[c][j] != "unknown" for j in k]) for c, k in many.items()}
+        single = [c for c, k in many.items() if known[c].sum() > 1 and np.bincount(k[known[c]]).max() == 1]
+        if single:
+            out.append(f"compare: every {' and every '.join(single)} level has one run, so its plateau and P(best) rest "
+                       "on single runs (their task, source and seed go with the level)")  # fmt: skip
+        n_sc = len(set(arr.scale_groups))
+        apart = [c for c, k in many.items() if n_sc > 1
+                 and (pd.Series(k).groupby(list(arr.scale_groups)).nunique() == 1).all()]  # fmt: skip
+        if apart:
+            out.append(f"compare: the runs are on {n_sc} reward scales and none holds two levels of "
+                       f"{' or '.join(apart)}, so their plateaus compare gains in each scale's own units (its range), "
+                       "not rewards")  # fmt: skip
+        names = list(many)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                both = known[a] & known[b]
+                pairs = set(zip(many[a][both].tolist(), many[b][both].tolist(), strict=True))
+                if len(pairs) > 1 and len(pairs) == len({p[0] for p in pairs}) == len({p[1] for p in pairs}):
+                    out.append(f"compare: {a} and {b} move together (each known {a} comes with one {b}), so their "
+                               "answers compare the same runs twice")  # fmt: skip
         return out
 
     def answers(self) -> list[str]:
@@ -115,7 +144,7 @@ class CompareResult:
             d = draws[factor][best["level"]] - draws[factor][nxt["level"]]
             lo, hi = np.quantile(d, [(1 - CI_PROB) / 2, (1 + CI_PROB) / 2])
             out.append(f"{factor}: {best['level']} is the best bet (P(best) {best['p_best']:.2f} of {len(g)} levels); "
-                       f"over {nxt['level']}, the next: plateau {np.mean(d):+.3g} ({interval_label(CI_PROB)} interval "
+                       f"over {nxt['level']}, the next: its runs' mean plateau {np.mean(d):+.3g} ({interval_label(CI_PROB)} interval "
                        f"{lo:.3g} to {hi:.3g}), P({best['level']} higher) = {np.mean(d > 0):.2f}")  # fmt: skip
         return out
 
@@ -177,7 +206,10 @@ class CompareResult:
         )
         lines += ["", "## Per level (means over each level's runs; 80% intervals; P(best) of the plateau)", "",
                   _md(self.levels())]  # fmt: skip
-        lines += ["", "## Contrasts (90% equal-tailed intervals)", "", _md(self.contrasts.drop(columns=["kind"]))]
+        lines += ["", "## Contrasts (90% equal-tailed intervals)", "",
+                  "The model's level effects (family means; factor effects with the other factors held fixed), not "
+                  "the means over each level's runs above: where factors move together or a level has one run, the "
+                  "two can disagree.", "", _md(self.contrasts.drop(columns=["kind"]))]  # fmt: skip
         if len(self.tau_by_size):
             lines += ["", "## Timescale vs model size", "", _md(self.tau_by_size)]
         lines += ["", "## PSIS-LOO, leave-one-run-out", "", _md(self.loo)]

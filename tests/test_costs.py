@@ -70,6 +70,12 @@ def test_savings_in_hours_and_money_with_their_90_percent_interval():
     stop = np.where(draws.stop_reached, draws.stop_step, draws.steps[-1])
     assert (rec.steps_saved_q05, rec.steps_saved_q95) == pytest.approx(tuple(np.quantile(500 - stop, [0.05, 0.95])))
     assert rec.cost_saved is None and rec.cost_saved_q05 is None
+    # a run whose draws settled before its last observation: each can stop now, which saves the steps left, no more
+    late = exponential_draws("r", r0=0.0, r_star=1.0, tau=rng.uniform(5, 15, 400), last_step=300, horizon=500)
+    rec = budget_table(late, max_steps=500).attrs["recommendation"]
+    assert rec.step == 300 and rec.steps_saved == 200
+    assert rec.steps_saved_q05 <= rec.steps_saved <= rec.steps_saved_q95 <= 200
+    assert any("settled by step" in n and "stop advice" in n for n in rec.notes)
 
 
 def test_a_sweep_says_the_hours_and_money_stopping_now_saves():

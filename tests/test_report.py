@@ -401,3 +401,12 @@ def test_worker_rewrites_the_live_report_after_each_forecast(tmp_path, mock_samp
         assert "decision settings" in text and "cost_per_step 0.001" in text  # the callback's utility, per step
     assert seen == ["100 / 600", "250 / 600"]  # the same page, rewritten with the newer forecast
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]  # atomic: no temp file left
+
+
+def test_a_stop_step_before_the_last_observation_reads_settled():
+    from bayesgrpo.report.html import _stop_text
+
+    row = {"stop_q50": 1.0, "p_stop_before_horizon": 0.9, "horizon": 246, "observed_until": 71}
+    assert _stop_text(row) == ("settled (≤71)", 1.0)  # not "1": a step in the past is no advice to stop there
+    assert _stop_text({**row, "stop_q50": 120.0}) == ("120", 120.0)
+    assert _stop_text({**row, "p_stop_before_horizon": 0.2}) == (">246", 246.5)

@@ -276,7 +276,9 @@ def _choose(draws, c, e_util, cand_steps) -> tuple[int, str, int, list[str]]:
         stop = stop_quantile(draws, 0.5)
         rec_step = max(stop, int(cand_steps[0]))
         if stop < rec_step:
-            notes.append(f"the stop step {stop} is already past: stop now")
+            notes.append(f"the mean trajectory settled by step {stop}, before the last observation: by the settling "
+                         "rule the run could stop now (the stop advice, P(gain), weighs what a late rise may still "
+                         "add; give a cost for the expected-utility optimum)")  # fmt: skip
         return int(min(np.searchsorted(cand_steps, rec_step, side="left"), n - 1)), rule, rec_step, notes
     notes.append(f"only {100 * draws.stop_reached.mean():.0f}% of the draws settle before the horizon: "
                  "continue to the last forecast step")  # fmt: skip
@@ -290,7 +292,8 @@ def _draw_optima(draws, cand_steps, best, c) -> np.ndarray | None:
         return cand_steps[best].astype(float)
     if draws.stop_step is None:
         return None
-    return np.where(draws.stop_reached, draws.stop_step, cand_steps[-1]).astype(float)
+    # a draw settled before the last observation stops now, not in the past: it saves the remaining steps, no more
+    return np.maximum(np.where(draws.stop_reached, draws.stop_step, cand_steps[-1]), cand_steps[0]).astype(float)
 
 
 def _saved_interval(saved: np.ndarray, costs: Costs) -> dict:

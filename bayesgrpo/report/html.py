@@ -89,11 +89,15 @@ def _num_cell(key, text: str, content: str | None = None, *, title: str | None =
 
 
 def _stop_text(row: dict) -> tuple[str, float]:
-    """The stop step as shown (``>H`` when fewer than half the draws settle by the horizon) and its sort key."""
+    """The stop step as shown (``>H`` when fewer than half the draws settle by the horizon, ``settled (<=L)`` when
+    the median stop step lies before the last observation L) and its sort key."""
     if not _finite(row.get("stop_q50")):
         return "", math.nan
     if not float(row.get("p_stop_before_horizon", 0)) >= 0.5:
         return f">{int(row['horizon'])}", float(row["horizon"]) + 0.5
+    seen = float(row.get("observed_until") or math.nan)
+    if math.isfinite(seen) and float(row["stop_q50"]) <= seen:  # settled before the cut: not a step in the future
+        return f"settled (≤{seen:.0f})", float(row["stop_q50"])
     return f"{float(row['stop_q50']):.0f}", float(row["stop_q50"])
 
 

@@ -250,3 +250,26 @@ def test_diagnose_runs_table_and_plot(tmp_path):
 def test_too_few_points_not_assessed():
     fs = diagnose_run(pd.DataFrame({"step": [0, 1, 2], "reward": [0.1, 0.2, 0.3]}))
     assert len(fs) == 4 and all(not f.assessed and f.severity == "none" for f in fs)
+
+
+def test_cli_says_once_what_no_log_holds(tmp_path):
+    """Per run, the metrics it does not log (one separator, no leading space); the ceiling a run's reward passes and
+    the posterior not fitted are said once, with the option that gives them -- not as 'not logged' per run."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from bayesgrpo.cli import app
+
+    data = Path(__file__).parent / "data" / "grpo_small"
+    res = CliRunner().invoke(app, ["diagnose", str(data / "runs.csv"), "--meta", str(data / "meta.csv"),
+                                   "--ceiling", "1.0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.output.splitlines() if "not logged, so not assessed from them: " in ln]
+    assert len(lines) == 6
+    for ln in lines:
+        items = ln.split("not assessed from them: ", 1)[1].split(", ")
+        assert items == sorted(items) and all(i == i.strip() and "," not in i for i in items), ln
+        assert "posterior draws" not in ln and "ceiling" not in ln
+    assert "run(s) without a verifiable ceiling" in res.output and "their reward passes --ceiling" in res.output
+    assert res.output.count("add --posterior") == 1

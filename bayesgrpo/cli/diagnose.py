@@ -65,11 +65,9 @@ def diagnose_cmd(
             f"{n_watch} more check(s) at severity 'watch'" + (f" are in {out}" if out else " (write them with --out)")
         )
     missing = res.groupby("run_id")["missing"].apply(
-        lambda s: ",".join(sorted({m for v in s for m in str(v).split(",") if m and m != "nan"}))
+        lambda s: sorted({m.strip() for v in s for m in str(v).split(",") if m.strip() and m.strip() != "nan"})
     )
-    for rid, m in missing.items():
-        if m:
-            C.status(f"{rid}: not logged, so not assessed from them: {m}")
+    _say_missing(missing.to_dict(), ceiling=ceiling, posterior=posterior)
     if out is not None:
         with C.guard():
             write_table(res, out)
@@ -81,6 +79,24 @@ def diagnose_cmd(
                 path = out_dir / f"{stems[rid]}_diagnosis.png"
                 save_figure(fig, path, dpi=100)
         C.status(f"wrote {len(rs.run_ids)} figure(s) in {out_dir}")
+
+
+def _say_missing(missing: dict, *, ceiling, posterior: bool) -> None:
+    """One line per run: the metrics it does not log (so the checks that read them were not made); the inputs no
+    log holds -- a verifiable ceiling, the posterior -- are said once, with the option that gives them."""
+    for rid, items in missing.items():
+        logged = [m for m in items if m != "posterior draws" and not m.startswith("ceiling")]
+        if logged:
+            C.status(f"{rid}: not logged, so not assessed from them: {', '.join(logged)}")
+    no_ceiling = [rid for rid, items in missing.items() if any(m.startswith("ceiling") for m in items)]
+    if no_ceiling:
+        why = ("their reward passes --ceiling (see the warnings above)" if ceiling is not None
+               else "give --ceiling, or reward_max in --meta")  # fmt: skip
+        C.status(
+            f"{len(no_ceiling)} run(s) without a verifiable ceiling, so reward hacking is not judged from one: {why}"
+        )
+    if not posterior and any("posterior draws" in items for items in missing.values()):
+        C.status("the posterior part of dynamical_instability was not made: add --posterior (a fit per run)")
 
 
 def _posteriors(rs, *, kind: str, sampler, horizon) -> dict:

@@ -505,7 +505,8 @@ def validate_meta_columns(runs, columns, *, option: str = "--by") -> None:
     missing = [c for c in columns if c not in runs.meta.columns or runs.meta[c].isna().all()]
     if missing:
         cols = [c for c in runs.meta.columns if runs.meta[c].notna().any()]
-        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}")
+        fail(f"{option} {missing[0]!r}: no run has this metadata column; columns with values: {', '.join(cols[:15])}"
+             " (metadata comes from --meta META.csv: run_id plus model, group_size, ...)")  # fmt: skip
 
 
 def validate_outputs(*, out: Path | None = None, out_dir: Path | None = None) -> None:

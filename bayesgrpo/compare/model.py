@@ -219,6 +219,8 @@ class CompareResult:
 
 def _md(df: pd.DataFrame) -> str:
     def f(v):
+        if v is None or v is pd.NA:  # no prediction to cover: an empty cell, not "None"
+            return ""
         if isinstance(v, (float, np.floating)):
             if not np.isfinite(v):
                 return ""

@@ -172,6 +172,10 @@ def test_add_advice_is_one_column_and_never_changes_the_input():
         "too early",
         "too early",
     ]
+    # a forecast whose chains disagree (status "warning") is no basis for advice, whatever its p_gain says
+    doubt = t.assign(status=["warning", "warning", "error", "ok", "ok"])
+    assert list(add_advice(doubt, _policy(), numbers=nums)["advice"]) == ["uncertain", "uncertain", "", "too early",
+                                                                          "too early"]  # fmt: skip
 
 
 def _dec(seed=0, n_runs=40):

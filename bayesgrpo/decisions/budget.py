@@ -137,9 +137,11 @@ class StopRecommendation:
         if self.p_target is not None:
             s.append(f"P(reward >= {self.target:g} by then) = {self.p_target:.2f}")
         if self.steps_saved is not None and self.fraction_saved is not None:
+            g = self.reward_given_up
+            what = ("" if g is None else f", giving up E[{g:.3g}] reward" if g >= 0
+                    else f", keeping E[{-g:.3g}] reward the forecast loses by then")  # fmt: skip
             s.append(f"saves {self.steps_saved} steps ({100 * self.fraction_saved:.0f}% of the remaining steps"
-                     f"{self._money()}) vs training to {self.max_steps}, giving up E[{self.reward_given_up:.3g}] "
-                     "reward")  # fmt: skip
+                     f"{self._money()}) vs training to {self.max_steps}{what}")  # fmt: skip
         if self.rule80_step is not None:
             if self.rule80_expected_reward is not None:
                 s.append(

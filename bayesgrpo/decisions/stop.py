@@ -268,15 +268,18 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
 
     The one function every front end calls. ``numbers`` maps run id -> that forecast's decision numbers
     (:func:`bayesgrpo.forecast.decision.decision_probabilities`). A forecast row (``status`` ``ok`` or
-    ``warning``) without numbers is ``too early``; a row that is no forecast (``complete``, ``error``,
-    ``interrupted``) gets no advice (empty).
+    ``warning``) without numbers is ``too early``; a ``warning`` row (poor sampler health: its numbers are in
+    doubt) is ``uncertain``; a row that is no forecast (``complete``, ``error``, ``interrupted``) gets no advice
+    (empty).
     """
     policy = policy or StopPolicy()
     out = table.copy()
     status = out["status"] if "status" in out else pd.Series("ok", index=out.index)
     forecast = status.isin(["ok", "warning"]).to_numpy()
-    out["advice"] = [(policy.advise(numbers[r]) if r in numbers else "too early") if good else ""
-                     for r, good in zip(out["run_id"], forecast, strict=True)]  # fmt: skip
+    # a forecast whose chains disagree (status "warning": its numbers are in doubt) gets no advice to act on
+    doubt = (status == "warning").to_numpy()
+    out["advice"] = [("uncertain" if bad else policy.advise(numbers[r]) if r in numbers else "too early") if good else ""
+                     for r, good, bad in zip(out["run_id"], forecast, doubt, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     # the number the advice thresholds (the policy's score: p_gain, or its own map of it)
     out["advice_score"] = [float(np.asarray(policy.score(numbers[r]))) if good and r in numbers else np.nan

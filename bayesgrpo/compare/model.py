@@ -132,7 +132,7 @@ class CompareResult:
     def answers(self) -> list[str]:
         """One sentence per factor a user can act on: the known level most likely to have the highest plateau and its
         margin over the runner-up -- "group_size: 8 is the best bet (P(best) 0.62 of 3 levels); over 4, the next:
-        plateau +0.06 (90% interval -0.01 to 0.12), P(8 higher) = 0.91". The same draws as :meth:`levels` (the mean
+        its runs' mean plateau +0.06 (90% interval -0.01 to 0.12), P(8 higher) = 0.91". The same draws as :meth:`levels` (the mean
         plateau over a level's runs, in the comparison's reward units); ``unknown`` levels are never named."""
         lv, draws = self._levels()
         out = []

@@ -339,7 +339,11 @@ def test_cli_report_glance_and_sampler_word_say_what_the_table_and_cli_say(tmp_p
     rows = [page.cell_texts(i) for i in range(len(page.rows))]
     advice = [c[4] for c in rows]
     n_stop = sum(a.split(" saves")[0] in ("stop", "stop now") for a in advice)  # the policy's word, the budget's
-    assert n_stop > 0 and _glance_stop_count(text) == n_stop, (advice, n_stop)
+    if chain_shift == 0:
+        assert n_stop > 0, advice
+    else:  # chains that disagree: numbers in doubt are no advice to act on
+        assert {a.split(" saves")[0] for a in advice} == {"uncertain"} and n_stop == 0, advice
+    assert _glance_stop_count(text) == n_stop, (advice, n_stop)
     assert sum(r["attrs"]["data-stop"] == "1" for r in page.rows) == n_stop  # the "stop now" filter: the same rule
     cli = {ln.split()[0]: ("warning" if "warning:" in ln else ln.split()[-1]) for ln in res.output.splitlines()
            if ln.split() and ln.split()[0] in small_runs().run_ids}  # fmt: skip

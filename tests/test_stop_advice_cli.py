@@ -151,7 +151,7 @@ def test_budget_says_where_its_stop_step_and_the_policy_disagree(tmp_path, mock_
     disagrees and each run gets one line naming it and both answers; one that says 'continue' agrees: no line."""
     from bayesgrpo.decisions.stop import StopPolicy
 
-    monkeypatch.setattr(StopPolicy, "advise", lambda self, numbers: forced)
+    monkeypatch.setattr(StopPolicy, "advise", lambda self, numbers, status="ok": forced)
     p = write_runs(tmp_path)
     mock_sampler["spread"] = 0.05
     res = invoke("budget", p, "--horizon", 200, "--out", tmp_path / "b.csv")
@@ -204,8 +204,10 @@ def test_policy_stop_reads_the_workers_answer_and_its_patience():
         PolicyStop(risk=1.5)
 
 
-def test_worker_answer_equals_the_forecast_tables_advice(tmp_path, mock_sampler):
-    """What the live worker answers for one run is what `forecast` writes in its table for the same run."""
+@pytest.mark.parametrize("chain_shift", [0.0, 0.5])  # healthy chains; chains that disagree (status warning)
+def test_worker_answer_equals_the_forecast_tables_advice(tmp_path, mock_sampler, chain_shift):
+    """What the live worker answers for one run is what `forecast` writes in its table for the same run -- for a fit
+    in doubt too (both ``uncertain``)."""
     from bayesgrpo.decisions.stop import StopPolicy, advise_fit
     from bayesgrpo.forecast import Forecaster, SamplerConfig
     from bayesgrpo.forecast.batch import forecast_batch
@@ -213,6 +215,7 @@ def test_worker_answer_equals_the_forecast_tables_advice(tmp_path, mock_sampler)
     from bayesgrpo.io import read_runs
 
     mock_sampler["spread"] = 0.05
+    mock_sampler["chain_shift"] = chain_shift
     runs = read_runs(write_runs(tmp_path))
     res = forecast_batch(runs, forecaster=Forecaster(sampler=SamplerConfig(draws=50, tune=20)), horizon=200)
     table, nums = advise_fit(res.table, res.fit, StopPolicy(risk=0.2))
@@ -220,6 +223,7 @@ def test_worker_answer_equals_the_forecast_tables_advice(tmp_path, mock_sampler)
         ans = policy_answer(res.fit, rid, {"risk": 0.2, "delta": 0.05})
         row = table.set_index("run_id").loc[rid]
         assert ans["advice"] == row["advice"] and ans["p_gain"] == pytest.approx(nums[rid]["p_gain"])
+        assert (ans["advice"] == "uncertain") == (row["status"] == "warning") == (chain_shift > 0), (ans, row)
         assert ans["policy_patience"] == StopPolicy().patience
 
 

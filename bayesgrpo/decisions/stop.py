@@ -187,8 +187,14 @@ class StopPolicy(BaseModel):
         col, cal = self._score
         return cal.apply(numbers[col], fraction=numbers["fraction"], **{c: numbers[c] for c in cal.covariates})
 
-    def advise(self, numbers: dict) -> str:
-        """:meth:`advice` of one forecast's decision numbers."""
+    def advise(self, numbers: dict | None, *, status: str = "ok") -> str:
+        """:meth:`advice` of one forecast's decision numbers (None: none were computed, ``too early``); a forecast
+        whose sampler health is poor (``status`` ``warning``: its chains disagree, its numbers are in doubt) is
+        ``uncertain`` -- no advice to act on, in every front end."""
+        if status == "warning":
+            return "uncertain"
+        if numbers is None:
+            return "too early"
         return self.advice(float(np.asarray(self.score(numbers))), fraction=float(numbers["fraction"]))
 
     def advice(self, p_gain: float, *, fraction: float) -> str:
@@ -276,10 +282,8 @@ def add_advice(table: pd.DataFrame, policy: StopPolicy | None = None, *, numbers
     out = table.copy()
     status = out["status"] if "status" in out else pd.Series("ok", index=out.index)
     forecast = status.isin(["ok", "warning"]).to_numpy()
-    # a forecast whose chains disagree (status "warning": its numbers are in doubt) gets no advice to act on
-    doubt = (status == "warning").to_numpy()
-    out["advice"] = [("uncertain" if bad else policy.advise(numbers[r]) if r in numbers else "too early") if good else ""
-                     for r, good, bad in zip(out["run_id"], forecast, doubt, strict=True)]  # fmt: skip
+    out["advice"] = [policy.advise(numbers.get(r), status=s) if good else ""
+                     for r, good, s in zip(out["run_id"], forecast, status, strict=True)]  # fmt: skip
     out["advice_error_rate"] = np.where(out["advice"] == "stop", policy.error_rate, np.nan)
     # the number the advice thresholds (the policy's score: p_gain, or its own map of it)
     out["advice_score"] = [float(np.asarray(policy.score(numbers[r]))) if good and r in numbers else np.nan

@@ -304,7 +304,7 @@ def _instability(rid, df, draws, ceiling):
     f = Finding(rid, "dynamical_instability")
     step, y = df["step"].to_numpy(), df["reward"].to_numpy(float)
     ev = []
-    p = 1.0
+    p = None  # the posterior's P(unstable), when draws are given
     if draws is None:
         f.missing = ("posterior draws",)
     else:
@@ -326,7 +326,7 @@ def _instability(rid, df, draws, ceiling):
         # the early check sees a fresh fall before the whole-run check can confirm that it stays
         f.raise_to(early["severity"], early["onset"], early["score"])
         ev.append(early["text"])
-    _shape_checks(f, ev, df, step, y, ceiling, stable_p=p if draws is not None else None)
+    _shape_checks(f, ev, df, step, y, ceiling, stable_p=p)
     if not ev:
         ev.append(
             "no lasting drop of the reward (rolling median within "

@@ -145,7 +145,8 @@ def policy_answer(fit, run_id: str, policy: dict) -> dict:
 
     pol = StopPolicy(kind=fit.config.kind, **policy)
     nums = decision_probabilities(fit, run_id, delta=pol.delta)
-    return {"p_gain": float(nums["p_gain"]), "advice": pol.advise(nums), "advice_error_rate": float(pol.error_rate),
+    advice = pol.advise(nums, status=fit.health_status(run_id)[0])
+    return {"p_gain": float(nums["p_gain"]), "advice": advice, "advice_error_rate": float(pol.error_rate),
             "policy_patience": int(pol.patience or 1), "policy": pol.describe()}  # fmt: skip
 
 

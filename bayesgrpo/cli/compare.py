@@ -102,6 +102,7 @@ def _kinds(kinds: str | None, models: str | None) -> tuple[str, ...] | None:
 
 
 def _show_and_write(res, *, out, out_dir) -> None:
+    from bayesgrpo.conventions import HEADLINE, interval_label
     from bayesgrpo.io.output import save_figure, write_table, write_text
     from bayesgrpo.plots.forest import levels_plot
 
@@ -109,8 +110,8 @@ def _show_and_write(res, *, out, out_dir) -> None:
     # contrast table, the timescale by size and the per-run Pareto k go to the files (--out, --out-dir)
     lv = res.levels()
     if len(lv):
-        C.print_table(_levels_view(lv), title=f"per level ({res.primary} model; means over the level's runs, 80% "
-                                              "intervals; P(best): of the plateau)")  # fmt: skip
+        C.print_table(_levels_view(lv), title=f"per level ({res.primary} model; means over the level's runs, "
+                                              f"{interval_label(HEADLINE)} intervals; P(best): of the plateau)")  # fmt: skip
     answers = res.answers()
     if answers:
         typer.echo("# the answer, per factor (the level most likely best, and its margin over the next)")

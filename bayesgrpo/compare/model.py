@@ -25,7 +25,7 @@ from bayesgrpo.compare.graph import (
     pointwise_loglik,
     prepare_compare,
 )
-from bayesgrpo.conventions import CI_PROB, interval_bounds, interval_label
+from bayesgrpo.conventions import CI_PROB, HEADLINE, interval_bounds, interval_label
 from bayesgrpo.errors import SamplerWarning
 from bayesgrpo.inference import sampling
 from bayesgrpo.inference.sampling import SamplerConfig
@@ -151,7 +151,7 @@ class CompareResult:
     def levels(self) -> pd.DataFrame:
         """The short answer, per factor level (the family factor and each other factor of ``by`` with at least two
         levels): the mean over the level's runs of the run-level plateau, timescale (steps) and noise (``sigma_p``)
-        of the primary fit -- posterior median and 80% interval -- and ``p_best``, the posterior probability that this
+        of the primary fit -- posterior median and :data:`~bayesgrpo.conventions.HEADLINE` (80%) interval -- and ``p_best``, the posterior probability that this
         level's mean plateau is the highest of the factor's known levels (``unknown``: no P(best))."""
         return self._levels()[0]
 
@@ -174,7 +174,7 @@ class CompareResult:
                 row = {"factor": c, "level": arr.levels[c][k], "runs": int(np.sum(codes == k))}
                 for q, d in means[k].items():
                     row[q] = float(np.median(d))  # a timescale's posterior is skewed: its mean can lie past 90%
-                    row[f"{q}_lo"], row[f"{q}_hi"] = (float(v) for v in np.quantile(d, [0.1, 0.9]))
+                    row[f"{q}_lo"], row[f"{q}_hi"] = (float(v) for v in np.quantile(d, interval_bounds(HEADLINE)))
                 p = float(np.mean(best == known.index(k))) if best is not None and k in known else np.nan
                 rows.append({**row, "p_best": p})
         return pd.DataFrame(rows), draws
@@ -204,7 +204,8 @@ class CompareResult:
         lines.append(
             f"- reward scales: {len(set(self.arrays.scale_groups))} normalisation group(s); primary model for contrasts: `{self.primary}`"
         )
-        lines += ["", "## Per level (means over each level's runs; 80% intervals; P(best) of the plateau)", "",
+        lines += ["", f"## Per level (means over each level's runs; {interval_label(HEADLINE)} intervals; P(best) of the "
+                  "plateau)", "",
                   _md(self.levels())]  # fmt: skip
         lines += ["", "## Contrasts (90% equal-tailed intervals)", "",
                   "The model's level effects (family means; factor effects with the other factors held fixed), not "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from bayesgrpo.conventions import CI_PROB, interval_label
+from bayesgrpo.conventions import CI_PROB, HEADLINE, interval_label
 
 __all__ = ["forest_plot", "levels_plot"]
 
@@ -81,9 +81,9 @@ _LEVEL_PANELS = (("plateau", "plateau (comparison's reward units)", False),
                  ("noise", "process noise sigma_p (log scale)", True))  # fmt: skip
 
 
-def levels_plot(result, *, prob: float = 0.8):
+def levels_plot(result):
     """The answer per factor level (:meth:`~bayesgrpo.compare.CompareResult.levels`): plateau, timescale and noise
-    of each level -- posterior median and 80% interval of the mean over its runs -- one row per level, the levels of
+    of each level -- posterior median and headline (80%) interval of the mean over its runs -- one row per level, the levels of
     each factor together, P(best) of the plateau in the row's label; the G exponent b and, fitted, alpha in the
     title. One row per level, not per pair: it stays readable with many levels (the pairwise contrasts are
     :func:`forest_plot` and the ``--out`` table)."""
@@ -115,7 +115,7 @@ def levels_plot(result, *, prob: float = 0.8):
     axes[0].set_yticks(yy, labels, fontsize=8)
     axes[0].set_ylim(-0.7, n - 0.3)
     fig.suptitle(f"compare ({result.primary} model, by {', '.join(result.by)}): per level, posterior median and "
-                 f"{interval_label(prob)} interval of the mean over its runs" + _physics_line(result), fontsize=9.5)  # fmt: skip
+                 f"{interval_label(HEADLINE)} interval of the mean over its runs" + _physics_line(result), fontsize=9.5)  # fmt: skip
     return fig
 
 
